@@ -1,0 +1,162 @@
+"""The descent itself: the shared recursion of every CEM layer, traces, and the autograd reference.
+
+A CEM layer maps h to h + (x^(T) - x^(0)) where x^(0) = Norm(h) and
+x^(t+1) = x^(t) - eta_t P grad_x E(x^(t) | c_{1:i}), with the history c = Norm(h) fixed
+(design.md §2). ``EnergyDescentLayer`` holds that loop once; attention and the gated MLP only
+say how to build the fixed context (keys, the gate) and how to compute -grad E fast.
+``reference_forward`` recomputes the same T steps by autograd on the energy functions and
+``assert_exact`` compares the two: it is the checker behind design.md §3, invariant 1.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .precondition import Preconditioner
+
+
+@dataclass
+class Trace:
+    """Everything a plot of the descent needs, for one input h.
+
+    iterates: (T+1, B, n, d), x^(0) = Norm(h) first; energies: (T+1, B, n), E(x^(t) | c_{1:i});
+    weights: (T, B, H, n, n) attention weights a^k_ij at each step (attention only);
+    step_sizes: (T,) the eta_t used.
+    """
+
+    iterates: torch.Tensor
+    energies: torch.Tensor
+    step_sizes: torch.Tensor
+    weights: torch.Tensor | None = None
+
+    @property
+    def update_norms(self) -> torch.Tensor:
+        """|x^(t+1) - x^(t)| per step and token, shape (T, B, n)."""
+        return (self.iterates[1:] - self.iterates[:-1]).norm(dim=-1)
+
+
+def check_input(h, d_model: int, name: str = "h") -> None:
+    """A clear ValueError for a wrong type, shape, dtype or a non-finite value."""
+    if not isinstance(h, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape (batch, seq, {d_model}); got {type(h).__name__}")
+    if h.dim() != 3 or h.shape[-1] != d_model or h.shape[1] == 0:
+        raise ValueError(f"{name} has shape {tuple(h.shape)}; expected (batch, seq >= 1, d_model={d_model})")
+    if not h.is_floating_point():
+        raise ValueError(f"{name} has dtype {h.dtype}; expected a floating dtype (float32, float64, bfloat16)")
+    if not torch.isfinite(h).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+
+
+class EnergyDescentLayer(nn.Module):
+    """Shared recursion; subclasses implement ``_context``, ``_negative_gradient``, ``_energy``."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)    # c_j = Norm(h_j), x^(0) = Norm(h_i)
+        self.preconditioner = Preconditioner(config.d_model, config.preconditioner, config.rank)
+        if config.learn_eta:
+            n_eta = config.T if config.eta_per_step else 1
+            self.log_eta = nn.Parameter(torch.full((n_eta,), math.log(config.eta)))  # eta = exp(log_eta) > 0
+        self.check_inputs = True   # a model that validates its own input turns this off
+
+    # -- subclass hooks ----------------------------------------------------------------------
+    def _context(self, c: torch.Tensor, cache=None):
+        raise NotImplementedError
+
+    def _negative_gradient(self, x: torch.Tensor, context, need_weights: bool):
+        raise NotImplementedError
+
+    def _energy(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    # -- the recursion -----------------------------------------------------------------------
+    def step_sizes(self) -> list:
+        """eta_t for t = 0..T-1 (floats when fixed, tensors when learned)."""
+        T = self.config.T
+        if not self.config.learn_eta:
+            return [self.config.eta] * T
+        eta = self.log_eta.exp()                                       # eta = exp(log_eta) > 0
+        return [eta[t] if self.config.eta_per_step else eta[0] for t in range(T)]
+
+    def _step(self, x, x0, context, eta, need_weights=False):
+        u, weights = self._negative_gradient(x, context, need_weights)  # u = -grad E_interaction(x)
+        if self.config.anchor:
+            u = u - self.config.anchor * (x - x0)                      # - grad (lambda/2)|x - x0|^2
+        return x + eta * self.preconditioner(u), weights               # x^(t+1) = x^(t) - eta P grad E
+
+    def forward(self, h: torch.Tensor, cache=None) -> torch.Tensor:
+        if self.check_inputs:
+            check_input(h, self.config.d_model)
+        x0 = self.norm(h)                                              # x^(0) = c = Norm(h)
+        context = self._context(x0, cache)                             # computed once for all T steps
+        x = x0
+        for eta in self.step_sizes():
+            x, _ = self._step(x, x0, context, eta)
+        return h + (x - x0)                                            # h' = h + x^(T) - x^(0)
+
+    # -- the energy view ---------------------------------------------------------------------
+    def _require_tied(self, what: str) -> None:
+        if self.config.untied:
+            raise ValueError(f"untied=True: an untied layer is not a gradient step on an energy, so it has no {what}")
+
+    def energy(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """E(x_i | c_{1:i}) per token, shape (B, n); x in normalized space, h the raw input."""
+        self._require_tied("energy")
+        check_input(h, self.config.d_model)
+        check_input(x, self.config.d_model, name="x")
+        if x.shape != h.shape:
+            raise ValueError(f"x has shape {tuple(x.shape)} but h has shape {tuple(h.shape)}; they must match")
+        return self._energy(x, self.norm(h))
+
+    @torch.no_grad()
+    def trace(self, h: torch.Tensor) -> Trace:
+        """Iterates, energies (and attention weights) of the T steps for input h."""
+        self._require_tied("trace")
+        check_input(h, self.config.d_model)
+        x0 = self.norm(h)
+        context = self._context(x0)
+        xs, ws = [x0], []
+        for eta in self.step_sizes():
+            x, w = self._step(xs[-1], x0, context, eta, need_weights=True)
+            xs.append(x)
+            ws.append(w)
+        iterates = torch.stack(xs)
+        energies = torch.stack([self._energy(x, x0) for x in xs])
+        etas = torch.tensor([float(e) for e in self.step_sizes()])
+        weights = torch.stack(ws) if ws[0] is not None else None
+        return Trace(iterates=iterates, energies=energies, step_sizes=etas, weights=weights)
+
+
+def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor) -> torch.Tensor:
+    """The same T steps computed by autograd on ``layer.energy``: x <- x - eta P grad E(x)."""
+    layer._require_tied("reference forward")
+    with torch.enable_grad():
+        x0 = layer.norm(h).detach()
+        x = x0
+        for eta in layer.step_sizes():
+            x = x.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(layer.energy(x, h).sum(), x)  # grad_x E, autograd on the energy
+            x = x - float(eta) * layer.preconditioner(grad).detach()    # x^(t+1) = x^(t) - eta P grad E
+    return (h + (x - x0)).detach()
+
+
+def exactness_error(layer: EnergyDescentLayer, h: torch.Tensor) -> float:
+    """max |fast - reference| / max |reference update|: 0 for an exact fast path."""
+    with torch.no_grad():
+        fast = layer(h)
+    ref = reference_forward(layer, h)
+    scale = (ref - h).abs().max().clamp_min(torch.finfo(h.dtype).tiny)
+    return float((fast - ref).abs().max() / scale)
+
+
+def assert_exact(layer: EnergyDescentLayer, h: torch.Tensor, rtol: float) -> float:
+    """Raise AssertionError unless the fast forward equals T autograd steps within rtol."""
+    err = exactness_error(layer, h)
+    if not err <= rtol:
+        raise AssertionError(f"fast path differs from autograd descent on the energy: "
+                             f"relative error {err:.3e} > {rtol:.1e} ({layer.config})")
+    return err

@@ -1,0 +1,152 @@
+"""The conditional energies as pure functions of (x, history, weights).
+
+Shapes: x and c are (B, n, d); x_i is the optimization variable of token i, c_j = Norm(h_j) the
+fixed causal history. Each function returns the energy of every token, shape (B, n), so that
+grad of the sum with respect to x is the per-token gradient (E_i depends on x_i only).
+These are the *reference* definitions: the layers' fast paths are tested against autograd on
+them (design.md §3, invariant 1).
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import torch
+import torch.nn.functional as F
+
+from .rope import rope_angles, rotate
+
+# ---------------------------------------------------------------------------------------------
+# Element-wise potentials: phi and its antiderivative Phi (Phi' = phi)
+# ---------------------------------------------------------------------------------------------
+
+
+def _bernoulli(n_max: int) -> list[Fraction]:
+    """Bernoulli numbers B_0..B_n_max (B_1 = -1/2), by the standard recurrence."""
+    b = [Fraction(1)]
+    for m in range(1, n_max + 1):
+        b.append(-sum(math.comb(m + 1, k) * b[k] for k in range(m)) / (m + 1))
+    return b
+
+
+# Li2(w) = sum_n B_n y^(n+1) / (n+1)!, y = -log(1 - w); |y| <= log 2 here, terms fall like (y/2pi)^n.
+_LI2_COEFFS = [float(b / math.factorial(n + 1)) for n, b in enumerate(_bernoulli(24))]
+
+
+def dilog_neg_exp(a: torch.Tensor) -> torch.Tensor:
+    """Li2(-e^a) for a <= 0, stable in float32 and float64.
+
+    Landen's identity Li2(u) = -Li2(u/(u-1)) - log(1-u)^2/2 maps u = -e^a in [-1, 0) to
+    w = sigmoid(a) in (0, 1/2], where -log(1-w) = softplus(a) = y <= log 2 and the Bernoulli
+    series converges fast.
+    """
+    y = F.softplus(a)                                                  # y = log(1 - u) = -log(1 - w)
+    series = torch.zeros_like(y)
+    for coeff in reversed(_LI2_COEFFS):                                # Horner in y: sum B_n y^(n+1)/(n+1)!
+        series = (series + coeff) * y
+    return -series - 0.5 * y * y                                       # Li2(u) = -Li2(w) - y^2/2
+
+
+def silu_antiderivative_value(z: torch.Tensor) -> torch.Tensor:
+    """Phi(z) = z softplus(z) + Li2(-e^z), with Phi(0) = -pi^2/12 (no constant dropped).
+
+    For z > 0 the inversion Li2(-e^z) = -pi^2/6 - z^2/2 - Li2(-e^-z) keeps every term finite:
+    Phi(z) = z^2/2 + z softplus(-z) - pi^2/6 - Li2(-e^-z).
+    """
+    a = -z.abs()
+    y = F.softplus(a)
+    li = dilog_neg_exp(a)
+    neg = z * y + li                                                   # z <= 0: z softplus(z) + Li2(-e^z)
+    pos = 0.5 * z * z + z * y - math.pi ** 2 / 6 - li                  # z > 0, after the inversion
+    return torch.where(z > 0, pos, neg)
+
+
+class _SiLUAntiderivative(torch.autograd.Function):
+    """Phi for SiLU with the exact backward Phi'(z) = silu(z) (differentiable again)."""
+
+    @staticmethod
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return silu_antiderivative_value(z)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (z,) = ctx.saved_tensors
+        return grad * F.silu(z)                                        # Phi'(z) = z sigmoid(z)
+
+
+def silu_antiderivative(z: torch.Tensor) -> torch.Tensor:
+    return _SiLUAntiderivative.apply(z)
+
+
+def gelu_antiderivative(z: torch.Tensor) -> torch.Tensor:
+    """Phi(z) = ((z^2 - 1) N(z) + z n(z)) / 2 for GELU(z) = z N(z) (N, n: normal cdf, pdf)."""
+    cdf = 0.5 * (1 + torch.erf(z / math.sqrt(2)))
+    pdf = torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return 0.5 * ((z * z - 1) * cdf + z * pdf)
+
+
+def relu_antiderivative(z: torch.Tensor) -> torch.Tensor:
+    """Phi(z) = relu(z)^2 / 2."""
+    return 0.5 * F.relu(z) ** 2
+
+
+def _gelu(z: torch.Tensor) -> torch.Tensor:
+    return F.gelu(z)                                                   # exact (erf) GELU
+
+
+ACTIVATION_FUNCTIONS = {
+    # name: (phi, Phi)
+    "silu": (F.silu, silu_antiderivative),
+    "gelu": (_gelu, gelu_antiderivative),
+    "relu": (F.relu, relu_antiderivative),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Energies
+# ---------------------------------------------------------------------------------------------
+
+
+def anchor_energy(x: torch.Tensor, x0: torch.Tensor, anchor: float) -> torch.Tensor:
+    """(lambda/2) |x - x0|^2 per token: our extension, not the paper's (design.md §2)."""
+    return 0.5 * anchor * ((x - x0) ** 2).sum(-1)
+
+
+def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None):
+    """s^k_ij = x_i^T A_k c_j per head, shape (B, H, n, n), unmasked.
+
+    A_k = W_Q,k^T R_i^T R_j W_K,k (+ diag(d_k)); the diagonal block is not rotated.
+    """
+    B, n, d = x.shape
+    dh = d // n_heads
+    q = (x @ w_q.T).view(B, n, n_heads, dh).transpose(1, 2)            # W_Q,k x_i
+    k = (c @ w_k.T).view(B, c.shape[1], n_heads, dh).transpose(1, 2)   # W_K,k c_j
+    if rope_base is not None:
+        cos, sin = rope_angles(torch.arange(n, device=x.device), dh, rope_base, x.dtype)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)                # R_i q_i, R_j k_j
+    s = q @ k.transpose(-1, -2)                                        # (W_Q,k x_i)^T (W_K,k c_j)
+    if diag is not None:
+        s = s + torch.einsum("bid,hd,bjd->bhij", x, diag, c)           # + x_i^T diag(d_k) c_j
+    return s
+
+
+def attention_energy(x, c, w_q, w_k, n_heads, *, diag=None, rope_base=None, anchor=0.0, x0=None):
+    """E_att(x_i | c_{1:i}) = -sum_k (1/beta) log sum_{j<=i} exp(beta x_i^T A_k c_j), per token.
+
+    beta = 1/sqrt(d_h). ``diag`` is (H, d) (one row per head; a shared diagonal is one row
+    broadcast). ``rope_base`` None means no RoPE. With ``anchor`` > 0 adds (lambda/2)|x - x0|^2.
+    """
+    n = x.shape[1]
+    beta = (x.shape[-1] // n_heads) ** -0.5                            # beta = 1/sqrt(d_h) = 1/tau
+    s = attention_scores(x, c, w_q, w_k, n_heads, diag, rope_base)
+    future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+    s = s.masked_fill(future, float("-inf"))                           # the sum runs over j <= i
+    e = -(torch.logsumexp(beta * s, dim=-1) / beta).sum(1)             # -sum_k (1/beta) LSE_j(beta s)
+    return e + anchor_energy(x, x0, anchor) if anchor else e
+
+
+def mlp_energy(x, c, w_up, w_gate, activation="silu", *, anchor=0.0, x0=None):
+    """E_mlp(x | c) = -sum_m (G c)_m Phi((U x)_m), per token; U = up_proj, G = gate_proj."""
+    antiderivative = ACTIVATION_FUNCTIONS[activation][1]
+    e = -((c @ w_gate.T) * antiderivative(x @ w_up.T)).sum(-1)         # -sum_m (Gc)_m Phi((Ux)_m)
+    return e + anchor_energy(x, x0, anchor) if anchor else e
