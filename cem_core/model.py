@@ -1,0 +1,239 @@
+"""Blocks and a decoder-only language model assembled from a ``ModelConfig``.
+
+The attention kind and the MLP kind are chosen independently ("llama" or "cem"); the four
+named variants are llama, cem-attn, cem-mlp and cem-full. Each sublayer is pre-norm with its
+own residual (h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder layer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import AttentionCache, CEMAttention, LlamaAttention
+from .config import KINDS, AttentionConfig, MLPConfig, _check_bool, _check_choice, _check_float, _check_int, _fail
+from .mlp import CEMGatedMLP, SwiGLU
+
+VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
+            "cem-mlp": ("llama", "cem"), "cem-full": ("cem", "cem")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 344
+    max_seq_len: int = 256
+    attention: str = "llama"                             # "llama" | "cem"
+    mlp: str = "llama"                                   # "llama" | "cem"
+    attention_options: dict = field(default_factory=dict)  # extra AttentionConfig fields (T, diagonal, ...)
+    mlp_options: dict = field(default_factory=dict)        # extra MLPConfig fields (T, preconditioner, ...)
+    rope: bool = True
+    tie_embeddings: bool = True
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
+            _check_int(name, getattr(self, name), 1)
+        _check_choice("attention", self.attention, KINDS)
+        _check_choice("mlp", self.mlp, KINDS)
+        for name in ("attention_options", "mlp_options"):
+            if not isinstance(getattr(self, name), dict):
+                _fail(name, getattr(self, name), "must be a dict of layer config fields")
+        for name, owned in (("attention_options", ("d_model", "n_heads", "rope", "norm_eps", "untied")),
+                            ("mlp_options", ("d_model", "d_ff", "norm_eps", "untied"))):
+            clash = sorted(set(getattr(self, name)) & set(owned))
+            if clash:
+                _fail(f"{name}[{clash[0]!r}]", getattr(self, name)[clash[0]],
+                      "is set by ModelConfig itself; set it there instead")
+        _check_bool("rope", self.rope)
+        _check_bool("tie_embeddings", self.tie_embeddings)
+        _check_float("init_std", self.init_std, 0.0, strict=True)
+        self.attention_config()   # validate the layer configs now, not at the first forward
+        self.mlp_config()
+
+    @classmethod
+    def variant(cls, name: str, **kwargs) -> "ModelConfig":
+        """One of VARIANTS: llama, cem-attn, cem-mlp, cem-full."""
+        _check_choice("variant", name, tuple(VARIANTS))
+        attention, mlp = VARIANTS[name]
+        if attention == "llama":
+            kwargs.pop("attention_options", None)
+        if mlp == "llama":
+            kwargs.pop("mlp_options", None)
+        return cls(attention=attention, mlp=mlp, **kwargs)
+
+    def attention_config(self) -> AttentionConfig:
+        try:
+            return AttentionConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope,
+                                   norm_eps=self.norm_eps, untied=self.attention == "llama",
+                                   **self.attention_options)
+        except TypeError as err:
+            raise ValueError(f"attention_options={self.attention_options!r} is invalid: {err}") from None
+
+    def mlp_config(self) -> MLPConfig:
+        try:
+            return MLPConfig(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps,
+                             untied=self.mlp == "llama", **self.mlp_options)
+        except TypeError as err:
+            raise ValueError(f"mlp_options={self.mlp_options!r} is invalid: {err}") from None
+
+    def param_counts(self) -> dict[str, int]:
+        """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these)."""
+        a, m = self.attention_config().param_counts(), self.mlp_config().param_counts()
+        L, d = self.n_layers, self.d_model
+        counts = {"embedding": self.vocab_size * d,
+                  "head": 0 if self.tie_embeddings else self.vocab_size * d,
+                  "attention.projections": L * a["projections"],
+                  "attention.diagonal": L * a["diagonal"],
+                  "attention.preconditioner": L * a["preconditioner"],
+                  "attention.eta": L * a["eta"],
+                  "mlp.projections": L * m["projections"],
+                  "mlp.preconditioner": L * m["preconditioner"],
+                  "mlp.eta": L * m["eta"],
+                  "norms": L * (a["norm"] + m["norm"]) + d}
+        counts["total"] = sum(counts.values())
+        return counts
+
+    def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
+        """KV-cache bytes per generated token over all layers."""
+        return self.n_layers * self.attention_config().cache_floats_per_token() * torch.finfo(dtype).bits // 8
+
+
+PARTS = ("embedding", "head", "attention.projections", "attention.diagonal", "attention.preconditioner",
+         "attention.eta", "mlp.projections", "mlp.preconditioner", "mlp.eta", "norms")
+
+
+def _part(name: str) -> str:
+    """The param_counts key of a parameter name."""
+    if name.startswith("embed"):
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "head"
+    if ".norm." in name or name.startswith("norm."):
+        return "norms"
+    section = "attention" if ".attn." in name else "mlp"
+    if ".preconditioner." in name:
+        return f"{section}.preconditioner"
+    if name.endswith("log_eta"):
+        return f"{section}.eta"
+    if name.endswith(".diag"):
+        return "attention.diagonal"
+    return f"{section}.projections"
+
+
+def param_breakdown(model: nn.Module) -> dict[str, int]:
+    """Parameters counted by part from the module itself (tied weights counted once)."""
+    counts = dict.fromkeys(PARTS, 0)
+    for name, p in model.named_parameters():   # named_parameters skips tied duplicates
+        counts[_part(name)] += p.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+class Block(nn.Module):
+    """attention sublayer, then MLP sublayer; each h + delta with its own RMSNorm."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        attn_cls = LlamaAttention if config.attention == "llama" else CEMAttention
+        mlp_cls = SwiGLU if config.mlp == "llama" else CEMGatedMLP
+        self.attn = attn_cls(config.attention_config())
+        self.mlp = mlp_cls(config.mlp_config())
+
+    def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
+        return self.mlp(self.attn(h, cache))
+
+
+@dataclass
+class Generation:
+    tokens: torch.Tensor      # (B, prompt + new)
+    cache_bytes: int          # bytes held by the KV cache at the end (0 without cache)
+
+
+class LanguageModel(nn.Module):
+    """Token embedding, n_layers blocks, final RMSNorm, LM head (tied to the embedding by default)."""
+
+    def __init__(self, config: ModelConfig):
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"config must be a ModelConfig; got {type(config).__name__}")
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self.apply(self._init_weights)
+        for block in self.blocks:   # the model validates token ids; layers skip their own check
+            block.attn.check_inputs = block.mlp.check_inputs = False
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, 0.0, self.config.init_std)
+
+    def _check_ids(self, idx) -> None:
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"idx must be an integer tensor of shape (batch, seq); got "
+                             f"{getattr(idx, 'dtype', type(idx).__name__)} {tuple(getattr(idx, 'shape', ()))}")
+        if idx.shape[1] == 0 or idx.shape[1] > self.config.max_seq_len:
+            raise ValueError(f"sequence length {idx.shape[1]} is invalid: must be in [1, max_seq_len="
+                             f"{self.config.max_seq_len}]")
+        if idx.numel() and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
+            raise ValueError(f"token ids must be in [0, vocab_size={self.config.vocab_size}); got "
+                             f"[{int(idx.min())}, {int(idx.max())}]")
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, caches=None):
+        """Logits (B, n, V), and the mean cross-entropy when targets are given."""
+        self._check_ids(idx)
+        h = self.embed(idx)
+        for i, block in enumerate(self.blocks):
+            h = block(h, None if caches is None else caches[i])
+        logits = self.lm_head(self.norm(h))
+        if targets is None:
+            return logits
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+        return logits, loss
+
+    def param_breakdown(self) -> dict[str, int]:
+        return param_breakdown(self)
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, use_cache: bool = True,
+                 generator: torch.Generator | None = None) -> Generation:
+        """Sample max_new_tokens tokens (greedy when temperature == 0).
+
+        With the cache, each new token runs its T steps against cached keys (CEM: keys only,
+        values are the keys); without it the whole prefix is recomputed. Both give the same tokens.
+        """
+        self._check_ids(idx)
+        _check_int("max_new_tokens", max_new_tokens, 0)
+        _check_float("temperature", temperature, 0.0, strict=False)
+        if top_k is not None:
+            _check_int("top_k", top_k, 1, self.config.vocab_size)
+        if idx.shape[1] + max_new_tokens > self.config.max_seq_len:
+            _fail("max_new_tokens", max_new_tokens,
+                  f"prompt {idx.shape[1]} + new tokens must fit max_seq_len={self.config.max_seq_len}")
+        caches = [AttentionCache() for _ in self.blocks] if use_cache else None
+        tokens, step_input = idx, idx
+        for _ in range(max_new_tokens):
+            logits = self(step_input if use_cache else tokens, caches=caches)[:, -1].float()
+            if temperature == 0:
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, top_k).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+            tokens = torch.cat((tokens, nxt), dim=1)
+            step_input = nxt
+        return Generation(tokens=tokens, cache_bytes=sum(c.nbytes for c in caches) if caches else 0)
