@@ -82,6 +82,10 @@ class EnergyDescentLayer(nn.Module):
         eta = self.log_eta.exp()                                       # eta = exp(log_eta) > 0
         return [eta[t] if self.config.eta_per_step else eta[0] for t in range(T)]
 
+    def step_size_values(self) -> list[float]:
+        """eta_t as plain floats (for traces, plots and the reference path)."""
+        return [float(e.detach()) if isinstance(e, torch.Tensor) else e for e in self.step_sizes()]
+
     def _step(self, x, x0, context, eta, need_weights=False):
         u, weights = self._negative_gradient(x, context, need_weights)  # u = -grad E_interaction(x)
         if self.config.anchor:
@@ -126,7 +130,7 @@ class EnergyDescentLayer(nn.Module):
             ws.append(w)
         iterates = torch.stack(xs)
         energies = torch.stack([self._energy(x, x0) for x in xs])
-        etas = torch.tensor([float(e) for e in self.step_sizes()])
+        etas = torch.tensor(self.step_size_values())
         weights = torch.stack(ws) if ws[0] is not None else None
         return Trace(iterates=iterates, energies=energies, step_sizes=etas, weights=weights)
 
@@ -137,10 +141,10 @@ def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor) -> torch.Tenso
     with torch.enable_grad():
         x0 = layer.norm(h).detach()
         x = x0
-        for eta in layer.step_sizes():
+        for eta in layer.step_size_values():
             x = x.detach().requires_grad_(True)
             (grad,) = torch.autograd.grad(layer.energy(x, h).sum(), x)  # grad_x E, autograd on the energy
-            x = x - float(eta) * layer.preconditioner(grad).detach()    # x^(t+1) = x^(t) - eta P grad E
+            x = x - eta * layer.preconditioner(grad).detach()    # x^(t+1) = x^(t) - eta P grad E
     return (h + (x - x0)).detach()
 
 

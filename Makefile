@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh machine: `make app` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: app test info clean
+
+$(BIN)/.runtime: requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+$(BIN)/.dev: $(BIN)/.runtime requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+app: $(BIN)/.runtime          ## launch the Streamlit app on its defaults
+	$(BIN)/python -m streamlit run app.py
+
+test: $(BIN)/.dev             ## run the whole test suite
+	$(BIN)/python -m pytest
+
+info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
+	$(BIN)/python -m cem_core info --d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048
+
+clean:
+	rm -rf $(VENV) .pytest_cache

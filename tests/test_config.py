@@ -1,0 +1,136 @@
+"""Every invalid setting raises ValueError naming the field, the value and what is allowed."""
+import pytest
+import torch
+
+from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel, LlamaAttention, MLPConfig, ModelConfig, SwiGLU
+
+BAD_ATTENTION = [
+    (dict(d_model=30, n_heads=4), "d_model"),
+    (dict(d_model=0, n_heads=1), "d_model"),
+    (dict(d_model=16, n_heads=0), "n_heads"),
+    (dict(d_model=12, n_heads=4, rope=True), "n_heads"),          # odd head dim with RoPE
+    (dict(d_model=16, n_heads=2, T=0), "T"),
+    (dict(d_model=16, n_heads=2, T=2.5), "T"),
+    (dict(d_model=16, n_heads=2, eta=0.0), "eta"),
+    (dict(d_model=16, n_heads=2, eta=-1.0), "eta"),
+    (dict(d_model=16, n_heads=2, eta=float("nan")), "eta"),
+    (dict(d_model=16, n_heads=2, anchor=-0.1), "anchor"),
+    (dict(d_model=16, n_heads=2, diagonal="full"), "diagonal"),
+    (dict(d_model=16, n_heads=2, preconditioner="lbfgs"), "preconditioner"),
+    (dict(d_model=16, n_heads=2, preconditioner="psd", rank=0), "rank"),
+    (dict(d_model=16, n_heads=2, preconditioner="dlr", rank=17), "rank"),
+    (dict(d_model=16, n_heads=2, eta_per_step=True), "eta_per_step"),
+    (dict(d_model=16, n_heads=2, learn_eta="yes"), "learn_eta"),
+    (dict(d_model=16, n_heads=2, untied=True, T=2), "T"),
+    (dict(d_model=16, n_heads=2, untied=True, diagonal="shared"), "diagonal"),
+    (dict(d_model=16, n_heads=2, untied=True, preconditioner="psd"), "preconditioner"),
+    (dict(d_model=16, n_heads=2, untied=True, anchor=1.0), "anchor"),
+]
+
+
+@pytest.mark.parametrize("kwargs,field", BAD_ATTENTION)
+def test_bad_attention_config_names_field(kwargs, field):
+    with pytest.raises(ValueError) as err:
+        AttentionConfig(**kwargs)
+    msg = str(err.value)
+    assert msg.startswith(f"{field}={kwargs[field]!r} is invalid: "), msg
+    assert len(msg) > len(f"{field}={kwargs[field]!r} is invalid: ") + 10   # says what is allowed
+
+
+BAD_MLP = [
+    (dict(d_model=16, d_ff=0), "d_ff"),
+    (dict(d_model=16, d_ff=32, activation="tanh"), "activation"),
+    (dict(d_model=16, d_ff=32, T=100), "T"),
+    (dict(d_model=16, d_ff=32, untied=True, T=3), "T"),
+]
+
+
+@pytest.mark.parametrize("kwargs,field", BAD_MLP)
+def test_bad_mlp_config_names_field(kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        MLPConfig(**kwargs)
+
+
+def test_allowed_values_are_listed():
+    with pytest.raises(ValueError, match="'none', 'per_head', 'shared'"):
+        AttentionConfig(d_model=16, n_heads=2, diagonal="diag")
+
+
+def test_baselines_reject_cem_only_options():
+    with pytest.raises(ValueError, match="^T="):
+        LlamaAttention(AttentionConfig(d_model=16, n_heads=2, T=2))
+    with pytest.raises(ValueError, match="^preconditioner="):
+        SwiGLU(MLPConfig(d_model=16, d_ff=8, preconditioner="psd"))
+    with pytest.raises(ValueError, match="AttentionConfig"):
+        CEMAttention(MLPConfig(d_model=16, d_ff=8))
+
+
+@pytest.mark.parametrize("bad,match", [
+    (torch.randn(2, 5, 15), "shape"),
+    (torch.randn(5, 16), "shape"),
+    (torch.randn(2, 0, 16), "shape"),
+    (torch.randint(0, 3, (2, 5, 16)), "dtype"),
+    (torch.full((2, 5, 16), float("nan")), "NaN"),
+    (torch.full((2, 5, 16), float("inf")), "infinite"),
+    ([[0.0] * 16], "torch.Tensor"),
+])
+def test_bad_input_tensor(bad, match):
+    att = CEMAttention(AttentionConfig(d_model=16, n_heads=2))
+    mlp = CEMGatedMLP(MLPConfig(d_model=16, d_ff=8))
+    for layer in (att, mlp):
+        for call in (lambda: layer(bad), lambda: layer.trace(bad)):
+            with pytest.raises(ValueError, match=match):
+                call()
+
+
+def test_untied_layer_has_no_energy():
+    att = LlamaAttention(AttentionConfig(d_model=16, n_heads=2))
+    h = torch.randn(1, 3, 16)
+    with pytest.raises(ValueError, match="untied"):
+        att.energy(h, h)
+    with pytest.raises(ValueError, match="untied"):
+        att.trace(h)
+
+
+def test_energy_shape_mismatch():
+    att = CEMAttention(AttentionConfig(d_model=16, n_heads=2))
+    with pytest.raises(ValueError, match="must match"):
+        att.energy(torch.randn(1, 3, 16), torch.randn(1, 4, 16))
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(attention="gpt"), "attention"),
+    (dict(mlp="moe"), "mlp"),
+    (dict(n_layers=0), "n_layers"),
+    (dict(attention="cem", attention_options=dict(T=0)), "T"),
+    (dict(attention="cem", attention_options=dict(n_heads=2)), "attention_options"),
+    (dict(attention="cem", attention_options=dict(temperature=2.0)), "attention_options"),
+    (dict(attention="llama", attention_options=dict(diagonal="shared")), "diagonal"),
+    (dict(mlp="cem", mlp_options=dict(preconditioner="psd", rank=1000)), "rank"),
+])
+def test_bad_model_config(kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}"):
+        ModelConfig(d_model=32, n_heads=4, d_ff=64, **kwargs)
+
+
+@pytest.mark.parametrize("idx,match", [
+    (torch.zeros(2, 5), "integer"),
+    (torch.zeros(5, dtype=torch.long), "shape"),
+    (torch.full((1, 3), 99), "vocab_size"),
+    (torch.full((1, 3), -1), "vocab_size"),
+    (torch.zeros(1, 65, dtype=torch.long), "max_seq_len"),
+])
+def test_bad_token_ids(idx, match):
+    model = LanguageModel(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_seq_len=64))
+    with pytest.raises(ValueError, match=match):
+        model(idx)
+
+
+def test_bad_generate_settings():
+    model = LanguageModel(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_seq_len=8))
+    idx = torch.zeros(1, 4, dtype=torch.long)
+    for kwargs, field in [(dict(max_new_tokens=5), "max_new_tokens"), (dict(max_new_tokens=-1), "max_new_tokens"),
+                          (dict(max_new_tokens=2, temperature=-1.0), "temperature"),
+                          (dict(max_new_tokens=2, top_k=0), "top_k")]:
+        with pytest.raises(ValueError, match=rf"^{field}="):
+            model.generate(idx, **kwargs)
