@@ -24,7 +24,7 @@ def test_silu_antiderivative_matches_scipy_spence():
 def test_dilog_matches_scipy():
     a = np.linspace(-60.0, 0.0, 3001)
     np.testing.assert_allclose(dilog_neg_exp(torch.from_numpy(a)).numpy(), spence(1.0 + np.exp(a)),
-                               rtol=1e-13, atol=1e-300)
+                               rtol=1e-13, atol=1e-15)   # scipy rounds 1 + e^a for a << 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

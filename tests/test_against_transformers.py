@@ -1,0 +1,437 @@
+"""Our untied baselines equal Hugging Face transformers' Llama layers with copied weights.
+
+Everything runs in float64 and is compared to TOL = 1e-6 in the relative sense
+max |ours - hf| / max |hf| (the measured gap of the float64-faithful comparisons is ~1e-16).
+
+What is compared (cem_core sublayers are pre-norm *with* their residual, so layer(h) - h is the
+update that Hugging Face computes without the residual):
+
+* ``LlamaAttention`` and ``CEMAttention(untied=True)``: layer(h) - h  ==  HF LlamaAttention(RMSNorm(h)),
+  RoPE off, theta = 1e4 and theta = 5e5, with HF's own causal mask (``create_causal_mask``) for the
+  "sdpa" and "eager" attention functions, and with HF's sdpa ``is_causal`` path (mask None).
+* ``SwiGLU`` and ``CEMGatedMLP(untied=True)``: layer(h) - h  ==  HF LlamaMLP(RMSNorm(h)), hidden_act="silu".
+  CEMGatedMLP uses the paper's names, the opposite of HF's: HF gate_proj <- cem up_proj,
+  HF up_proj <- cem gate_proj, HF down_proj <- cem down_proj.
+* ``Block`` (llama/llama)  ==  HF LlamaDecoderLayer.
+
+Precision quirks of transformers 5.24.0 (modeling_llama.py) and what this file does about them:
+
+* ``LlamaRMSNorm.forward`` computes in float32 (``hidden_states.to(torch.float32)``) even for float64
+  input, which limits it to ~1e-7 relative. The float64 comparisons replace its forward (in the test
+  only, through pytest's monkeypatch) with the *same formula* without the float32 round trip;
+  ``test_decoder_layer_matches_stock_hf`` also compares against the unpatched, stock HF layer.
+* ``LlamaRotaryEmbedding.forward`` computes inv_freq and the angles in float32. The float64
+  comparisons build cos/sin with HF's formula in float64; ``test_rotary_embedding_matches_hf``
+  checks those tables against HF's module to float32 precision.
+* The "eager" attention function takes its softmax in float32 (``softmax(..., dtype=torch.float32)``),
+  so the eager comparison is float32-limited (~5e-8 measured), still within TOL.
+* A standalone HF attention module's config has ``_attn_implementation = None``, which dispatches to
+  the *eager* function, and eager with ``attention_mask=None`` is NOT causal. A reference built that
+  way would be silently bidirectional; so every attention comparison here sets the implementation
+  explicitly and also asserts that the HF reference is causal (perturbing a future token leaves
+  earlier outputs unchanged), and ``test_causality_probe_detects_a_bidirectional_reference`` shows
+  that probe failing on a non-causal HF reference.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from transformers import LlamaConfig
+from transformers.masking_utils import create_causal_mask
+from transformers.models.llama import modeling_llama as hf_llama
+
+from cem_core import AttentionConfig, Block, CEMAttention, CEMGatedMLP, LlamaAttention, MLPConfig, ModelConfig, SwiGLU
+
+TOL = 1e-6                      # max |ours - hf| / max |hf|
+DTYPE = torch.float64
+EPS = 1e-6                      # our default norm_eps; HF rms_norm_eps is set to the same
+
+# (d_model, n_heads, seq len n, batch B, d_ff, seed)
+SHAPES = [
+    pytest.param((32, 4, 7, 2, 40, 0), id="d32-H4-n7-B2"),
+    pytest.param((48, 3, 5, 3, 72, 1), id="d48-H3-n5-B3"),
+    pytest.param((64, 8, 9, 1, 96, 2), id="d64-H8-n9-B1"),
+]
+ROPES = [pytest.param(None, id="norope"), pytest.param(10000.0, id="rope1e4"),
+         pytest.param(500000.0, id="rope5e5")]
+# (attention implementation, whether HF's causal mask is materialized); ("sdpa", False) is the
+# path LlamaModel takes by default: create_causal_mask returns None and sdpa runs is_causal=True.
+ATTN_IMPLS = [pytest.param(("sdpa", True), id="sdpa-mask"), pytest.param(("sdpa", False), id="sdpa-is_causal"),
+              pytest.param(("eager", True), id="eager-mask")]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |ours - ref| / max |ref|."""
+    assert ours.shape == ref.shape, (ours.shape, ref.shape)
+    return float((ours - ref).abs().max() / ref.abs().max())
+
+
+def _rmsnorm_forward_fp64(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    """LlamaRMSNorm.forward of transformers 5.24.0 without its float32 round trip.
+
+    The stock forward casts the input to float32 and back, which caps a float64 comparison at
+    ~1e-7; this is the same formula, weight * x / sqrt(mean(x^2) + eps), in the input's dtype.
+    """
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+    return self.weight * hidden_states
+
+
+@pytest.fixture
+def hf_fp64_norm(monkeypatch):
+    """Make HF's LlamaRMSNorm float64-faithful for one test (restored afterwards)."""
+    monkeypatch.setattr(hf_llama.LlamaRMSNorm, "forward", _rmsnorm_forward_fp64)
+
+
+def hf_config(d: int, H: int, f: int, rope_base: float | None, attn_impl: str = "sdpa") -> LlamaConfig:
+    cfg = LlamaConfig(hidden_size=d, num_attention_heads=H, num_key_value_heads=H, intermediate_size=f,
+                      num_hidden_layers=1, vocab_size=16, hidden_act="silu", rms_norm_eps=EPS,
+                      max_position_embeddings=64, attention_bias=False, mlp_bias=False,
+                      rope_parameters={"rope_type": "default", "rope_theta": rope_base or 10000.0})
+    cfg._attn_implementation = attn_impl          # a standalone module gets None = eager otherwise
+    return cfg
+
+
+def position_ids(n: int) -> torch.Tensor:
+    return torch.arange(n)[None]
+
+
+def rope_tables(cfg: LlamaConfig, n: int, rope: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) of shape (1, n, head_dim) as HF's LlamaRotaryEmbedding builds them, in float64.
+
+    Same formula as LlamaRotaryEmbedding.compute_default_rope_parameters / forward (angles
+    i * theta^(-2m/d_h), the two halves duplicated), but in float64 instead of float32.
+    Without RoPE: cos = 1, sin = 0, so apply_rotary_pos_emb is the identity.
+    """
+    dim = cfg.head_dim
+    if not rope:
+        return torch.ones(1, n, dim, dtype=DTYPE), torch.zeros(1, n, dim, dtype=DTYPE)
+    base = cfg.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=DTYPE) / dim))
+    freqs = position_ids(n)[..., None].to(DTYPE) * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def hf_mask(cfg: LlamaConfig, h: torch.Tensor, materialize: bool):
+    """HF's own causal mask, made exactly as LlamaModel.forward makes it (None = sdpa is_causal)."""
+    mask = create_causal_mask(config=cfg, inputs_embeds=h, attention_mask=None, cache=None,
+                              position_ids=position_ids(h.shape[1]), allow_is_causal_skip=not materialize)
+    if materialize:
+        assert mask is not None and mask.shape == (h.shape[0], 1, h.shape[1], h.shape[1])
+    return mask
+
+
+def randomize(module: nn.Module, seed: int) -> nn.Module:
+    """Random float64 weights: projections ~ N(0, 1/fan_in), norm weights 1 + 0.1 N(0, 1)."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+            else:
+                assert p.dim() == 2, name
+                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) / math.sqrt(p.shape[1]))
+    return module
+
+
+def copy_weights(hf: nn.Module, ours: nn.Module, mapping: dict[str, str]) -> nn.Module:
+    """hf.<key> <- ours.<value>; the mapping must cover every parameter of both sides."""
+    hf_params, our_params = dict(hf.named_parameters()), dict(ours.named_parameters())
+    assert set(mapping) == set(hf_params), sorted(set(mapping) ^ set(hf_params))
+    assert set(mapping.values()) == set(our_params), sorted(set(mapping.values()) ^ set(our_params))
+    with torch.no_grad():
+        for hf_name, our_name in mapping.items():
+            assert hf_params[hf_name].shape == our_params[our_name].shape, (hf_name, our_name)
+            hf_params[hf_name].copy_(our_params[our_name])
+    return hf
+
+
+def hf_norm(weight: torch.Tensor) -> hf_llama.LlamaRMSNorm:
+    norm = hf_llama.LlamaRMSNorm(weight.shape[0], eps=EPS).to(DTYPE)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+    return norm
+
+
+def inputs(B: int, n: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return 2.0 * torch.randn(B, n, d, generator=g, dtype=DTYPE)
+
+
+def assert_causal(fn, h: torch.Tensor) -> None:
+    """fn: (B, n, d) -> (B, n, d). Perturbing token k must leave outputs < k unchanged and change
+    outputs >= k; checked for every k, so a bidirectional reference cannot pass."""
+    out = fn(h)
+    for k in range(1, h.shape[1]):
+        h2 = h.clone()
+        h2[:, k] += 1.0 + torch.randn_like(h2[:, k])
+        out2 = fn(h2)
+        torch.testing.assert_close(out2[:, :k], out[:, :k], rtol=0, atol=1e-12,
+                                   msg=f"reference is not causal: token {k} changed earlier outputs")
+        assert (out2[:, k:] - out[:, k:]).abs().max() > 1e-3, f"perturbing token {k} changed nothing"
+
+
+# ---------------------------------------------------------------------------------------------
+# builders: ours (random weights) and the HF reference with the same weights
+# ---------------------------------------------------------------------------------------------
+ATTN_MAP = {f"{p}_proj.weight": f"{p}_proj.weight" for p in "qkvo"}
+
+
+def make_attention(cls, d: int, H: int, rope_base: float | None, seed: int):
+    cfg = AttentionConfig(d_model=d, n_heads=H, rope=rope_base is not None, rope_base=rope_base or 10000.0,
+                          untied=cls is CEMAttention)
+    return randomize(cls(cfg).to(DTYPE), seed)
+
+
+def hf_attention(ours, cfg: LlamaConfig):
+    """HF LlamaAttention with our q/k/v/o weights (our norm goes to a separate HF LlamaRMSNorm)."""
+    assert {name for name, _ in ours.named_parameters()} == {"norm.weight", *ATTN_MAP.values()}
+    hf = hf_llama.LlamaAttention(cfg, layer_idx=0).to(DTYPE)
+    projections = nn.ModuleDict({f"{p}_proj": getattr(ours, f"{p}_proj") for p in "qkvo"})
+    return copy_weights(hf, projections, ATTN_MAP).eval()
+
+
+def hf_attention_fn(hf, norm, cfg: LlamaConfig, rope: bool, materialize: bool):
+    """h -> LlamaAttention(RMSNorm(h)) with HF's mask and (cos, sin)."""
+    def fn(h):
+        cos, sin = rope_tables(cfg, h.shape[1], rope)
+        out, _ = hf(norm(h), position_embeddings=(cos, sin), attention_mask=hf_mask(cfg, h, materialize))
+        return out
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. attention
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("impl", ATTN_IMPLS)
+@pytest.mark.parametrize("rope_base", ROPES)
+@pytest.mark.parametrize("cls", [LlamaAttention, CEMAttention])
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_attention_matches_hf(shape, cls, rope_base, impl, hf_fp64_norm):
+    d, H, n, B, f, seed = shape
+    attn_impl, materialize = impl
+    ours = make_attention(cls, d, H, rope_base, seed)
+    cfg = hf_config(d, H, f, rope_base, attn_impl)
+    ref_fn = hf_attention_fn(hf_attention(ours, cfg), hf_norm(ours.norm.weight), cfg, rope_base is not None,
+                             materialize)
+    h = inputs(B, n, d, seed)
+
+    assert_causal(ref_fn, h)                     # the reference really is causal
+    ref = ref_fn(h)
+    err = rel_err(ours(h) - h, ref)
+    assert err <= TOL, f"attention differs from HF by {err:.3e} (relative)"
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. gated MLP
+# ---------------------------------------------------------------------------------------------
+# HF LlamaMLP name <- our name. SwiGLU uses HF's names; CEMGatedMLP the paper's (swapped).
+MLP_MAPS = {
+    SwiGLU: {"gate_proj.weight": "gate_proj.weight", "up_proj.weight": "up_proj.weight",
+             "down_proj.weight": "down_proj.weight"},
+    CEMGatedMLP: {"gate_proj.weight": "up_proj.weight", "up_proj.weight": "gate_proj.weight",
+                  "down_proj.weight": "down_proj.weight"},
+}
+
+
+def make_mlp(cls, d: int, f: int, seed: int):
+    cfg = MLPConfig(d_model=d, d_ff=f, untied=cls is CEMGatedMLP)
+    return randomize(cls(cfg).to(DTYPE), seed)
+
+
+def hf_mlp(ours, cfg: LlamaConfig, mapping: dict[str, str]):
+    hf = hf_llama.LlamaMLP(cfg).to(DTYPE)
+    ours_projections = nn.ModuleDict({k: getattr(ours, k) for k in ("gate_proj", "up_proj", "down_proj")})
+    return copy_weights(hf, ours_projections, mapping).eval()
+
+
+@pytest.mark.parametrize("cls", [SwiGLU, CEMGatedMLP])
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_mlp_matches_hf(shape, cls, hf_fp64_norm):
+    d, H, n, B, f, seed = shape
+    ours = make_mlp(cls, d, f, seed)
+    assert {name for name, _ in ours.named_parameters()} == {"norm.weight", *MLP_MAPS[cls].values()}
+    cfg = hf_config(d, H, f, None)
+    hf = hf_mlp(ours, cfg, MLP_MAPS[cls])
+    h = inputs(B, n, d, seed)
+    ref = hf(hf_norm(ours.norm.weight)(h))
+    err = rel_err(ours(h) - h, ref)
+    assert err <= TOL, f"{cls.__name__} differs from HF LlamaMLP by {err:.3e} (relative)"
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. decoder block
+# ---------------------------------------------------------------------------------------------
+BLOCK_MAP = {
+    "input_layernorm.weight": "attn.norm.weight",
+    "post_attention_layernorm.weight": "mlp.norm.weight",
+    **{f"self_attn.{k}": f"attn.{v}" for k, v in ATTN_MAP.items()},
+    **{f"mlp.{k}": f"mlp.{v}" for k, v in MLP_MAPS[SwiGLU].items()},
+}
+
+
+def make_block(d: int, H: int, f: int, rope: bool, seed: int) -> Block:
+    cfg = ModelConfig(d_model=d, n_heads=H, d_ff=f, attention="llama", mlp="llama", vocab_size=16,
+                      n_layers=1, rope=rope)
+    assert cfg.norm_eps == EPS
+    block = Block(cfg)
+    assert isinstance(block.attn, LlamaAttention) and isinstance(block.mlp, SwiGLU)
+    return randomize(block.to(DTYPE), seed)
+
+
+def hf_decoder_fn(block: Block, d: int, H: int, f: int, rope: bool, materialize: bool = True,
+                  hf_rotary: bool = False):
+    """h -> LlamaDecoderLayer(h), fed as LlamaModel.forward feeds it.
+
+    hf_rotary=True takes (cos, sin) from HF's LlamaRotaryEmbedding module itself (float32 angles).
+    """
+    cfg = hf_config(d, H, f, 10000.0 if rope else None)
+    layer = copy_weights(hf_llama.LlamaDecoderLayer(cfg, layer_idx=0).to(DTYPE), block, BLOCK_MAP).eval()
+    rotary = hf_llama.LlamaRotaryEmbedding(cfg)
+
+    def fn(h):
+        pos = position_ids(h.shape[1])
+        cos_sin = rotary(h, pos) if hf_rotary else rope_tables(cfg, h.shape[1], rope)
+        return layer(h, attention_mask=hf_mask(cfg, h, materialize), position_ids=pos,
+                     position_embeddings=cos_sin)
+    return fn
+
+
+@pytest.mark.parametrize("materialize", [True, False], ids=["mask", "is_causal"])
+@pytest.mark.parametrize("rope", [True, False], ids=["rope", "norope"])
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_decoder_layer_matches_hf(shape, rope, materialize, hf_fp64_norm):
+    d, H, n, B, f, seed = shape
+    block = make_block(d, H, f, rope, seed)
+    ref_fn = hf_decoder_fn(block, d, H, f, rope, materialize)
+    h = inputs(B, n, d, seed)
+    assert_causal(ref_fn, h)
+    err = rel_err(block(h), ref_fn(h))
+    assert err <= TOL, f"Block differs from HF LlamaDecoderLayer by {err:.3e} (relative)"
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_decoder_layer_matches_stock_hf(shape):
+    """The unpatched HF layer (float32 RMSNorm inside, HF's own float32 RoPE tables): equal to
+    float32 rounding (~1e-7 measured), so within TOL too."""
+    d, H, n, B, f, seed = shape
+    block = make_block(d, H, f, True, seed)
+    ref_fn = hf_decoder_fn(block, d, H, f, True, materialize=False, hf_rotary=True)
+    h = inputs(B, n, d, seed)
+    err = rel_err(block(h), ref_fn(h))
+    assert err <= TOL, f"Block differs from stock HF LlamaDecoderLayer by {err:.3e} (relative)"
+
+
+@pytest.mark.parametrize("rope_base", [10000.0, 500000.0])
+def test_rotary_embedding_matches_hf(rope_base):
+    """The float64 (cos, sin) tables used above are HF's LlamaRotaryEmbedding, up to its float32."""
+    cfg = hf_config(32, 4, 40, rope_base)
+    n = 50
+    cos, sin = hf_llama.LlamaRotaryEmbedding(cfg)(torch.zeros(1, n, 32, dtype=DTYPE), position_ids(n))
+    cos64, sin64 = rope_tables(cfg, n, True)
+    # float32 angles of size up to ~n rad: absolute error ~n * 6e-8
+    torch.testing.assert_close(cos, cos64, rtol=0, atol=1e-5)
+    torch.testing.assert_close(sin, sin64, rtol=0, atol=1e-5)
+
+
+def test_hf_rmsnorm_patch_is_the_same_formula(monkeypatch):
+    """The float64 patch changes precision only: stock and patched HF norms agree to float32 rounding,
+    and the patched one equals torch.nn.RMSNorm (our norm) to float64 rounding."""
+    g = torch.Generator().manual_seed(7)
+    h = 3 * torch.randn(4, 5, 24, generator=g, dtype=DTYPE)
+    weight = 1 + 0.1 * torch.randn(24, generator=g, dtype=DTYPE)
+    ours = nn.RMSNorm(24, eps=EPS).to(DTYPE)
+    with torch.no_grad():
+        ours.weight.copy_(weight)
+        stock = hf_norm(weight)(h)
+        monkeypatch.setattr(hf_llama.LlamaRMSNorm, "forward", _rmsnorm_forward_fp64)
+        patched = hf_norm(weight)(h)
+        assert rel_err(stock, patched) < 1e-6
+        assert rel_err(ours(h), patched) < 1e-13
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. the comparisons are sensitive
+# ---------------------------------------------------------------------------------------------
+PERTURBED = ["attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.o_proj.weight",
+             "attn.norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+             "mlp.norm.weight"]
+
+
+@pytest.mark.parametrize("name", PERTURBED)
+@torch.no_grad()
+def test_perturbing_one_weight_breaks_the_match(name, hf_fp64_norm):
+    d, H, n, B, f, seed = SHAPES[0].values[0]
+    block = make_block(d, H, f, True, seed)
+    ref_fn = hf_decoder_fn(block, d, H, f, True)        # weights copied before the perturbation
+    h = inputs(B, n, d, seed)
+    assert rel_err(block(h), ref_fn(h)) <= TOL
+    p = dict(block.named_parameters())[name]
+    g = torch.Generator().manual_seed(99)
+    p.add_(1e-3 * p.abs().mean() * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    err = rel_err(block(h), ref_fn(h))
+    assert err > 10 * TOL, f"perturbing {name} moved the output by only {err:.3e}"
+
+
+@torch.no_grad()
+def test_perturbing_o_proj_breaks_attention_match(hf_fp64_norm):
+    d, H, n, B, f, seed = SHAPES[1].values[0]
+    ours = make_attention(LlamaAttention, d, H, 10000.0, seed)
+    cfg = hf_config(d, H, f, 10000.0)
+    ref_fn = hf_attention_fn(hf_attention(ours, cfg), hf_norm(ours.norm.weight), cfg, True, True)
+    h = inputs(B, n, d, seed)
+    assert rel_err(ours(h) - h, ref_fn(h)) <= TOL
+    ours.o_proj.weight[0, 0] += 1e-3
+    assert rel_err(ours(h) - h, ref_fn(h)) > 10 * TOL
+
+
+@torch.no_grad()
+def test_cem_mlp_with_hf_names_does_not_match(hf_fp64_norm):
+    """Copying CEMGatedMLP by name (its up_proj into HF's up_proj) must fail: the naming swap matters."""
+    d, H, n, B, f, seed = SHAPES[0].values[0]
+    ours = make_mlp(CEMGatedMLP, d, f, seed)
+    hf = hf_mlp(ours, hf_config(d, H, f, None), MLP_MAPS[SwiGLU])    # the wrong, same-name mapping
+    h = inputs(B, n, d, seed)
+    assert rel_err(ours(h) - h, hf(hf_norm(ours.norm.weight)(h))) > 1e-2
+
+
+@pytest.mark.parametrize("our_base, hf_base", [(None, 10000.0), (10000.0, None), (500000.0, 10000.0)])
+@torch.no_grad()
+def test_rope_setting_matters(our_base, hf_base, hf_fp64_norm):
+    """RoPE on vs off, and theta, each change the output beyond TOL, so the RoPE match is not vacuous."""
+    d, H, n, B, f, seed = SHAPES[0].values[0]
+    ours = make_attention(LlamaAttention, d, H, our_base, seed)
+    cfg = hf_config(d, H, f, hf_base)
+    ref_fn = hf_attention_fn(hf_attention(ours, cfg), hf_norm(ours.norm.weight), cfg, hf_base is not None, True)
+    h = inputs(B, n, d, seed)
+    assert rel_err(ours(h) - h, ref_fn(h)) > 1e-4
+
+
+@torch.no_grad()
+def test_causality_probe_detects_a_bidirectional_reference(hf_fp64_norm):
+    """assert_causal must fail on a non-causal HF attention (an all-true sdpa mask)."""
+    d, H, n, B, f, seed = SHAPES[0].values[0]
+    ours = make_attention(LlamaAttention, d, H, 10000.0, seed)
+    cfg = hf_config(d, H, f, 10000.0)
+    hf, norm = hf_attention(ours, cfg), hf_norm(ours.norm.weight)
+
+    def bidirectional(h):
+        cos, sin = rope_tables(cfg, h.shape[1], True)
+        full = torch.ones(h.shape[0], 1, h.shape[1], h.shape[1], dtype=torch.bool)
+        return hf(norm(h), position_embeddings=(cos, sin), attention_mask=full)[0]
+
+    h = inputs(B, n, d, seed)
+    with pytest.raises(AssertionError, match="not causal"):
+        assert_causal(bidirectional, h)
+    assert rel_err(ours(h) - h, bidirectional(h)) > 1e-3
