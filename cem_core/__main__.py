@@ -1,12 +1,13 @@
-"""Command line: ``python -m cem_core info ...`` (more commands arrive with later features)."""
+"""Command line: ``python -m cem_core info | gp train | gp sweep | gp report | figures``."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
 
-from .config import DIAGONALS, PRECONDITIONERS
+from .config import DIAGONALS, KINDS, PRECONDITIONERS
 from .model import VARIANTS, ModelConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -70,7 +71,115 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--preconditioner", choices=PRECONDITIONERS, default="none")
     info.add_argument("--rank", type=int, default=4)
     info.add_argument("--dtype", choices=tuple(DTYPES), default="bfloat16")
+
+    gp = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(dest="gp_command",
+                                                                                          required=True)
+    train = gp.add_parser("train", help="train one model and compare it with the GP optimum")
+    train.add_argument("--attention", choices=KINDS, default="cem")
+    train.add_argument("--mlp", choices=KINDS, default="llama")
+    train.add_argument("--T", type=int, default=1)
+    train.add_argument("--diagonal", choices=DIAGONALS, default="none")
+    train.add_argument("--preconditioner", choices=PRECONDITIONERS, default="none")
+    train.add_argument("--rank", type=int, default=4)
+    train.add_argument("--eta", type=float, default=1.0)
+    train.add_argument("--eta-mode", choices=("fixed", "learned", "per_step"), default="fixed")
+    train.add_argument("--anchor", type=float, default=0.0)
+    train.add_argument("--width", type=int, default=64)
+    train.add_argument("--depth", type=int, default=1)
+    train.add_argument("--n-heads", type=int, default=4)
+    train.add_argument("--d-ff", type=int, default=128)
+    train.add_argument("--steps", type=int, default=1500)
+    train.add_argument("--batch-size", type=int, default=64)
+    train.add_argument("--lr", type=float, default=3e-3)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--kernel", choices=("rbf", "matern52", "periodic"), default="rbf")
+    train.add_argument("--lengthscale", type=float, default=0.3)
+    train.add_argument("--noise-var", type=float, default=0.01)
+    train.add_argument("--d-x", type=int, default=1)
+    train.add_argument("--n-points", type=int, default=32)
+    train.add_argument("--eval-T", type=int, nargs="*", default=[],
+                       help="also evaluate the trained model at these T (test-time scaling)")
+    train.add_argument("--device", default="cpu")
+    train.add_argument("--out", help="write the run record (JSON) here")
+    sweep = gp.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
+    sweep.add_argument("--out", required=True)
+    sweep.add_argument("--preset", choices=("quick", "default", "gpu"), default="default")
+    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="parallel worker processes (one thread each)")
+    sweep.add_argument("--device", default="cpu")
+    report = gp.add_parser("report", help="print the summary table of a results.json")
+    report.add_argument("results", nargs="?", default=None, help="default: the committed default sweep")
+
+    figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
+    figures.add_argument("--out", default="figures")
+    figures.add_argument("--gp-results", default=None, help="default: the committed default sweep")
     return parser
+
+
+def gp_train(args) -> int:
+    import json
+
+    from tqdm import tqdm
+
+    from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+    from .gp_sweep import RunSpec, run_label, run_spec
+
+    spec = RunSpec(
+        task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
+                          d_x=args.d_x, n_points=args.n_points),
+        model=GPModelConfig(attention=args.attention, mlp=args.mlp, width=args.width, depth=args.depth,
+                            n_heads=args.n_heads, d_ff=args.d_ff, T=args.T, diagonal=args.diagonal,
+                            preconditioner=args.preconditioner, rank=args.rank, eta=args.eta,
+                            eta_mode=args.eta_mode, anchor=args.anchor),
+        train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
+        group="cli")
+    for T in args.eval_T:
+        if T < 1 or T > 64:
+            raise ValueError(f"eval_T={T} is invalid: must be in [1, 64]")
+        if args.attention != "cem" and args.mlp != "cem":
+            raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
+        if args.eta_mode == "per_step" and T != args.T:
+            raise ValueError(f"eval_T={T} is invalid: eta_mode='per_step' learned {args.T} step sizes "
+                             "and can only be evaluated at that T")
+    bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
+
+    def progress(step, loss):
+        bar.update(1)
+        if step % 25 == 0:
+            bar.set_postfix(loss=f"{loss:.4f}")
+
+    record = run_spec(spec, device=args.device, progress=progress, eval_Ts=tuple(args.eval_T))
+    bar.close()
+    print(f"{run_label(record)}: {record['params']:,} parameters, {record['train_seconds']:.1f} s")
+    print(f"held-out RMSE {record['rmse']:.4f}  GP optimum {record['rmse_gp']:.4f}  ratio {record['rmse_ratio']:.3f}"
+          f"  (zero {record['rmse_zero']:.4f}, nearest neighbour {record['rmse_nearest_neighbour']:.4f})"
+          + ("  DIVERGED" if record["diverged"] else ""))
+    if record.get("rmse_by_eval_T"):
+        print(f"test-time scaling (trained at T={args.T}):\n  T    RMSE    ratio")
+        for T, value in record["rmse_by_eval_T"].items():
+            print(f"  {int(T):<4d} {value:.4f}  {value / record['rmse_gp']:.3f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(record, f, indent=1)
+        print(f"record written to {args.out}")
+    return 0
+
+
+def gp_report(args) -> int:
+    from .gp_sweep import RESULTS_DIR, load_results, markdown_table
+    path = args.results or RESULTS_DIR / "results.json"
+    records = load_results(path)
+    if not records:
+        raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
+    print(markdown_table(records))
+    return 0
+
+
+def write_figures(args) -> int:
+    from .plots import write_all_figures
+    for path in write_all_figures(args.out, gp_results=args.gp_results):
+        print(path)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "info":
             print(info_table(args))
+        elif args.command == "gp":
+            from .gp_sweep import main_sweep
+            return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
+        elif args.command == "figures":
+            return write_figures(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

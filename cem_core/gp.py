@@ -1,0 +1,351 @@
+"""Gaussian-process in-context regression: the task, the Bayes-optimal predictor, baselines,
+and a causal transformer trained on fresh functions every step.
+
+Task. A function f ~ GP(0, k) is drawn per sequence, N inputs x_j ~ U(box)^d_x, and noisy
+targets y_j = f(x_j) + eps_j, eps_j ~ N(0, noise_var). At position j a predictor sees x_{<=j}
+and y_{<j} and predicts y_j. Under the true prior the best any predictor can do (in mean
+squared error) is the exact GP posterior mean E[y_j | x_{<=j}, y_{<j}]; every model's RMSE is
+reported as a ratio to it (design.md §3, invariant 7).
+
+Token format (documented choice). Token j is [x_j, x_{j-1}, y_{j-1}, first_j]: the query input
+together with the previous (input, target) pair, and a flag that is 1 only at j = 0 (where the
+previous pair is zero padding). Through causal attention token j reaches every pair before j
+and its own query, and nothing else. No positional encoding (RoPE off): the points are
+exchangeable, their order carries no information.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import _check_choice, _check_float, _check_int, _fail
+from .descent import EnergyDescentLayer
+from .model import Block, ModelConfig
+
+KERNELS = ("rbf", "matern52", "periodic")
+ETA_MODES = ("fixed", "learned", "per_step")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPTaskConfig:
+    kernel: str = "rbf"
+    lengthscale: float = 0.3
+    signal_var: float = 1.0
+    noise_var: float = 0.01
+    period: float = 1.0            # periodic kernel only
+    d_x: int = 1
+    n_points: int = 32
+    box: tuple = (-1.0, 1.0)       # inputs uniform in box^d_x
+
+    def __post_init__(self) -> None:
+        _check_choice("kernel", self.kernel, KERNELS)
+        _check_float("lengthscale", self.lengthscale, 0.0, strict=True)
+        _check_float("signal_var", self.signal_var, 0.0, strict=True)
+        _check_float("noise_var", self.noise_var, 0.0, strict=True)
+        _check_float("period", self.period, 0.0, strict=True)
+        _check_int("d_x", self.d_x, 1, 16)
+        _check_int("n_points", self.n_points, 2, 4096)
+        box = tuple(self.box) if isinstance(self.box, (tuple, list)) else self.box
+        if (not isinstance(box, tuple) or len(box) != 2
+                or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in box) or box[0] >= box[1]):
+            _fail("box", self.box, "must be a pair (low, high) of finite numbers with low < high")
+        object.__setattr__(self, "box", (float(box[0]), float(box[1])))
+
+
+# -- the Gaussian process ------------------------------------------------------------------
+
+
+def kernel_matrix(config: GPTaskConfig, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """k(a_i, b_j) for a (B, N, d_x) and b (B, M, d_x), in float64."""
+    a, b = a.double(), b.double()
+    r = torch.cdist(a, b)                                              # |x - x'|
+    s2, ell = config.signal_var, config.lengthscale
+    if config.kernel == "rbf":
+        return s2 * torch.exp(-0.5 * (r / ell) ** 2)                   # s^2 exp(-r^2 / 2 l^2)
+    if config.kernel == "matern52":
+        u = math.sqrt(5.0) * r / ell
+        return s2 * (1 + u + u * u / 3) * torch.exp(-u)               # s^2 (1 + sqrt5 r/l + 5r^2/3l^2) e^(-sqrt5 r/l)
+    return s2 * torch.exp(-2 * torch.sin(math.pi * r / config.period) ** 2 / ell ** 2)  # periodic
+
+
+def _observation_cholesky(config: GPTaskConfig, xs: torch.Tensor) -> torch.Tensor:
+    n = xs.shape[1]
+    C = kernel_matrix(config, xs, xs) + config.noise_var * torch.eye(n, dtype=torch.float64)  # K + sigma^2 I
+    return torch.linalg.cholesky(C)
+
+
+def sample_batch(config: GPTaskConfig, batch_size: int, generator: torch.Generator | None = None):
+    """xs (B, N, d_x) uniform in the box and ys (B, N) ~ N(0, K + noise_var I), default dtype."""
+    _check_int("batch_size", batch_size, 1)
+    lo, hi = config.box
+    xs = lo + (hi - lo) * torch.rand(batch_size, config.n_points, config.d_x, generator=generator,
+                                     dtype=torch.float64)
+    L = _observation_cholesky(config, xs)
+    z = torch.randn(batch_size, config.n_points, 1, generator=generator, dtype=torch.float64)
+    ys = (L @ z).squeeze(-1)                                           # y = L z: covariance L L^T = K + sigma^2 I
+    dtype = torch.get_default_dtype()
+    return xs.to(dtype), ys.to(dtype)
+
+
+def gp_predictive(config: GPTaskConfig, xs: torch.Tensor, ys: torch.Tensor):
+    """Mean and variance of y_j given (x_{<=j}, y_{<j}) at every j, shapes (B, N), float64.
+
+    With C = K + sigma^2 I = L L^T and y = L z, z_j is independent of y_{<j}, so
+    E[y_j | y_{<j}] = sum_{k<j} L_jk z_k and Var[y_j | y_{<j}] = L_jj^2: one Cholesky for all j.
+    """
+    L = _observation_cholesky(config, xs)
+    z = torch.linalg.solve_triangular(L, ys.double().unsqueeze(-1), upper=False)  # z = L^-1 y
+    strictly_lower = L - torch.diag_embed(torch.diagonal(L, dim1=-2, dim2=-1))
+    mean = (strictly_lower @ z).squeeze(-1)                            # sum_{k<j} L_jk z_k
+    var = torch.diagonal(L, dim1=-2, dim2=-1) ** 2                     # L_jj^2
+    return mean, var
+
+
+def gp_posterior_mean(config: GPTaskConfig, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """The exact posterior mean of y_j given the points before j (0 at j = 0), (B, N) float64."""
+    return gp_predictive(config, xs, ys)[0]
+
+
+# -- baselines with one call signature: predictor(xs, ys) -> (B, N) -------------------------
+
+
+def zero_predictor(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """The prior mean, 0 everywhere."""
+    return torch.zeros_like(ys)
+
+
+def nearest_neighbour_predictor(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """y of the nearest earlier input (0 at j = 0)."""
+    n = xs.shape[1]
+    d = torch.cdist(xs.double(), xs.double())
+    d = d.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(-1), float("inf"))  # only k < j
+    nearest = d.argmin(-1)
+    pred = torch.gather(ys, 1, nearest)
+    pred[:, 0] = 0.0
+    return pred
+
+
+def gp_predictor(config: GPTaskConfig):
+    """The Bayes-optimal predictor for the task's own prior."""
+    def predict(xs, ys):
+        return gp_posterior_mean(config, xs, ys).to(ys.dtype)
+    return predict
+
+
+# -- the transformer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPModelConfig:
+    attention: str = "cem"         # "llama" | "cem"
+    mlp: str = "llama"             # SwiGLU by default, so only the attention differs between runs
+    width: int = 64
+    depth: int = 1
+    n_heads: int = 4
+    d_ff: int = 128
+    T: int = 1                     # in-layer steps of every CEM layer
+    diagonal: str = "none"
+    preconditioner: str = "none"
+    rank: int = 4
+    eta: float = 1.0
+    eta_mode: str = "fixed"        # "fixed" | "learned" (one scalar) | "per_step" (T scalars)
+    anchor: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_choice("eta_mode", self.eta_mode, ETA_MODES)
+        self.model_config(n_points=2)   # validates every field through the layer configs
+
+    def model_config(self, n_points: int) -> ModelConfig:
+        descent = dict(T=self.T, eta=self.eta, learn_eta=self.eta_mode != "fixed",
+                       eta_per_step=self.eta_mode == "per_step", anchor=self.anchor,
+                       preconditioner=self.preconditioner, rank=self.rank)
+        return ModelConfig(vocab_size=1, d_model=self.width, n_layers=self.depth, n_heads=self.n_heads,
+                           d_ff=self.d_ff, max_seq_len=n_points, attention=self.attention, mlp=self.mlp,
+                           attention_options=dict(descent, diagonal=self.diagonal) if self.attention == "cem" else {},
+                           mlp_options=descent if self.mlp == "cem" else {}, rope=False)
+
+
+def make_tokens(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """Token j = [x_j, x_{j-1}, y_{j-1}, 1{j = 0}], shape (B, N, 2 d_x + 2)."""
+    prev_x = F.pad(xs, (0, 0, 1, 0))[:, :-1]
+    prev_y = F.pad(ys, (1, 0))[:, :-1, None]
+    first = torch.zeros_like(prev_y)
+    first[:, 0] = 1.0
+    return torch.cat((xs, prev_x, prev_y, first), dim=-1)
+
+
+class GPTransformer(nn.Module):
+    """in_proj -> blocks (cem_core.model.Block) -> RMSNorm -> scalar head; predicts y_j."""
+
+    def __init__(self, task: GPTaskConfig, config: GPModelConfig):
+        super().__init__()
+        self.task, self.config = task, config
+        mc = config.model_config(task.n_points)
+        self.in_proj = nn.Linear(2 * task.d_x + 2, config.width)
+        self.blocks = nn.ModuleList(Block(mc) for _ in range(config.depth))
+        self.norm = nn.RMSNorm(config.width, eps=mc.norm_eps)
+        self.head = nn.Linear(config.width, 1)
+        for block in self.blocks:
+            block.attn.check_inputs = block.mlp.check_inputs = False
+
+    def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        h = self.in_proj(make_tokens(xs, ys))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h)).squeeze(-1)
+
+    def cem_layers(self) -> list[EnergyDescentLayer]:
+        return [m for m in self.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]
+
+    def set_T(self, T: int) -> None:
+        """Evaluate at another recursion depth (test-time scaling); no new parameters."""
+        for layer in self.cem_layers():
+            if layer.config.eta_per_step and T != layer.config.T:
+                _fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
+                                   "it can only be evaluated at the T it was trained with")
+            layer.config = replace(layer.config, T=T)
+
+
+# -- training and evaluation -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPTrainConfig:
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 3e-3               # picked from {1e-3, 3e-3} on a probe where it was better for every model
+    weight_decay: float = 0.01
+    warmup: float = 0.05           # fraction of steps with linear warm-up
+    min_lr_ratio: float = 0.1      # cosine decay to lr * min_lr_ratio
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_size: int = 1024
+    eval_seed: int = 12345
+
+    def __post_init__(self) -> None:
+        _check_int("steps", self.steps, 1)
+        _check_int("batch_size", self.batch_size, 1)
+        _check_float("lr", self.lr, 0.0, strict=True)
+        _check_float("weight_decay", self.weight_decay, 0.0, strict=False)
+        _check_float("warmup", self.warmup, 0.0, strict=False)
+        if self.warmup >= 1:
+            _fail("warmup", self.warmup, "must be a fraction in [0, 1)")
+        _check_float("min_lr_ratio", self.min_lr_ratio, 0.0, strict=False)
+        _check_float("grad_clip", self.grad_clip, 0.0, strict=True)
+        _check_int("seed", self.seed, 0)
+        _check_int("eval_size", self.eval_size, 1)
+        _check_int("eval_seed", self.eval_seed, 0)
+
+
+def lr_at(train: GPTrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to lr * min_lr_ratio."""
+    warm = max(1, int(train.warmup * train.steps))
+    if step < warm:
+        return train.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, train.steps - warm)
+    return train.lr * (train.min_lr_ratio + (1 - train.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def eval_set(task: GPTaskConfig, train: GPTrainConfig):
+    """The fixed, seeded held-out set (the same for every model and run with these configs)."""
+    return sample_batch(task, train.eval_size, torch.Generator().manual_seed(train.eval_seed))
+
+
+def rmse_by_position(pred: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """RMSE at each context length j (over functions), shape (N,)."""
+    return ((pred.double() - ys.double()) ** 2).mean(0).sqrt()
+
+
+def rmse(pred: torch.Tensor, ys: torch.Tensor) -> float:
+    return float(((pred.double() - ys.double()) ** 2).mean().sqrt())
+
+
+@torch.no_grad()
+def predict_in_batches(predictor, xs, ys, batch: int = 256) -> torch.Tensor:
+    return torch.cat([predictor(xs[i:i + batch], ys[i:i + batch]) for i in range(0, xs.shape[0], batch)])
+
+
+@dataclass
+class GPTrainResult:
+    model: GPTransformer
+    losses: list
+    rmse: float
+    rmse_by_position: list
+    seconds: float
+    diverged: bool
+
+
+def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
+             progress=None, device: str = "cpu") -> GPTrainResult:
+    """Train on fresh functions every step (AdamW, warm-up + cosine), evaluate on the held-out set.
+
+    ``progress(step, loss)`` is called after every step. A non-finite loss stops training and
+    marks the result as diverged (reported, never silently dropped).
+    """
+    torch.manual_seed(train.seed)
+    model = GPTransformer(task, config).to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    other = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
+                             {"params": other, "weight_decay": 0.0}], lr=train.lr, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(train.seed)
+    losses, diverged, start = [], False, time.perf_counter()
+    model.train()
+    for step in range(train.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(train, step)
+        xs, ys = sample_batch(task, train.batch_size, gen)
+        xs, ys = xs.to(device), ys.to(device)
+        loss = F.mse_loss(model(xs, ys), ys)
+        if not torch.isfinite(loss):
+            diverged = True
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress(step, losses[-1])
+    seconds = time.perf_counter() - start
+    model.eval()
+    xs, ys = eval_set(task, train)
+    pred = predict_in_batches(lambda a, b: model(a.to(device), b.to(device)).cpu(), xs, ys)
+    return GPTrainResult(model=model, losses=losses, rmse=rmse(pred, ys),
+                         rmse_by_position=rmse_by_position(pred, ys).tolist(), seconds=seconds,
+                         diverged=diverged or not math.isfinite(rmse(pred, ys)))
+
+
+def baseline_rmses(task: GPTaskConfig, train: GPTrainConfig) -> dict[str, dict]:
+    """RMSE overall and per position of the GP optimum, zero and nearest neighbour on the eval set."""
+    xs, ys = eval_set(task, train)
+    out = {}
+    for name, predictor in (("gp", gp_predictor(task)), ("zero", zero_predictor),
+                            ("nearest_neighbour", nearest_neighbour_predictor)):
+        pred = predict_in_batches(predictor, xs, ys)
+        out[name] = {"rmse": rmse(pred, ys), "rmse_by_position": rmse_by_position(pred, ys).tolist()}
+    return out
+
+
+@torch.no_grad()
+def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, Ts) -> dict[int, float]:
+    """Test-time scaling: the held-out RMSE of a trained model evaluated at other T."""
+    xs, ys = eval_set(task, train)
+    trained_T = model.config.T
+    out = {}
+    try:
+        for T in Ts:
+            model.set_T(T)
+            out[int(T)] = rmse(predict_in_batches(model, xs, ys), ys)
+    finally:
+        model.set_T(trained_T)
+    return out
+
+
+def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
+    return {"task": asdict(task), "model": asdict(model), "train": asdict(train)}
