@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info clean
+.PHONY: app test info figures gp-sweep clean
 
 $(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ test: $(BIN)/.dev             ## run the whole test suite
 
 info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
 	$(BIN)/python -m cem_core info --d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048
+
+figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
+	$(BIN)/python -m cem_core figures --out figures
+
+gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into results/gp-default
+	$(BIN)/python -m cem_core gp sweep --out results/gp-default --preset default
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -159,6 +159,12 @@ class GPModelConfig:
     def __post_init__(self) -> None:
         _check_choice("eta_mode", self.eta_mode, ETA_MODES)
         self.model_config(n_points=2)   # validates every field through the layer configs
+        if self.attention == "llama" and self.diagonal != "none":
+            _fail("diagonal", self.diagonal, "applies to CEM attention only (attention='llama')")
+        if self.attention == "llama" and self.mlp == "llama":
+            for name in ("T", "preconditioner", "eta", "eta_mode", "anchor"):
+                if getattr(self, name) != GPModelConfig.__dataclass_fields__[name].default:
+                    _fail(name, getattr(self, name), "applies to CEM layers only; attention and mlp are both 'llama'")
 
     def model_config(self, n_points: int) -> ModelConfig:
         descent = dict(T=self.T, eta=self.eta, learn_eta=self.eta_mode != "fixed",

@@ -278,3 +278,51 @@ def main_sweep(args) -> int:
     print(markdown_table([r for r in records if r["hash"] in {s.hash for s in specs}]))
     print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
     return 0
+
+
+# -- figure data (plotted by cem_core.plots with matplotlib, and by the app with plotly) -----
+
+
+def _depth1_cem(records, diagonal="none"):
+    return [r for r in records if r["group"] == "depth1" and r["attention"] == "cem" and r["diagonal"] == diagonal]
+
+
+def context_curves(records: list[dict]) -> dict:
+    """RMSE vs context length j (mean over seeds): depth-1 Llama and CEM at each T, and the GP optimum."""
+    curves = {}
+    llama = [r for r in records if r["group"] == "depth1" and r["attention"] == "llama"]
+    if llama:
+        curves["Llama attention"] = np.mean([r["rmse_by_position"] for r in llama], axis=0).tolist()
+    for T in sorted({r["T"] for r in _depth1_cem(records)}):
+        runs = [r for r in _depth1_cem(records) if r["T"] == T]
+        curves[f"CEM T={T}"] = np.mean([r["rmse_by_position"] for r in runs], axis=0).tolist()
+    gp = np.mean([r["rmse_gp_by_position"] for r in records], axis=0).tolist() if records else []
+    return {"curves": curves, "gp": gp}
+
+
+def ratio_vs_T(records: list[dict]) -> dict:
+    """RMSE ratio to the GP optimum vs T (mean, std over seeds) for depth-1 CEM with/without the
+    shared diagonal, and the depth-1 Llama baseline (mean, std)."""
+    out = {}
+    for diagonal in ("none", "shared"):
+        runs = _depth1_cem(records, diagonal)
+        Ts = sorted({r["T"] for r in runs})
+        stats = [[r["rmse_ratio"] for r in runs if r["T"] == T and not r["diverged"]] for T in Ts]
+        out[f"CEM, diagonal {diagonal}"] = {"T": Ts, "mean": [float(np.mean(s)) for s in stats],
+                                            "std": [float(np.std(s, ddof=1)) if len(s) > 1 else 0.0 for s in stats]}
+    llama = [r["rmse_ratio"] for r in records if r["group"] == "depth1" and r["attention"] == "llama"]
+    out["Llama"] = {"mean": float(np.mean(llama)) if llama else math.nan,
+                    "std": float(np.std(llama, ddof=1)) if len(llama) > 1 else 0.0}
+    return out
+
+
+def eval_T_curves(records: list[dict]) -> dict:
+    """Ratio to the GP optimum when a depth-1 CEM model trained at T is evaluated at T' (mean over seeds)."""
+    out = {}
+    runs = [r for r in _depth1_cem(records) if "rmse_by_eval_T" in r]
+    for T in sorted({r["T"] for r in runs}):
+        mine = [r for r in runs if r["T"] == T]
+        evals = sorted({int(t) for r in mine for t in r["rmse_by_eval_T"]})
+        out[T] = {"eval_T": evals,
+                  "ratio": [float(np.mean([r["rmse_by_eval_T"][str(t)] / r["rmse_gp"] for r in mine])) for t in evals]}
+    return out

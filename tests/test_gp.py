@@ -1,0 +1,229 @@
+"""The Gaussian-process task: exact posterior, sampling, baselines, training, the sweep."""
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
+
+from cem_core import gp_sweep
+from cem_core.__main__ import main
+from cem_core.gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, GPTransformer, baseline_rmses, eval_set,
+                         evaluate_at_T, gp_posterior_mean, gp_predictive, make_tokens, nearest_neighbour_predictor,
+                         predict_in_batches, rmse, sample_batch, train_gp, zero_predictor)
+
+TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=0.5, n_points=12, d_x=2),
+         GPTaskConfig(kernel="periodic", lengthscale=0.8, period=0.7, signal_var=2.0, noise_var=0.05, n_points=12)]
+
+
+def sklearn_kernel(task):
+    scale = ConstantKernel(task.signal_var, constant_value_bounds="fixed")
+    if task.kernel == "rbf":
+        return scale * RBF(task.lengthscale, length_scale_bounds="fixed")
+    if task.kernel == "matern52":
+        return scale * Matern(task.lengthscale, length_scale_bounds="fixed", nu=2.5)
+    return scale * ExpSineSquared(task.lengthscale, task.period, length_scale_bounds="fixed",
+                                  periodicity_bounds="fixed")
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: f"{t.kernel}-dx{t.d_x}")
+def test_posterior_mean_equals_sklearn(task):
+    xs, ys = sample_batch(task, 3, torch.Generator().manual_seed(0))
+    ours = gp_posterior_mean(task, xs, ys)
+    assert ours.dtype == torch.float64 and ours.shape == (3, task.n_points)
+    for b in range(3):
+        assert ours[b, 0] == 0.0                                            # the prior mean at j = 0
+        for j in range(1, task.n_points):
+            gpr = GaussianProcessRegressor(sklearn_kernel(task), alpha=task.noise_var, optimizer=None)
+            gpr.fit(xs[b, :j].double().numpy(), ys[b, :j].double().numpy())
+            expected = gpr.predict(xs[b, j:j + 1].double().numpy())[0]
+            assert abs(float(ours[b, j]) - expected) < 1e-6, (b, j)
+
+
+def test_predictive_variance_equals_sklearn():
+    task = TASKS[0]
+    xs, ys = sample_batch(task, 1, torch.Generator().manual_seed(1))
+    _, var = gp_predictive(task, xs, ys)
+    j = 7
+    gpr = GaussianProcessRegressor(sklearn_kernel(task), alpha=task.noise_var, optimizer=None)
+    gpr.fit(xs[0, :j].double().numpy(), ys[0, :j].double().numpy())
+    _, std = gpr.predict(xs[0, j:j + 1].double().numpy(), return_std=True)
+    assert abs(float(var[0, j]) - (std[0] ** 2 + task.noise_var)) < 1e-8   # f variance + noise
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.kernel)
+def test_samples_have_the_kernel_covariance(task):
+    """Whitened by sklearn's kernel (an independent implementation), the samples must be N(0, I):
+    each entry of the empirical covariance of z = L^-1 y is within 0.035 of I (about 5 standard
+    errors at 20,000 samples)."""
+    task = replace(task, n_points=6)
+    xs, ys = sample_batch(task, 20000, torch.Generator().manual_seed(2))
+    k = sklearn_kernel(task)
+    zs = []
+    for x, y in zip(xs.double().numpy(), ys.double().numpy()):
+        L = np.linalg.cholesky(k(x) + task.noise_var * np.eye(task.n_points))
+        zs.append(np.linalg.solve(L, y))
+    zs = np.array(zs)
+    assert np.abs(zs.mean(0)).max() < 0.035
+    assert np.abs(zs.T @ zs / len(zs) - np.eye(task.n_points)).max() < 0.035
+
+
+def test_samples_detect_a_wrong_lengthscale():
+    """The covariance test above can fail: whitening with another lengthscale is far from N(0, I)."""
+    task = GPTaskConfig(n_points=6)
+    xs, ys = sample_batch(task, 5000, torch.Generator().manual_seed(3))
+    k = sklearn_kernel(replace(task, lengthscale=0.6))
+    zs = np.array([np.linalg.solve(np.linalg.cholesky(k(x) + task.noise_var * np.eye(6)), y)
+                   for x, y in zip(xs.double().numpy(), ys.double().numpy())])
+    assert np.abs(zs.T @ zs / len(zs) - np.eye(6)).max() > 0.2
+
+
+def test_gp_optimum_beats_every_baseline_and_a_trained_model():
+    task, train = GPTaskConfig(n_points=16), GPTrainConfig(steps=40, eval_size=256, batch_size=32)
+    base = baseline_rmses(task, train)
+    result = train_gp(task, GPModelConfig(width=16, d_ff=32, T=2), train)
+    assert base["gp"]["rmse"] < min(base["zero"]["rmse"], base["nearest_neighbour"]["rmse"], result.rmse)
+    # per position too, after the first point (where the GP and zero predictor both predict 0)
+    gp, nn_ = np.array(base["gp"]["rmse_by_position"]), np.array(base["nearest_neighbour"]["rmse_by_position"])
+    assert (gp[1:] < nn_[1:]).all()
+
+
+def test_short_training_lowers_rmse():
+    task = GPTaskConfig(n_points=16)
+    train = GPTrainConfig(steps=80, eval_size=256, batch_size=32, seed=1)
+    config = GPModelConfig(width=16, d_ff=32, T=2)
+    torch.manual_seed(train.seed)
+    untrained = GPTransformer(task, config)
+    xs, ys = eval_set(task, train)
+    before = rmse(predict_in_batches(untrained, xs, ys), ys)
+    after = train_gp(task, config, train)
+    assert after.rmse < 0.9 * before and not after.diverged
+    assert np.mean(after.losses[-10:]) < np.mean(after.losses[:10])
+
+
+def test_predictions_are_causal_and_tokens_documented():
+    task = GPTaskConfig(n_points=8)
+    xs, ys = sample_batch(task, 2, torch.Generator().manual_seed(4))
+    tokens = make_tokens(xs, ys)
+    torch.testing.assert_close(tokens[:, 3], torch.cat((xs[:, 3], xs[:, 2], ys[:, 2, None], torch.zeros(2, 1)), -1))
+    assert (tokens[:, 0, 1:] == torch.tensor([0.0, 0.0, 1.0])).all()
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=3, diagonal="shared"))
+    ys2 = ys.clone()
+    ys2[:, 5:] += 3.0                                                       # y_j and later: invisible at j = 5
+    xs2 = xs.clone()
+    xs2[:, 6:] += 0.5                                                       # x_6 and later: invisible at j = 5
+    with torch.no_grad():
+        p, p2 = model(xs, ys), model(xs2, ys2)
+    torch.testing.assert_close(p[:, :6], p2[:, :6])
+    for predictor in (zero_predictor, nearest_neighbour_predictor,
+                      lambda a, b: gp_posterior_mean(task, a, b).float()):
+        torch.testing.assert_close(predictor(xs, ys)[:, :6], predictor(xs2, ys2)[:, :6])
+
+
+def test_eval_at_other_T_restores_and_per_step_refuses():
+    task, train = GPTaskConfig(n_points=8), GPTrainConfig(eval_size=32)
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2, eta_mode="learned"))
+    out = evaluate_at_T(model, task, train, [1, 2, 5])
+    assert set(out) == {1, 2, 5} and all(layer.config.T == 2 for layer in model.cem_layers())
+    assert out[1] != out[5]
+    per_step = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2, eta_mode="per_step"))
+    with pytest.raises(ValueError, match="^eval_T=3"):
+        evaluate_at_T(per_step, task, train, [3])
+    assert all(layer.config.T == 2 for layer in per_step.cem_layers())
+
+
+@pytest.mark.parametrize("cls,kwargs,field", [
+    (GPTaskConfig, dict(kernel="linear"), "kernel"),
+    (GPTaskConfig, dict(lengthscale=0.0), "lengthscale"),
+    (GPTaskConfig, dict(noise_var=-1.0), "noise_var"),
+    (GPTaskConfig, dict(d_x=0), "d_x"),
+    (GPTaskConfig, dict(n_points=1), "n_points"),
+    (GPTaskConfig, dict(box=(1.0, -1.0)), "box"),
+    (GPTaskConfig, dict(box="wide"), "box"),
+    (GPModelConfig, dict(eta_mode="adaptive"), "eta_mode"),
+    (GPModelConfig, dict(T=0), "T"),
+    (GPModelConfig, dict(width=30, n_heads=4), "d_model"),
+    (GPModelConfig, dict(attention="llama", T=2), "T"),
+    (GPModelConfig, dict(anchor=-1.0), "anchor"),
+    (GPTrainConfig, dict(steps=0), "steps"),
+    (GPTrainConfig, dict(lr=0.0), "lr"),
+    (GPTrainConfig, dict(warmup=1.0), "warmup"),
+])
+def test_invalid_settings_name_the_field(cls, kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        cls(**kwargs)
+
+
+def test_invalid_preset_and_cli_eval_T(capsys):
+    with pytest.raises(ValueError, match="^preset="):
+        gp_sweep.preset_runs("huge")
+    assert main(["gp", "train", "--eta-mode", "per_step", "--T", "2", "--eval-T", "4", "--steps", "1"]) == 2
+    assert "eval_T=4 is invalid" in capsys.readouterr().err
+
+
+def _tiny_specs():
+    task, train = GPTaskConfig(n_points=8), GPTrainConfig(steps=3, eval_size=16, batch_size=8)
+    return [gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
+                             train=train, group="depth1"),
+            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, T=2), train=train,
+                             group="depth1")]
+
+
+def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
+    specs = _tiny_specs()
+    records = gp_sweep.run_sweep(tmp_path, specs[:1])
+    assert [r["hash"] for r in records] == [specs[0].hash]
+    calls = []
+    real = gp_sweep.run_spec
+    monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or real(spec, **kw))
+    records = gp_sweep.run_sweep(tmp_path, specs)
+    assert calls == [specs[1].hash]                                          # the finished run was not retrained
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [r["hash"] for r in saved] == [s.hash for s in specs]
+    for key in ("attention", "T", "diagonal", "preconditioner", "eta_mode", "seed", "params", "rmse", "rmse_gp",
+                "rmse_ratio"):
+        assert key in saved[1]
+    assert saved[1]["provenance"]["torch"] == torch.__version__ and len(saved[1]["provenance"]["git_commit"]) > 0
+    assert saved[1]["rmse_ratio"] == pytest.approx(saved[1]["rmse"] / saved[1]["rmse_gp"])
+    assert "rmse_by_eval_T" in saved[1] and "rmse_by_eval_T" not in saved[0]
+    assert (tmp_path / "results.csv").read_text().count("\n") == 3
+    gp_sweep.run_sweep(tmp_path, specs)
+    assert calls == [specs[1].hash]
+
+
+def test_run_hash_covers_every_setting():
+    spec = _tiny_specs()[1]
+    assert spec.hash != replace(spec, train=replace(spec.train, seed=1)).hash
+    assert spec.hash != replace(spec, model=replace(spec.model, anchor=0.5)).hash
+    assert spec.hash != replace(spec, task=replace(spec.task, noise_var=0.02)).hash
+
+
+def test_committed_results_match_the_default_sweep():
+    """results/gp-default/results.json must hold exactly the default preset's runs (by config hash),
+    so a change to the task, models or training cannot leave stale results in the app and README."""
+    records = gp_sweep.load_results(gp_sweep.RESULTS_DIR / "results.json")
+    missing, extra = gp_sweep.stale_hashes(records, "default")
+    assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun the default sweep"
+
+
+def test_report_and_figures_from_results(tmp_path, capsys):
+    gp_sweep.run_sweep(tmp_path, _tiny_specs())
+    assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out
+    assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json")]) == 0
+    for name in ("gp_rmse_vs_context", "gp_ratio_vs_T", "gp_test_time_scaling"):
+        for ext in ("png", "svg"):
+            assert (tmp_path / "fig" / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_gp_train_cli(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert main(["gp", "train", "--T", "2", "--steps", "3", "--width", "8", "--d-ff", "16", "--n-heads", "2",
+                 "--n-points", "8", "--eval-T", "1", "3", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "held-out RMSE" in text and "test-time scaling" in text
+    record = json.loads(out.read_text())
+    assert set(record["rmse_by_eval_T"]) == {"1", "3"}
