@@ -1,55 +1,33 @@
-"""The app's controls as one validated dataclass: the single place where user input becomes
-layer configs (design.md §1: pages contain no logic of their own).
+"""The app's controls as validated dataclasses: the single place where user input becomes
+configs (design.md §1: pages contain no logic of their own).
 
 Every combination of control values either builds configs or raises ``ValueError`` with the
-reason, including sizes that would take more than a few seconds of CPU.
+reason, including sizes that would take more than a few seconds of CPU. Each control class
+round-trips through URL query parameters (``to_query`` / ``from_query``) so a copied link
+restores the view.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .config import DIAGONALS, PRECONDITIONERS, AttentionConfig, MLPConfig, _check_bool, _check_choice, _check_float, _check_int, _fail
+from .config import (DIAGONALS, PRECONDITIONERS, AttentionConfig, MLPConfig, _check_bool, _check_choice,
+                     _check_float, _check_int, _fail)
+from .gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
+from .model import VARIANTS, ModelConfig
 
 LAYERS = ("attention", "mlp", "block")
-
-# name: (kind, allowed) with kind int/float (min, max) or choice (options) or bool
-CONTROL_SPECS = {
-    "layer": ("choice", LAYERS),
-    "T": ("int", (1, 16)),
-    "eta": ("float", (0.05, 5.0)),
-    "anchor": ("float", (0.0, 5.0)),
-    "diagonal": ("choice", DIAGONALS),
-    "preconditioner": ("choice", PRECONDITIONERS),
-    "rank": ("int", (1, 8)),
-    "heads": ("int", (1, 8)),
-    "width": ("int", (2, 128)),
-    "seq_len": ("int", (2, 64)),
-    "seed": ("int", (0, 9999)),
-    "rope": ("bool", None),
-}
-
-# A rough cost in multiply-adds of one page render (trace + landscape); above it we refuse.
-COST_LIMIT = 4e8
-LANDSCAPE_GRID = 41
+COST_LIMIT = 1e10         # rough multiply-adds of one energy-page render; above it we refuse (calibrated in tests)
+LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 
 
-@dataclass(frozen=True, kw_only=True)
-class EnergyControls:
-    layer: str = "attention"
-    T: int = 4
-    eta: float = 1.0
-    anchor: float = 0.0
-    diagonal: str = "none"
-    preconditioner: str = "none"
-    rank: int = 2
-    heads: int = 2
-    width: int = 8
-    seq_len: int = 8
-    seed: int = 0
-    rope: bool = False
+class _Controls:
+    """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) | ("bool", None)."""
 
-    def __post_init__(self) -> None:
-        for name, (kind, allowed) in CONTROL_SPECS.items():
+    SPECS: dict = {}
+    PREFIX = ""
+
+    def _validate(self) -> None:
+        for name, (kind, allowed) in self.SPECS.items():
             value = getattr(self, name)
             if kind == "choice":
                 _check_choice(name, value, allowed)
@@ -59,52 +37,22 @@ class EnergyControls:
                 _check_int(name, value, *allowed)
             else:
                 _check_float(name, value, allowed[0], strict=False)
-                if value > allowed[1] or value < allowed[0]:
+                if value > allowed[1]:
                     _fail(name, value, f"must be in [{allowed[0]}, {allowed[1]}]")
-        if self.cost() > COST_LIMIT:
-            _fail("width", self.width,
-                  f"this combination (width {self.width}, sequence {self.seq_len}, T {self.T}, heads {self.heads}, "
-                  f"diagonal {self.diagonal}) would take more than a few seconds of CPU; lower the width, "
-                  "the sequence length or T")
-        self.attention_config()   # raises ValueError for inconsistent combinations
-        self.mlp_config()
 
-    @property
-    def d_ff(self) -> int:
-        return 2 * self.width                                          # the app's MLP width: d_ff = 2 d
-
-    def cost(self) -> float:
-        widen = (self.heads + 1) if self.diagonal != "none" else 1     # D+LR core is (H+1) x wider
-        trace = self.T * (self.seq_len ** 2 * self.width * widen + self.seq_len * self.width * self.d_ff * 3)
-        landscape = LANDSCAPE_GRID ** 2 * (self.seq_len * self.width * widen + self.width * self.d_ff * 3)
-        return float(trace + landscape)
-
-    def attention_config(self) -> AttentionConfig:
-        if self.layer == "mlp":
-            return None
-        return AttentionConfig(d_model=self.width, n_heads=self.heads, T=self.T, eta=self.eta, anchor=self.anchor,
-                               diagonal=self.diagonal, preconditioner=self.preconditioner,
-                               rank=min(self.rank, self.width), rope=self.rope)
-
-    def mlp_config(self) -> MLPConfig:
-        if self.layer == "attention":
-            return None
-        return MLPConfig(d_model=self.width, d_ff=self.d_ff, T=self.T, eta=self.eta, anchor=self.anchor,
-                         preconditioner=self.preconditioner, rank=min(self.rank, self.width))
-
-    # -- URL round trip ------------------------------------------------------------------------
     def to_query(self) -> dict[str, str]:
-        return {f.name: str(getattr(self, f.name)).lower() if isinstance(getattr(self, f.name), bool)
-                else str(getattr(self, f.name)) for f in fields(self)}
+        def text(v):
+            return str(v).lower() if isinstance(v, bool) else str(v)
+        return {self.PREFIX + f.name: text(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
-    def from_query(cls, query: dict) -> "EnergyControls":
-        """Parse URL query parameters (strings); unknown keys are ignored, bad values raise ValueError."""
+    def from_query(cls, query: dict):
+        """Parse URL query parameters (strings); other keys are ignored, bad values raise ValueError."""
         values = {}
-        for name, (kind, _) in CONTROL_SPECS.items():
-            if name not in query:
+        for name, (kind, _) in cls.SPECS.items():
+            raw = query.get(cls.PREFIX + name)
+            if raw is None:
                 continue
-            raw = query[name]
             try:
                 if kind == "int":
                     values[name] = int(raw)
@@ -119,3 +67,122 @@ class EnergyControls:
             except ValueError:
                 _fail(name, raw, f"cannot be read as {'a number' if kind in ('int', 'float') else 'true/false'}")
         return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnergyControls(_Controls):
+    """The energy-descent page: one layer (or a block) on a random input."""
+
+    SPECS = {"layer": ("choice", LAYERS), "T": ("int", (1, 16)), "eta": ("float", (0.05, 5.0)),
+             "anchor": ("float", (0.0, 5.0)), "diagonal": ("choice", DIAGONALS),
+             "preconditioner": ("choice", PRECONDITIONERS), "rank": ("int", (1, 8)), "heads": ("int", (1, 8)),
+             "width": ("int", (2, 128)), "seq_len": ("int", (2, 64)), "seed": ("int", (0, 9999)),
+             "rope": ("bool", None)}
+
+    layer: str = "attention"
+    T: int = 4
+    eta: float = 1.0
+    anchor: float = 0.0
+    diagonal: str = "none"
+    preconditioner: str = "none"
+    rank: int = 2
+    heads: int = 2
+    width: int = 8
+    seq_len: int = 8
+    seed: int = 0
+    rope: bool = False
+
+    def __post_init__(self) -> None:
+        self._validate()
+        if self.cost() > COST_LIMIT:
+            _fail("width", self.width,
+                  f"this combination (width {self.width}, sequence {self.seq_len}, T {self.T}, heads {self.heads}, "
+                  f"diagonal {self.diagonal}) would take more than a few seconds of CPU; lower the width, "
+                  "the sequence length or T")
+        self.attention_config()   # raises ValueError for inconsistent combinations
+        self.mlp_config()
+
+    @property
+    def d_ff(self) -> int:
+        return 2 * self.width                                          # the page's MLP width: d_ff = 2 d
+
+    def cost(self) -> float:
+        widen = (self.heads + 1) if self.diagonal != "none" else 1     # the D+LR core is (H+1) x wider
+        per_x = self.seq_len * self.width * widen + self.width * self.d_ff * 3
+        return float((self.T + 1) * self.seq_len * per_x * 3 + LANDSCAPE_GRID ** 2 * per_x)
+
+    def attention_config(self) -> AttentionConfig | None:
+        if self.layer == "mlp":
+            return None
+        return AttentionConfig(d_model=self.width, n_heads=self.heads, T=self.T, eta=self.eta, anchor=self.anchor,
+                               diagonal=self.diagonal, preconditioner=self.preconditioner,
+                               rank=min(self.rank, self.width), rope=self.rope)
+
+    def mlp_config(self) -> MLPConfig | None:
+        if self.layer == "attention":
+            return None
+        return MLPConfig(d_model=self.width, d_ff=self.d_ff, T=self.T, eta=self.eta, anchor=self.anchor,
+                         preconditioner=self.preconditioner, rank=min(self.rank, self.width))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DesignControls(_Controls):
+    """The design-space page: model sizes and the CEM options."""
+
+    SPECS = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
+             "d_ff": ("int", (8, 32768)), "vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
+             "T": ("int", (1, 16)), "diagonal": ("choice", DIAGONALS), "preconditioner": ("choice", PRECONDITIONERS),
+             "rank": ("int", (1, 64)), "p_scale": ("float", (0.0, 3.0)), "seed": ("int", (0, 9999))}
+    PREFIX = "ds_"
+
+    d_model: int = 768
+    n_layers: int = 12
+    n_heads: int = 12
+    d_ff: int = 2048
+    vocab_size: int = 32000
+    seq_len: int = 1024
+    T: int = 1
+    diagonal: str = "none"
+    preconditioner: str = "psd"
+    rank: int = 4
+    p_scale: float = 1.0     # std of the preconditioner's low-rank factors, times 1/sqrt(d) (eigenvalue demo)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self._validate()
+        for name in VARIANTS:
+            self.model_config(name)
+
+    def model_config(self, variant: str) -> ModelConfig:
+        options = dict(T=self.T, preconditioner=self.preconditioner, rank=min(self.rank, self.d_model))
+        return ModelConfig.variant(variant, vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
+                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len,
+                                   attention_options=dict(options, diagonal=self.diagonal), mlp_options=options)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPControls(_Controls):
+    """The GP page: the sampled-function demo and the small model trained live."""
+
+    SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
+             "T": ("int", (1, 8)), "diagonal": ("choice", DIAGONALS), "steps": ("int", (50, 1500))}
+    PREFIX = "gp_"
+
+    kernel: str = "rbf"
+    seed: int = 0
+    context: int = 8
+    T: int = 2
+    diagonal: str = "none"
+    steps: int = 600
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    def task(self) -> GPTaskConfig:
+        return GPTaskConfig(kernel=self.kernel)
+
+    def model(self) -> GPModelConfig:
+        return GPModelConfig(width=32, d_ff=64, n_heads=4, T=self.T, diagonal=self.diagonal)
+
+    def train(self) -> GPTrainConfig:
+        return GPTrainConfig(steps=self.steps, batch_size=32, eval_size=256, seed=self.seed)

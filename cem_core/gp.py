@@ -111,6 +111,42 @@ def gp_posterior_mean(config: GPTaskConfig, xs: torch.Tensor, ys: torch.Tensor) 
     return gp_predictive(config, xs, ys)[0]
 
 
+def gp_posterior_on_grid(config: GPTaskConfig, xs: torch.Tensor, ys: torch.Tensor, grid: torch.Tensor):
+    """Posterior mean and standard deviation of f at grid points given all context points.
+
+    xs (B, k, d_x), ys (B, k), grid (B, G, d_x); returns two (B, G) float64 tensors (f, not y:
+    add noise_var to the variance for a predictive band of y).
+    """
+    if xs.shape[1] == 0:
+        prior = torch.full(grid.shape[:2], config.signal_var, dtype=torch.float64).sqrt()
+        return torch.zeros(grid.shape[:2], dtype=torch.float64), prior
+    L = _observation_cholesky(config, xs)
+    Ks = kernel_matrix(config, xs, grid)                               # k(x_ctx, x_*)
+    alpha = torch.cholesky_solve(ys.double().unsqueeze(-1), L)         # (K + sigma^2 I)^-1 y
+    mean = (Ks.transpose(-1, -2) @ alpha).squeeze(-1)                  # k_*^T (K + sigma^2 I)^-1 y
+    v = torch.linalg.solve_triangular(L, Ks, upper=False)
+    var = config.signal_var - (v * v).sum(-2)                          # k(x_*, x_*) - k_*^T (K + sigma^2 I)^-1 k_*
+    return mean, var.clamp_min(0).sqrt()
+
+
+def sample_function_on_grid(config: GPTaskConfig, seed: int, grid_size: int = 200):
+    """One function for plots (d_x = 1): f drawn jointly at N inputs and a dense grid, and the
+    noisy targets at the inputs. Returns float64 tensors xs (N,), ys (N,), grid (G,), f_grid (G,)."""
+    if config.d_x != 1:
+        _fail("d_x", config.d_x, "plots of a sampled function need d_x = 1")
+    gen = torch.Generator().manual_seed(seed)
+    lo, hi = config.box
+    xs = lo + (hi - lo) * torch.rand(config.n_points, 1, generator=gen, dtype=torch.float64)
+    grid = torch.linspace(lo, hi, grid_size, dtype=torch.float64)[:, None]
+    both = torch.cat((xs, grid))[None]
+    evals, evecs = torch.linalg.eigh(kernel_matrix(config, both, both)[0])  # K is numerically singular here
+    z = torch.randn(len(both), generator=gen, dtype=torch.float64)
+    f = evecs @ (evals.clamp_min(0).sqrt() * z)                        # f ~ N(0, K)
+    ys = f[:config.n_points] + config.noise_var ** 0.5 * torch.randn(config.n_points, generator=gen,
+                                                                      dtype=torch.float64)
+    return xs[:, 0], ys, grid[:, 0], f[config.n_points:]
+
+
 # -- baselines with one call signature: predictor(xs, ys) -> (B, N) -------------------------
 
 
@@ -204,6 +240,16 @@ class GPTransformer(nn.Module):
         for block in self.blocks:
             h = block(h)
         return self.head(self.norm(h)).squeeze(-1)
+
+    @torch.no_grad()
+    def predict_at(self, xs: torch.Tensor, ys: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        """Predictions at each query given the whole context: xs (k, d_x), ys (k,), queries (G, d_x) -> (G,).
+
+        One sequence per query: the k context points followed by the query token."""
+        G, k = queries.shape[0], xs.shape[0]
+        seq_x = torch.cat((xs.expand(G, k, -1), queries[:, None]), dim=1)
+        seq_y = torch.cat((ys.expand(G, k), torch.zeros(G, 1, dtype=ys.dtype)), dim=1)  # y at the query is unseen
+        return self(seq_x, seq_y)[:, -1]
 
     def cem_layers(self) -> list[EnergyDescentLayer]:
         return [m for m in self.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]

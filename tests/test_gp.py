@@ -227,3 +227,37 @@ def test_gp_train_cli(tmp_path, capsys):
     assert "held-out RMSE" in text and "test-time scaling" in text
     record = json.loads(out.read_text())
     assert set(record["rmse_by_eval_T"]) == {"1", "3"}
+
+
+def test_posterior_on_grid_agrees_with_the_causal_posterior():
+    task = GPTaskConfig(n_points=10)
+    xs, ys = sample_batch(task, 2, torch.Generator().manual_seed(5))
+    from cem_core.gp import gp_posterior_on_grid
+    mean, std = gp_posterior_on_grid(task, xs[:, :6], ys[:, :6], xs[:, 6:7])
+    causal_mean, causal_var = gp_predictive(task, xs, ys)
+    torch.testing.assert_close(mean[:, 0], causal_mean[:, 6])
+    torch.testing.assert_close(std[:, 0] ** 2 + task.noise_var, causal_var[:, 6])
+    prior_mean, prior_std = gp_posterior_on_grid(task, xs[:, :0], ys[:, :0], xs)
+    assert (prior_mean == 0).all() and torch.allclose(prior_std, torch.ones_like(prior_std))
+
+
+def test_model_predict_at_equals_its_causal_prediction():
+    task = GPTaskConfig(n_points=10)
+    xs, ys = sample_batch(task, 1, torch.Generator().manual_seed(6))
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2))
+    with torch.no_grad():
+        full = model(xs, ys)[0]
+    at = model.predict_at(xs[0, :4], ys[0, :4], xs[0, 4:7])
+    torch.testing.assert_close(at[0], full[4])                              # the query after 4 points is position 4
+
+
+def test_sampled_function_for_plots():
+    from cem_core.gp import sample_function_on_grid
+    task = GPTaskConfig(n_points=12)
+    xs, ys, grid, f = sample_function_on_grid(task, seed=3, grid_size=50)
+    assert xs.shape == ys.shape == (12,) and grid.shape == f.shape == (50,)
+    again = sample_function_on_grid(task, seed=3, grid_size=50)
+    assert all(torch.equal(a, b) for a, b in zip((xs, ys, grid, f), again))
+    assert (ys - torch.from_numpy(np.interp(xs.numpy(), grid.numpy(), f.numpy()))).abs().max() < 0.6
+    with pytest.raises(ValueError, match="^d_x="):
+        sample_function_on_grid(replace(task, d_x=2), seed=0)

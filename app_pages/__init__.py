@@ -1,0 +1,1 @@
+"""Streamlit pages of the CEM Lab app (one module per page); shared helpers in common.py."""

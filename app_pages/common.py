@@ -1,0 +1,84 @@
+"""Helpers shared by the pages: teacher mode, URL-mirrored controls, downloads, error display."""
+from __future__ import annotations
+
+import logging
+import re
+
+import streamlit as st
+
+from cem_core import interactive
+
+log = logging.getLogger("cem_lab.app")
+
+
+def teacher_mode() -> bool:
+    """The sidebar toggle; mirrored in the URL as ?teacher=true."""
+    if "teacher" not in st.session_state:
+        st.session_state.teacher = st.query_params.get("teacher", "false").lower() in ("true", "1")
+    on = st.sidebar.toggle("Teacher mode", key="teacher",
+                           help="Show a short guided explanation beside each plot (for projecting in class).")
+    if on:
+        st.query_params["teacher"] = "true"
+    elif "teacher" in st.query_params:
+        del st.query_params["teacher"]
+    return on
+
+
+def explain(text: str) -> None:
+    """A guided explanation, shown only in teacher mode."""
+    if st.session_state.get("teacher"):
+        st.info(text, icon=":material/school:")
+
+
+def load_controls(page: str, cls, widget_keys: dict) -> None:
+    """On the first visit of a page in this session, fill the widgets from the URL (or defaults).
+
+    A bad URL value is reported with st.error and the defaults are used instead."""
+    flag = f"_loaded_{page}"
+    if st.session_state.get(flag):
+        return
+    st.session_state[flag] = True
+    try:
+        controls = cls.from_query(dict(st.query_params))
+    except ValueError as err:
+        st.error(f"The link's settings could not be used: {err}. Showing the defaults instead.")
+        controls = cls()
+    for field, key in widget_keys.items():
+        st.session_state[key] = getattr(controls, field)
+
+
+def mirror_to_url(controls) -> None:
+    """Write every control into the URL so that a copied link restores this view."""
+    for name, value in controls.to_query().items():
+        if st.query_params.get(name) != value:
+            st.query_params[name] = value
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def show_figure(fig, name: str, key: str) -> None:
+    """The chart plus download buttons: interactive HTML, PNG and the data as CSV (built on click)."""
+    st.plotly_chart(fig, key=f"chart-{key}", width="stretch")
+    slug = _slug(name)
+    cols = st.columns(3)
+    cols[0].download_button("HTML", lambda: interactive.to_html(fig), file_name=f"{slug}.html",
+                            mime="text/html", key=f"html-{key}", on_click="ignore", icon=":material/download:")
+    cols[1].download_button("PNG", lambda: interactive.to_png(fig), file_name=f"{slug}.png", mime="image/png",
+                            key=f"png-{key}", on_click="ignore", icon=":material/download:")
+    cols[2].download_button("CSV", lambda: interactive.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
+                            key=f"csv-{key}", on_click="ignore", icon=":material/download:")
+
+
+def run_safely(body) -> None:
+    """Run a page body: a ValueError is the user's input (st.error with the reason); anything else
+    is our bug, reported without a traceback and logged for us."""
+    try:
+        body()
+    except ValueError as err:
+        st.error(str(err))
+    except Exception as err:  # noqa: BLE001 - the app never shows a traceback
+        log.exception("page failed")
+        st.error(f"Something went wrong on our side ({type(err).__name__}: {err}). "
+                 "Please report it with the link of this page.")

@@ -1,0 +1,110 @@
+"""Design space: parameters, FLOPs, the update equations and the preconditioner's spectrum."""
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+import torch
+
+from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
+from cem_core import interactive
+from cem_core.config import DIAGONALS, PRECONDITIONERS
+from cem_core.controls import DesignControls
+from cem_core.equations import update_latex
+from cem_core.flops import attention_flops, mlp_flops
+from cem_core.model import VARIANTS
+from cem_core.precondition import Preconditioner
+
+KEYS = {name: f"ds_{name}" for name in DesignControls.SPECS}
+SPECTRUM_MAX_D = 256
+
+
+@st.cache_data(show_spinner=False)
+def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
+    """Eigenvalues of the paper-form (dlr) and positive-definite (psd) P with the same factors."""
+    torch.manual_seed(seed)
+    out = {}
+    for kind in ("dlr", "psd"):
+        P = Preconditioner(d, kind, rank)
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(seed)
+            P.U.copy_(torch.randn(d, rank, generator=g) * scale / math.sqrt(d))
+            if kind == "dlr":
+                P.V.copy_(torch.randn(d, rank, generator=g) * scale / math.sqrt(d))
+            out[f"{kind}: " + ("diag + UV^T + VU^T" if kind == "dlr" else "diag + UU^T")] = \
+                torch.linalg.eigvalsh(P.matrix().double()).tolist()
+    return out
+
+
+def body() -> None:
+    st.title("Design space")
+    st.markdown("What tying, D+LR interactions, preconditioners and recursion cost, at sizes you choose.")
+    load_controls("design", DesignControls, KEYS)
+    with st.sidebar:
+        st.header("Model sizes")
+        st.number_input("d_model", 8, 8192, step=64, key=KEYS["d_model"])
+        st.number_input("layers", 1, 128, key=KEYS["n_layers"])
+        st.number_input("heads", 1, 128, key=KEYS["n_heads"])
+        st.number_input("d_ff", 8, 32768, step=64, key=KEYS["d_ff"])
+        st.number_input("vocabulary", 2, 300000, step=1000, key=KEYS["vocab_size"])
+        st.number_input("sequence length", 1, 131072, step=128, key=KEYS["seq_len"])
+        st.header("CEM options")
+        st.slider("steps T", 1, 16, key=KEYS["T"])
+        st.selectbox("diagonal", DIAGONALS, key=KEYS["diagonal"])
+        st.selectbox("preconditioner", PRECONDITIONERS, key=KEYS["preconditioner"])
+        st.slider("preconditioner rank", 1, 64, key=KEYS["rank"])
+        st.slider("low-rank scale (spectrum demo)", 0.0, 3.0, step=0.1, key=KEYS["p_scale"])
+        st.number_input("seed", 0, 9999, key=KEYS["seed"])
+    c = DesignControls(**{name: st.session_state[key] for name, key in KEYS.items()})
+    mirror_to_url(c)
+
+    configs = {name: c.model_config(name) for name in VARIANTS}
+    counts = {name: cfg.param_counts() for name, cfg in configs.items()}
+    st.subheader("Parameters")
+    base = counts["llama"]
+    st.dataframe([{"variant": name, "attention": f"{k['attention.projections']:,}",
+                   "× Llama": f"{k['attention.projections'] / base['attention.projections']:.3f}",
+                   "diagonal": f"{k['attention.diagonal']:,}",
+                   "preconditioners": f"{k['attention.preconditioner'] + k['mlp.preconditioner']:,}",
+                   "MLP": f"{k['mlp.projections']:,}", "MLP × Llama": f"{k['mlp.projections'] / base['mlp.projections']:.3f}",
+                   "total": f"{k['total']:,}", "KV bytes/token (bf16)": f"{configs[name].cache_bytes_per_token(torch.bfloat16):,}"}
+                  for name, k in counts.items()], hide_index=True)
+    explain("Tying W_V = W_K and W_O = W_Q^T halves the attention weights (2d² instead of 4d²); tying the MLP's "
+            "down projection to its up projection leaves 2 of SwiGLU's 3 matrices. The CEM KV cache holds keys "
+            "only, since the values are the keys.")
+
+    st.subheader("FLOPs per token (forward, matmuls only)")
+    n = c.seq_len
+    flops = {}
+    for name, cfg in configs.items():
+        a = attention_flops(cfg.attention_config(), n)
+        m = mlp_flops(cfg.mlp_config(), n)
+        flops[name] = {"attention": c.n_layers * a["total"] / n, "MLP": c.n_layers * m["total"] / n,
+                       "LM head": 2 * c.d_model * c.vocab_size}
+    series = {part: [flops[v][part] / 1e9 for v in VARIANTS] for part in ("attention", "MLP", "LM head")}
+    show_figure(interactive.bar_figure(list(VARIANTS), series, f"GFLOPs per token at sequence length {n}",
+                                       "GFLOPs per token"), "design flops per token", "ds-flops")
+    total = {v: sum(flops[v].values()) for v in VARIANTS}
+    st.caption(" · ".join(f"{v}: {total[v] / total['llama']:.2f}× Llama" for v in VARIANTS)
+               + f". With D+LR each head's attention core is d_h + d wide, (H + 1) = {c.n_heads + 1}× the plain core.")
+    explain("Tying saves parameters, not matmuls: a CEM layer at T = 1 still multiplies by W_Q, W_K and W_Q^T. "
+            "Each extra step T adds the query side and the attention core again, but reuses the keys.")
+
+    st.subheader("The update for these options")
+    for layer, title in (("attention", "CEM attention"), ("mlp", "CEM gated MLP")):
+        st.markdown(f"**{title}**")
+        for line in update_latex(layer, c.diagonal if layer == "attention" else "none", c.preconditioner, c.T):
+            st.latex(line)
+
+    st.subheader("Eigenvalues of the preconditioner P")
+    d = min(c.d_model, SPECTRUM_MAX_D)
+    show_figure(interactive.eigenvalue_figure(spectra(d, min(c.rank, d), c.p_scale, c.seed)),
+                "preconditioner eigenvalues", "ds-eigs")
+    st.caption(f"Random factors at d = {d}" + (f" (capped from {c.d_model})" if d < c.d_model else "")
+               + f", rank {min(c.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form indefinite.")
+    explain("A step x - ηP∇E lowers the energy for small η only if P is positive definite along the gradient. "
+            "The paper's P = diag + UVᵀ + VUᵀ can have negative eigenvalues (below the red line): then a step can "
+            "raise the energy. diag + UUᵀ never can.")
+
+
+run_safely(body)

@@ -1,0 +1,189 @@
+"""Plotly figure builders for the app, plus the exports behind its download buttons.
+
+Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, flops,
+config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
+Plotly's static export needs a browser download (design.md §7); ``to_html`` embeds plotly.js so
+the file works offline.
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+
+from . import gp_sweep  # noqa: E402
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+
+
+def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = False) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, template="plotly_white",
+                      margin=dict(l=60, r=20, t=50, b=50), legend=dict(font=dict(size=10)))
+    if log2_x:
+        fig.update_xaxes(type="log", dtick=np.log10(2))
+    return fig
+
+
+# -- GP -----------------------------------------------------------------------------------------
+
+
+def gp_context_figure(records) -> go.Figure:
+    data = gp_sweep.context_curves(records)
+    fig = go.Figure()
+    for label, curve in data["curves"].items():
+        fig.add_scatter(x=list(range(len(curve))), y=curve, mode="lines", name=label)
+    fig.add_scatter(x=list(range(len(data["gp"]))), y=data["gp"], mode="lines", name="GP optimum",
+                    line=dict(color="black", dash="dash", width=3))
+    return _layout(fig, "RMSE vs context length (depth 1, mean over seeds)", "context length j", "held-out RMSE")
+
+
+def gp_ratio_figure(records) -> go.Figure:
+    data = gp_sweep.ratio_vs_T(records)
+    fig = go.Figure()
+    for label, d in data.items():
+        if label != "Llama":
+            fig.add_scatter(x=d["T"], y=d["mean"], error_y=dict(type="data", array=d["std"]),
+                            mode="lines+markers", name=label)
+    Ts = sorted({T for label, d in data.items() if label != "Llama" for T in d["T"]}) or [1]
+    llama = data["Llama"]
+    fig.add_scatter(x=[Ts[0], Ts[-1]], y=[llama["mean"]] * 2, mode="lines", name="Llama attention",
+                    line=dict(color="gray", dash="dash"))
+    fig.add_scatter(x=[Ts[0], Ts[-1]], y=[1.0, 1.0], mode="lines", name="GP optimum", line=dict(color="black"))
+    return _layout(fig, "RMSE / GP optimum vs T (mean ± std over seeds)", "in-layer steps T", "RMSE ratio",
+                   log2_x=True)
+
+
+def gp_scaling_figure(records) -> go.Figure:
+    fig = go.Figure()
+    for T, d in gp_sweep.eval_T_curves(records).items():
+        fig.add_scatter(x=d["eval_T"], y=d["ratio"], mode="lines+markers", name=f"trained at T={T}")
+    return _layout(fig, "Test-time scaling: trained at T, evaluated at T'", "T at evaluation", "RMSE ratio",
+                   log2_x=True)
+
+
+def gp_demo_figure(grid, f_grid, xs, ys, k, mean, std, model_pred=None) -> go.Figure:
+    """A sampled function, the first k observed points, the GP posterior band and the model."""
+    fig = go.Figure()
+    fig.add_scatter(x=grid, y=mean + 2 * std, mode="lines", line=dict(width=0), showlegend=False, name="upper")
+    fig.add_scatter(x=grid, y=mean - 2 * std, mode="lines", line=dict(width=0), fill="tonexty",
+                    fillcolor="rgba(31,119,180,0.2)", name="GP posterior ± 2 sd")
+    fig.add_scatter(x=grid, y=f_grid, mode="lines", name="true function f", line=dict(color="black", dash="dot"))
+    fig.add_scatter(x=grid, y=mean, mode="lines", name="GP posterior mean", line=dict(color=PALETTE[0]))
+    if model_pred is not None:
+        fig.add_scatter(x=grid, y=model_pred, mode="lines", name="trained model", line=dict(color=PALETTE[3]))
+    fig.add_scatter(x=xs[:k], y=ys[:k], mode="markers", name=f"observed ({k})",
+                    marker=dict(color="black", size=8))
+    fig.add_scatter(x=xs[k:], y=ys[k:], mode="markers", name="not yet seen",
+                    marker=dict(color="lightgray", size=6))
+    return _layout(fig, f"One sampled function after {k} points", "x", "y")
+
+
+# -- design space ---------------------------------------------------------------------------
+
+
+def bar_figure(labels, series: dict, title: str, yaxis: str) -> go.Figure:
+    """Grouped bars: one bar group per label, one colour per series."""
+    fig = go.Figure()
+    for name, values in series.items():
+        fig.add_bar(x=list(labels), y=list(values), name=name)
+    fig.update_layout(barmode="group")
+    return _layout(fig, title, "", yaxis)
+
+
+def eigenvalue_figure(eigs: dict) -> go.Figure:
+    """Sorted eigenvalues of each preconditioner P; below zero means a step can raise the energy."""
+    fig = go.Figure()
+    for name, values in eigs.items():
+        fig.add_scatter(x=list(range(1, len(values) + 1)), y=sorted(values), mode="lines+markers", name=name)
+    n = max((len(v) for v in eigs.values()), default=1)
+    fig.add_scatter(x=[1, n], y=[0.0, 0.0], mode="lines", name="zero", line=dict(color="red", dash="dot"))
+    return _layout(fig, "Eigenvalues of P", "index (sorted)", "eigenvalue")
+
+
+# -- exports ---------------------------------------------------------------------------------
+
+
+def to_html(fig: go.Figure) -> str:
+    return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def figure_rows(fig: go.Figure) -> list[dict]:
+    """The data behind a figure as long-format rows: trace, x, y (and z for heatmaps/contours)."""
+    rows = []
+    for trace in fig.data:
+        name = trace.name or trace.type
+        if trace.type in ("heatmap", "contour"):
+            z = np.asarray(trace.z)
+            xs = trace.x if trace.x is not None else range(z.shape[1])
+            ys = trace.y if trace.y is not None else range(z.shape[0])
+            rows += [{"trace": name, "x": x, "y": y, "z": float(z[i, j])}
+                     for i, y in enumerate(ys) for j, x in enumerate(xs)]
+        else:
+            rows += [{"trace": name, "x": x, "y": y} for x, y in zip(trace.x, trace.y)]
+    return rows
+
+
+def to_csv(fig: go.Figure) -> str:
+    rows = figure_rows(fig)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=["trace", "x", "y", "z"], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
+    """Render a single-axes figure of this module with matplotlib (lines, markers, fills, bars,
+    heatmaps, contours, error bars)."""
+    mfig, ax = plt.subplots(figsize=(7, 4.2))
+    bars = [t for t in fig.data if t.type == "bar"]
+    for i, t in enumerate(fig.data):
+        color = getattr(getattr(t, "line", None), "color", None) or PALETTE[i % len(PALETTE)]
+        if t.type == "bar":
+            k = bars.index(t)
+            pos = np.arange(len(t.x)) + (k - (len(bars) - 1) / 2) * 0.8 / len(bars)
+            ax.bar(pos, t.y, width=0.8 / len(bars), label=t.name)
+            ax.set_xticks(np.arange(len(t.x)), list(t.x))
+        elif t.type in ("heatmap", "contour"):
+            z = np.asarray(t.z, dtype=float)
+            if t.type == "heatmap":
+                im = ax.imshow(z, origin="upper", cmap="viridis", aspect="auto")
+            else:
+                im = ax.contourf(np.asarray(t.x), np.asarray(t.y), z, levels=25, cmap="viridis")
+            mfig.colorbar(im, ax=ax)
+        elif t.type == "scatter":
+            x, y = np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float)
+            if t.fill == "tonexty":
+                prev = fig.data[i - 1]
+                ax.fill_between(x, np.asarray(prev.y, dtype=float), y, alpha=0.2, label=t.name)
+                continue
+            if t.line.width == 0:
+                continue
+            mode = t.mode or "lines"
+            style = ("-" if "lines" in mode else "") + ("o" if "markers" in mode else "")
+            err = t.error_y.array if t.error_y and t.error_y.array is not None else None
+            if err is not None:
+                ax.errorbar(x, y, yerr=np.asarray(err, dtype=float), fmt=style, capsize=3, label=t.name)
+            else:
+                ax.plot(x, y, style, color=color if "lines" in mode else None, label=t.name,
+                        ls="--" if (t.line.dash or "") in ("dash", "dot") else "-")
+    layout = fig.layout
+    ax.set_title(layout.title.text or "")
+    ax.set_xlabel(layout.xaxis.title.text or "")
+    ax.set_ylabel(layout.yaxis.title.text or "")
+    if layout.xaxis.type == "log":
+        ax.set_xscale("log", base=2)
+    if any(t.name for t in fig.data if t.type != "heatmap"):
+        ax.legend(fontsize=7)
+    mfig.tight_layout()
+    buf = io.BytesIO()
+    mfig.savefig(buf, format="png", dpi=dpi)
+    plt.close(mfig)
+    return buf.getvalue()
