@@ -1,2 +1,96 @@
+"""Energy descent (the default page): one CEM layer, or a block as its two phases, on a random input."""
+from __future__ import annotations
+
 import streamlit as st
-st.title("Energy descent")
+
+from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
+from cem_core import interactive
+from cem_core.config import DIAGONALS, PRECONDITIONERS
+from cem_core.controls import LAYERS, EnergyControls
+from cem_core.equations import update_latex
+from cem_core.explore import diagnose, explore
+
+KEYS = {name: f"en_{name}" for name in EnergyControls.SPECS}
+LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def page_data(controls: EnergyControls):
+    data = explore(controls)
+    return data, diagnose(controls, data)
+
+
+def sidebar_controls() -> EnergyControls:
+    load_controls("energy", EnergyControls, KEYS)
+    with st.sidebar:
+        st.header("Layer")
+        st.radio("layer", LAYERS, format_func=LAYER_LABELS.get, key=KEYS["layer"])
+        st.slider("steps T", 1, 16, key=KEYS["T"])
+        st.slider("step size eta", 0.05, 5.0, step=0.05, key=KEYS["eta"])
+        st.slider("anchor lambda (our extension; 0 = the paper)", 0.0, 5.0, step=0.1, key=KEYS["anchor"])
+        st.selectbox("diagonal (D+LR)", DIAGONALS, key=KEYS["diagonal"])
+        st.selectbox("preconditioner", PRECONDITIONERS, key=KEYS["preconditioner"],
+                     help="dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
+        st.slider("preconditioner rank", 1, 8, key=KEYS["rank"])
+        st.header("Sizes")
+        st.slider("heads", 1, 8, key=KEYS["heads"])
+        st.number_input("width d", 2, 512, key=KEYS["width"])
+        st.number_input("sequence length", 2, 256, key=KEYS["seq_len"])
+        st.number_input("seed", 0, 9999, key=KEYS["seed"])
+        st.toggle("RoPE", key=KEYS["rope"])
+    controls = EnergyControls(**{name: st.session_state[key] for name, key in KEYS.items()})
+    mirror_to_url(controls)
+    return controls
+
+
+def phase_section(controls: EnergyControls, phase: dict, token: int, index: int) -> None:
+    name = phase["name"]
+    c1, c2 = st.columns(2)
+    with c1:
+        show_figure(interactive.per_token_figure(phase["energies"], f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) per token",
+                                                 "energy"), f"{name} energy", f"energy-{index}")
+        explain("Each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps. Step 0 is the "
+                "normalized input; step 1 is exactly what a standard (tied) layer computes.")
+    with c2:
+        show_figure(interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ - x⁽ᵗ⁾|", "norm",
+                                                 first_step=1), f"{name} update norm", f"norm-{index}")
+        explain("How far each step moves. Shrinking steps mean the iterate is settling into a minimum; "
+                "constant steps mean it is running off (the attention energy has no minimum without the anchor).")
+    c3, c4 = st.columns(2)
+    with c3:
+        show_figure(interactive.landscape_figure(phase["landscape"], token), f"{name} landscape", f"land-{index}")
+        explain("The energy of the last token over a 2-D slice; the white path is its descent. For attention "
+                "the crosses are the keys as seen from x⁽⁰⁾ (x⁽⁰⁾ + ηPvⱼ): with one head the first step lands "
+                "inside their convex hull, pulled toward the keys with the most softmax weight.")
+    with c4:
+        if phase["weights"] is not None:
+            T, H = phase["weights"].shape[:2]
+            step = st.slider("attention at step", 1, T, T, key=f"heat-step-{index}") - 1
+            head = st.slider("head", 0, H - 1, 0, key=f"heat-head-{index}") if H > 1 else 0
+            show_figure(interactive.attention_heatmap_figure(phase["weights"], step, head), f"{name} attention",
+                        f"heat-{index}")
+            explain("Row i is where token i looks at this step. As x moves, the queries W_Q x change while the "
+                    "keys stay fixed, so later steps re-weigh the same history.")
+        else:
+            st.markdown("**The update**")
+            for line in update_latex("mlp", preconditioner=controls.preconditioner, T=controls.T, anchor=controls.anchor):
+                st.latex(line)
+
+
+def body() -> None:
+    st.title("Energy descent")
+    st.markdown("A CEM layer is **T gradient steps on an energy**. Move the controls and watch the energy "
+                "fall, the iterates move and the attention shift. Random weights and input (seeded).")
+    controls = sidebar_controls()
+    data, notes = page_data(controls)
+    for level, text in notes:
+        (st.warning if level == "warning" else st.info)(text)
+    if controls.layer == "block":
+        st.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
+    for index, phase in enumerate(data["phases"]):
+        if len(data["phases"]) > 1:
+            st.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
+        phase_section(controls, phase, data["token"], index)
+
+
+run_safely(body)

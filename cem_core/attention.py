@@ -157,6 +157,14 @@ class CEMAttention(EnergyDescentLayer):
                                 rope_base=self.config.rope_base if self.config.rope else None,
                                 anchor=self.config.anchor, x0=c)
 
+    def _token_energy(self, points, c, token):
+        P = points.shape[0]
+        return attention_energy(points[None], c[:, : token + 1], self.q_proj.weight, self.k_proj.weight,
+                                self.n_heads, diag=self.diagonal_matrix(),
+                                rope_base=self.config.rope_base if self.config.rope else None,
+                                anchor=self.config.anchor, x0=c[:, token:token + 1],
+                                positions=torch.full((P,), token, device=points.device))[0]
+
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8
 

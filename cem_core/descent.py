@@ -73,6 +73,9 @@ class EnergyDescentLayer(nn.Module):
     def _energy(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def _token_energy(self, points: torch.Tensor, c: torch.Tensor, token: int) -> torch.Tensor:
+        raise NotImplementedError
+
     # -- the recursion -----------------------------------------------------------------------
     def step_sizes(self) -> list:
         """eta_t for t = 0..T-1 (floats when fixed, tensors when learned)."""
@@ -115,6 +118,16 @@ class EnergyDescentLayer(nn.Module):
         if x.shape != h.shape:
             raise ValueError(f"x has shape {tuple(x.shape)} but h has shape {tuple(h.shape)}; they must match")
         return self._energy(x, self.norm(h))
+
+    def energy_at(self, points: torch.Tensor, h: torch.Tensor, token: int) -> torch.Tensor:
+        """E(x | c_{1:token}) of one token at many candidate points x (P, d), shape (P,), for
+        landscapes; h is (1, n, d). Equals ``energy`` with x_token replaced by each point."""
+        self._require_tied("energy")
+        check_input(h, self.config.d_model)
+        if h.shape[0] != 1 or not 0 <= token < h.shape[1]:
+            raise ValueError(f"token={token} is invalid for h of shape {tuple(h.shape)}: need batch 1 and "
+                             f"0 <= token < {h.shape[1]}")
+        return self._token_energy(points, self.norm(h), token)
 
     @torch.no_grad()
     def trace(self, h: torch.Tensor) -> Trace:

@@ -112,34 +112,40 @@ def anchor_energy(x: torch.Tensor, x0: torch.Tensor, anchor: float) -> torch.Ten
     return 0.5 * anchor * ((x - x0) ** 2).sum(-1)
 
 
-def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None):
-    """s^k_ij = x_i^T A_k c_j per head, shape (B, H, n, n), unmasked.
+def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None, positions=None):
+    """s^k_ij = x_i^T A_k c_j per head, shape (B, H, n_q, n_k), unmasked.
 
-    A_k = W_Q,k^T R_i^T R_j W_K,k (+ diag(d_k)); the diagonal block is not rotated.
+    A_k = W_Q,k^T R_i^T R_j W_K,k (+ diag(d_k)); the diagonal block is not rotated. Query i sits
+    at ``positions[i]`` (default 0..n_q-1), key j at position j.
     """
     B, n, d = x.shape
     dh = d // n_heads
     q = (x @ w_q.T).view(B, n, n_heads, dh).transpose(1, 2)            # W_Q,k x_i
     k = (c @ w_k.T).view(B, c.shape[1], n_heads, dh).transpose(1, 2)   # W_K,k c_j
     if rope_base is not None:
-        cos, sin = rope_angles(torch.arange(n, device=x.device), dh, rope_base, x.dtype)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)                # R_i q_i, R_j k_j
+        cos, sin = rope_angles(torch.arange(c.shape[1], device=x.device), dh, rope_base, x.dtype)
+        k = rotate(k, cos, sin)                                        # R_j k_j
+        if positions is not None:
+            cos, sin = rope_angles(positions, dh, rope_base, x.dtype)
+        q = rotate(q, cos[:n], sin[:n])                                # R_i q_i
     s = q @ k.transpose(-1, -2)                                        # (W_Q,k x_i)^T (W_K,k c_j)
     if diag is not None:
         s = s + torch.einsum("bid,hd,bjd->bhij", x, diag, c)           # + x_i^T diag(d_k) c_j
     return s
 
 
-def attention_energy(x, c, w_q, w_k, n_heads, *, diag=None, rope_base=None, anchor=0.0, x0=None):
+def attention_energy(x, c, w_q, w_k, n_heads, *, diag=None, rope_base=None, anchor=0.0, x0=None, positions=None):
     """E_att(x_i | c_{1:i}) = -sum_k (1/beta) log sum_{j<=i} exp(beta x_i^T A_k c_j), per token.
 
     beta = 1/sqrt(d_h). ``diag`` is (H, d) (one row per head; a shared diagonal is one row
     broadcast). ``rope_base`` None means no RoPE. With ``anchor`` > 0 adds (lambda/2)|x - x0|^2.
+    By default x and c are the same tokens (query i at position i); ``positions`` (n_q,) places
+    the queries elsewhere, e.g. many candidate x for one token i against its history c_{1:i}.
     """
-    n = x.shape[1]
     beta = (x.shape[-1] // n_heads) ** -0.5                            # beta = 1/sqrt(d_h) = 1/tau
-    s = attention_scores(x, c, w_q, w_k, n_heads, diag, rope_base)
-    future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+    s = attention_scores(x, c, w_q, w_k, n_heads, diag, rope_base, positions)
+    query_pos = torch.arange(x.shape[1], device=x.device) if positions is None else positions
+    future = torch.arange(c.shape[1], device=x.device)[None, :] > query_pos[:, None]
     s = s.masked_fill(future, float("-inf"))                           # the sum runs over j <= i
     e = -(torch.logsumexp(beta * s, dim=-1) / beta).sum(1)             # -sum_k (1/beta) LSE_j(beta s)
     return e + anchor_energy(x, x0, anchor) if anchor else e

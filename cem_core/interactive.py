@@ -25,10 +25,54 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = False) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, template="plotly_white",
-                      margin=dict(l=60, r=20, t=50, b=50), legend=dict(font=dict(size=10)))
+                      margin=dict(l=60, r=20, t=50, b=50))
+    fig.update_layout(legend_font_size=10)
     if log2_x:
         fig.update_xaxes(type="log", dtick=np.log10(2))
     return fig
+
+
+# -- energy descent -----------------------------------------------------------------------------
+
+
+def per_token_figure(values, title: str, yaxis: str, first_step: int = 0) -> go.Figure:
+    """One line per token over the steps: values (steps, n)."""
+    values = np.asarray(values)
+    fig = go.Figure()
+    steps = list(range(first_step, first_step + values.shape[0]))
+    for i in range(values.shape[1]):
+        fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
+                        line=dict(color=PALETTE[i % len(PALETTE)]))
+    return _layout(fig, title, "step t", yaxis)
+
+
+def attention_heatmap_figure(weights, step: int, head: int) -> go.Figure:
+    """a^k_ij at one step and head: rows are queries i, columns keys j (zero above the diagonal)."""
+    w = np.asarray(weights)[step, head]
+    fig = go.Figure(go.Heatmap(z=w.tolist(), x=list(range(w.shape[1])), y=list(range(w.shape[0])),
+                               colorscale="Viridis", zmin=0, zmax=1, name=f"head {head}"))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, f"Attention weights at step {step + 1}, head {head}", "key j", "query i")
+
+
+def landscape_figure(land: dict, token: int) -> go.Figure:
+    """Contours of one token's energy on a plane, its trajectory, and (attention) the key points."""
+    fig = go.Figure(go.Contour(x=land["a"].tolist(), y=land["b"].tolist(), z=land["energy"].tolist(),
+                               colorscale="Viridis", ncontours=30, name="energy",
+                               colorbar=dict(title="E")))
+    traj = land["trajectory"]
+    fig.add_scatter(x=traj[:, 0].tolist(), y=traj[:, 1].tolist(), mode="lines+markers", name="x⁽ᵗ⁾",
+                    line=dict(color="white", width=2), marker=dict(size=7, color="white", line=dict(color="black", width=1)))
+    fig.add_scatter(x=[float(traj[0, 0])], y=[float(traj[0, 1])], mode="markers", name="x⁽⁰⁾",
+                    marker=dict(size=12, color="orange", symbol="star"))
+    if land["key_tips"] is not None:
+        for k, tips in enumerate(land["key_tips"]):
+            fig.add_scatter(x=tips[:, 0].tolist(), y=tips[:, 1].tolist(), mode="markers", name=f"keys, head {k}",
+                            marker=dict(size=8, symbol="x", color=PALETTE[(k + 3) % len(PALETTE)]))
+    plane = "the true plane (width 2)" if land["true_plane"] else "plane through x⁽⁰⁾ along the first two updates"
+    fig.update_layout(xaxis=dict(range=[land["a"][0], land["a"][-1]]), yaxis=dict(range=[land["b"][0], land["b"][-1]]),
+                      legend=dict(orientation="h", y=-0.2))
+    return _layout(fig, f"Energy of token {token} on {plane}", "a", "b")
 
 
 # -- GP -----------------------------------------------------------------------------------------

@@ -55,6 +55,10 @@ class CEMGatedMLP(EnergyDescentLayer):
         return mlp_energy(x, c, self.up_proj.weight, self.gate_proj.weight, self.config.activation,
                           anchor=self.config.anchor, x0=c)
 
+    def _token_energy(self, points, c, token):
+        ci = c[:, token:token + 1].expand(1, points.shape[0], -1)     # c_i for every candidate x
+        return self._energy(points[None], ci)[0]
+
 
 class SwiGLU(nn.Module):
     """Baseline pre-norm gated MLP with Hugging Face naming (see the module docstring):

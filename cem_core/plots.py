@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import gp_sweep  # noqa: E402
+from . import figdata, gp_sweep  # noqa: E402
 
 
 def _finish(fig, ax, log2_x=False, **labels):
@@ -62,19 +62,98 @@ GP_FIGURES = {"gp_rmse_vs_context": mpl_gp_rmse_vs_context, "gp_ratio_vs_T": mpl
               "gp_test_time_scaling": mpl_gp_test_time_scaling}
 
 
+def mpl_energy_descent(data):
+    """Energy and radius |x^(t)| of every token along the recursion, plain vs anchored."""
+    fig, (ax_e, ax_r) = plt.subplots(1, 2, figsize=(10, 4))
+    for color, (anchor, run) in zip(("C0", "C3"), data["runs"].items()):
+        label = "λ = 0 (the paper): no minimum" if anchor == 0 else f"λ = {anchor:g} (our anchor)"
+        for k, (energy, radius) in enumerate(zip(run["energy"].T, run["radius"].T)):
+            ax_e.plot(data["t"], energy, color=color, lw=1, alpha=0.8, label=label if k == 0 else None)
+            ax_r.plot(data["t"], radius, color=color, lw=1, alpha=0.8, label=label if k == 0 else None)
+    ax_e.set(xlabel="in-layer step t", ylabel="E(x_i^(t) | c_1..i)", title="The energy falls at every step")
+    ax_r.set(xlabel="in-layer step t", ylabel="|x_i^(t)|", title="Without the anchor the iterates run off")
+    for ax in (ax_e, ax_r):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def mpl_energy_landscape(data):
+    """One token's energy on a plane, with its trajectory and the key tips x^(0) + eta A c_j."""
+    fig, ax = plt.subplots(figsize=(6, 5))
+    filled = ax.contourf(data["a"], data["b"], data["energy"], levels=30, cmap="viridis")
+    ax.contour(data["a"], data["b"], data["energy"], levels=15, colors="white", linewidths=0.4, alpha=0.6)
+    fig.colorbar(filled, ax=ax, label="E(x | c_1..i)")
+    start = data["trajectory"][0]
+    for head, tips in enumerate(data["key_tips"]):
+        for j, tip in enumerate(tips):
+            ax.annotate("", xy=tip, xytext=start, arrowprops=dict(arrowstyle="->", color="orange", lw=1.2))
+        ax.scatter(tips[:, 0], tips[:, 1], color="orange", s=18, zorder=3,
+                   label="key tips x^(0) + η A_k c_j" if head == 0 else None)
+    ax.plot(*data["trajectory"].T, "o-", color="red", ms=4, lw=1.5, label="x^(0), ..., x^(T)")
+    if data["d_model"] == 2:
+        labels = dict(xlabel="x_1", ylabel="x_2", title=f"Energy of token {data['token']} (width 2: the true plane)")
+    else:
+        labels = dict(xlabel="a (first update direction)", ylabel="b (second update direction)",
+                      title=f"Energy of token {data['token']} on the plane of its first two steps")
+    return _finish(fig, ax, **labels)
+
+
+def mpl_preconditioner_spectra(data):
+    """Sorted eigenvalues of the paper's P (dlr) and ours (psd)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for kind, marker, label in (("dlr", "o", "paper: diag(softplus p) + U Vᵀ + V Uᵀ"),
+                                ("psd", "s", "ours: diag(softplus p) + U Uᵀ")):
+        ax.plot(range(1, len(data[kind]) + 1), data[kind], marker, label=label)
+    ax.axhline(0.0, color="k", lw=1)
+    ax.axhspan(min(data["dlr"].min(), 0.0) - 0.5, 0.0, color="red", alpha=0.08, label="negative: a step can raise E")
+    return _finish(fig, ax, xlabel="eigenvalue index", ylabel="eigenvalue of P",
+                   title="Preconditioner spectra (random factors)")
+
+
+def mpl_parameter_counts(data):
+    """Stacked parameter counts per variant (millions), with the total as a ratio to Llama."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    y = range(len(data["variants"]))
+    left = 0
+    for group, counts in data["parts"].items():
+        ax.barh(y, counts / 1e6, left=left, label=group)
+        left = left + counts / 1e6
+    for k, total in enumerate(data["total"]):
+        ax.text(total / 1e6, k, f" {total / 1e6:.1f}M ({total / data['total'][0]:.2f}x)", va="center", fontsize=8)
+    ax.set_yticks(list(y), data["variants"])
+    ax.invert_yaxis()
+    ax.set_xlim(0, data["total"].max() / 1e6 * 1.3)
+    return _finish(fig, ax, xlabel="parameters (millions)", title="Parameters: Llama vs CEM variants")
+
+
+CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
+               "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
+               "preconditioner_spectra": (figdata.preconditioner_spectra, mpl_preconditioner_spectra),
+               "parameter_counts": (figdata.parameter_counts, mpl_parameter_counts)}
+
+
+def _save(fig, out: Path, name: str) -> list[Path]:
+    """Write fig as out/name.png and out/name.svg (SVG without a date, so reruns do not churn)."""
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    with plt.rc_context({"svg.hashsalt": "cem-lab"}):
+        fig.savefig(paths[0], dpi=120)
+        fig.savefig(paths[1], metadata={"Date": None})
+    plt.close(fig)
+    return paths
+
+
 def write_all_figures(out_dir, gp_results=None) -> list[Path]:
-    """Write every figure as PNG and SVG into out_dir; return the paths written."""
+    """Write every figure (CEM_FIGURES on their defaults, then GP_FIGURES) as PNG and SVG into
+    out_dir; return the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = gp_sweep.load_results(gp_results or gp_sweep.RESULTS_DIR / "results.json")
     if not records:
         raise ValueError(f"gp_results={str(gp_results)!r} is invalid: no sweep results found")
     paths = []
+    for name, (data, builder) in CEM_FIGURES.items():
+        paths += _save(builder(data()), out, name)
     for name, builder in GP_FIGURES.items():
-        fig = builder(records)
-        for ext in ("png", "svg"):
-            path = out / f"{name}.{ext}"
-            fig.savefig(path, dpi=120)
-            paths.append(path)
-        plt.close(fig)
+        paths += _save(builder(records), out, name)
     return paths

@@ -22,3 +22,16 @@ def randomize_(module: torch.nn.Module, seed: int = 0, scale: float = 0.3) -> to
             elif name.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     return module
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Make a skipped browser test impossible to miss."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any("BROWSER TEST DID NOT RUN" in str(getattr(r, "longrepr", "")) for r in skipped):
+        bar = "!" * 78
+        terminalreporter.write_line(bar, red=True, bold=True)
+        terminalreporter.write_line("WARNING: the real-browser test of the app DID NOT RUN (no chromium found).",
+                                    red=True, bold=True)
+        terminalreporter.write_line("Install Debian's chromium (apt-get install chromium) or run .ci/run.",
+                                    red=True, bold=True)
+        terminalreporter.write_line(bar, red=True, bold=True)

@@ -128,3 +128,23 @@ def test_anchor_converges_where_plain_energy_runs_off(float64):
     radius = tp.iterates.norm(dim=-1)[:, 0]                          # (T+1, n)
     assert (radius[-1] > 3 * radius[0]).all()
     assert (radius[60] - radius[30] > 0.5 * (radius[30] - radius[0])).all()
+
+
+@pytest.mark.parametrize("kind", ["attention", "mlp"])
+@pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "per_head")])
+def test_energy_at_equals_energy_with_the_token_replaced(float64, kind, rope, diagonal):
+    torch.manual_seed(7)
+    if kind == "attention":
+        layer = randomize_(CEMAttention(AttentionConfig(d_model=8, n_heads=2, rope=rope, diagonal=diagonal, anchor=0.4)))
+    else:
+        layer = randomize_(CEMGatedMLP(MLPConfig(d_model=8, d_ff=12, anchor=0.4)))
+    h = torch.randn(1, 6, 8)
+    points = torch.randn(5, 8)
+    token = 3
+    ours = layer.energy_at(points, h, token)
+    x = layer.norm(h).detach().repeat(5, 1, 1)
+    x[:, token] = points
+    expected = layer.energy(x, h.repeat(5, 1, 1))[:, token]
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="token=6"):
+        layer.energy_at(points, h, 6)

@@ -1,0 +1,136 @@
+"""Data of the app's energy-descent page: the layers chosen by ``EnergyControls``, their traces
+(per phase: attention, MLP, or both for a block), the landscape of one token's energy, and
+plain-language diagnostics of what the descent did. Numpy out, nothing drawn.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .attention import CEMAttention
+from .controls import LANDSCAPE_GRID, EnergyControls
+from .figdata import _plane, descent_input
+from .mlp import CEMGatedMLP
+from .rope import rope_angles, unrotate
+
+
+def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
+    """Seeded float64 layers; a block is attention then MLP (its two phases)."""
+    layers = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(c.seed)
+        if c.attention_config() is not None:
+            layers.append(("attention", CEMAttention(c.attention_config()).double()))
+        if c.mlp_config() is not None:
+            layers.append(("mlp", CEMGatedMLP(c.mlp_config()).double()))
+        for _, layer in layers:   # give D+LR a visible diagonal (it starts at zero in training)
+            if getattr(layer, "diag", None) is not None:
+                with torch.no_grad():
+                    layer.diag.normal_(0.0, 0.5)
+    return layers
+
+
+def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
+    """x^(0) + eta P v^k_j for every head k and key j <= token, shape (H, token+1, d).
+
+    v^k_j is what the first step adds if head k puts all its weight on key j:
+    W_Q,k^T R_i^T R_j W_K,k c_j (+ d_k * c_j with D+LR). With one head the first step lands in
+    the convex hull of these points."""
+    c = layer.norm(h)
+    ctx = layer._context(c)
+    H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
+    keys = ctx.keys[0, :, : token + 1, :dh]                            # R_j W_K,k c_j
+    if layer.config.rope:
+        keys = unrotate(keys, ctx.cos[token], ctx.sin[token])          # R_i^T R_j W_K,k c_j
+    v = torch.einsum("hjc,hcd->hjd", keys, layer.q_proj.weight.view(H, dh, d))  # W_Q,k^T (...)
+    diag = layer.diagonal_matrix()
+    if diag is not None:
+        v = v + diag[:, None, :] * c[0, None, : token + 1]             # + d_k * c_j
+    return c[0, token] + layer.step_size_values()[0] * layer.preconditioner(v)   # x^(0) + eta P v
+
+
+def landscape(layer, h: torch.Tensor, token: int, path: torch.Tensor, grid: int = LANDSCAPE_GRID) -> dict:
+    """One token's energy on the plane of its trajectory (see figdata._plane), with the keys for attention."""
+    origin, basis = _plane(path)
+    trajectory = (path - origin) @ basis.T
+    extra = [trajectory]
+    tips = None
+    if isinstance(layer, CEMAttention):
+        tips = (key_tips(layer, h, token) - origin) @ basis.T          # (H, j, 2)
+        extra.append(tips.reshape(-1, 2))
+    pts = torch.cat(extra)
+    lo, hi = pts.min(0).values, pts.max(0).values
+    pad = 0.15 * float((hi - lo).max()) + 0.1
+    a = torch.linspace(float(lo[0]) - pad, float(hi[0]) + pad, grid, dtype=torch.float64)
+    b = torch.linspace(float(lo[1]) - pad, float(hi[1]) + pad, grid, dtype=torch.float64)
+    B, A = torch.meshgrid(b, a, indexing="ij")
+    points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]   # x = origin + a e1 + b e2
+    energy = layer.energy_at(points, h, token).reshape(grid, grid)
+    return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "trajectory": trajectory.numpy(),
+            "off_plane": (path - origin - trajectory @ basis).norm(dim=-1).numpy(),
+            "key_tips": None if tips is None else tips.numpy(), "true_plane": path.shape[1] == 2}
+
+
+@torch.no_grad()
+def explore(c: EnergyControls, token: int | None = None) -> dict:
+    """Everything the energy page draws, for one set of controls.
+
+    Returns {"phases": [{"name", "energies" (T+1, n), "update_norms" (T, n), "radius" (T+1, n),
+    "weights" (T, H, n, n) or None, "landscape", "rises" (steps where some token's energy rose),
+    "eigenvalues" of P}], "token": i}."""
+    token = c.seq_len - 1 if token is None else token
+    if not 0 <= token < c.seq_len:
+        raise ValueError(f"token={token} is invalid: must be in [0, {c.seq_len - 1}]")
+    h = descent_input(c.seq_len, c.width, c.seed)
+    phases = []
+    layers = build_layers(c)
+    for index, (name, layer) in enumerate(layers):
+        trace = layer.trace(h)
+        steps = trace.energies[1:, 0] - trace.energies[:-1, 0]                  # (T, n)
+        scale = trace.energies[:, 0].abs().max().clamp_min(1.0)
+        phases.append({
+            "name": name,
+            "energies": trace.energies[:, 0].numpy(),
+            "update_norms": trace.update_norms[:, 0].numpy(),
+            "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),
+            "weights": None if trace.weights is None else trace.weights[:, 0].numpy(),
+            "landscape": landscape(layer, h, token, trace.iterates[:, 0, token]),
+            "rises": [int(t) for t in torch.nonzero((steps > 1e-12 * scale).any(-1)).flatten()],
+            "eigenvalues": np.linalg.eigvalsh(layer.preconditioner.matrix().double().numpy()),
+        })
+        if index + 1 < len(layers):
+            h = layer(h)                                               # a block's MLP sees the attention output
+    return {"phases": phases, "token": token}
+
+
+def diagnose(c: EnergyControls, data: dict) -> list[tuple[str, str]]:
+    """Plain-language notes on what the descent did and why: (level, text), level in info/warning."""
+    notes = []
+    for phase in data["phases"]:
+        name = "attention" if phase["name"] == "attention" else "MLP"
+        radius, norms = phase["radius"], phase["update_norms"]
+        negative = int((phase["eigenvalues"] < 0).sum())
+        if phase["rises"]:
+            steps = ", ".join(str(t + 1) for t in phase["rises"][:8])
+            if negative:
+                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. P has {negative} negative "
+                                         "eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is not positive definite, so "
+                                         "-P∇E need not point downhill. The psd form diag + UUᵀ cannot do this."))
+            elif phase["name"] == "mlp":
+                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. The MLP energy is not concave, "
+                                         f"so a step of eta = {c.eta:g} can overshoot; a smaller eta descends."))
+            else:
+                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}: with the anchor term the "
+                                         "energy is no longer concave and a large eta can overshoot its minimum."))
+        elif negative:
+            notes.append(("info", f"{name}: P has {negative} negative eigenvalue(s), yet every step here happened to "
+                                  "descend; raise eta, T or the seed to see a rise."))
+        if phase["name"] == "attention" and c.anchor == 0:
+            notes.append(("info", f"attention: the energy is concave and unbounded below, so it has no minimum: "
+                                  f"every step descends, and the iterates run off (|x| of the last token grows "
+                                  f"from {radius[0, -1]:.2f} to {radius[-1, -1]:.2f}). The anchor term "
+                                  "(λ/2)|x - x⁽⁰⁾|², our extension, gives it one."))
+        if c.anchor > 0 and len(norms):
+            notes.append(("info", f"{name}: with the anchor λ = {c.anchor:g} the energy has a minimum; the update "
+                                  f"norm of the last token went from {norms[0, -1]:.3g} to {norms[-1, -1]:.3g}."))
+    return notes

@@ -1,0 +1,191 @@
+"""Figure data: the numbers behind the static figures and the app's plots (numpy, no drawing).
+
+Each function takes plain arguments (sizes, seeds, step settings), so the app can cache it,
+builds its layer in float64 from a seed without touching the global random state, and returns
+numpy arrays in a dict. ``cem_core.plots`` draws these dicts with matplotlib for figures/; the
+app draws the same dicts with Plotly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .attention import CEMAttention
+from .config import AttentionConfig
+from .model import ModelConfig
+from .precondition import Preconditioner
+
+
+def attention_layer(d_model: int = 16, n_heads: int = 2, T: int = 8, eta: float = 1.0, anchor: float = 0.0,
+                    diagonal: str = "none", preconditioner: str = "none", rank: int = 4,
+                    weight_scale: float = 1.0, seed: int = 0) -> CEMAttention:
+    """A seeded float64 CEM attention layer without RoPE; W_Q and W_K scaled by weight_scale."""
+    config = AttentionConfig(d_model=d_model, n_heads=n_heads, T=T, eta=eta, anchor=anchor, diagonal=diagonal,
+                             preconditioner=preconditioner, rank=rank, rope=False)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = CEMAttention(config).double()
+    with torch.no_grad():
+        layer.q_proj.weight.mul_(weight_scale)
+        layer.k_proj.weight.mul_(weight_scale)
+    return layer
+
+
+def descent_input(n_tokens: int, d_model: int, seed: int = 0) -> torch.Tensor:
+    """A seeded residual stream h of shape (1, n_tokens, d_model), float64."""
+    return torch.randn(1, n_tokens, d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def interaction_matrices(layer: CEMAttention) -> torch.Tensor:
+    """A_k = W_Q,k^T W_K,k (+ diag(d_k) with D+LR) for every head, shape (H, d, d); RoPE off."""
+    H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
+    w_q = layer.q_proj.weight.detach().view(H, dh, d)
+    w_k = layer.k_proj.weight.detach().view(H, dh, d)
+    A = w_q.transpose(1, 2) @ w_k                                      # W_Q,k^T W_K,k
+    diag = layer.diagonal_matrix()
+    return A if diag is None else A + torch.diag_embed(diag.detach())  # + diag(d_k)
+
+
+# -- energy descent ------------------------------------------------------------------------------
+
+
+def energy_descent(T: int = 16, eta: float = 0.5, anchors=(0.0, 1.0), d_model: int = 16, n_heads: int = 2,
+                   n_tokens: int = 6, seed: int = 0) -> dict:
+    """Per-token energy E(x_i^(t) | c_{1:i}) and radius |x_i^(t)| at t = 0..T, one run per anchor lambda.
+
+    The layers share their weights (one seed); the anchored energy includes (lambda/2)|x - x^(0)|^2.
+    Returns {"t": (T+1,), "runs": {lambda: {"energy": (T+1, n), "radius": (T+1, n),
+    "update_norm": (T, n)}}}.
+    """
+    h = descent_input(n_tokens, d_model, seed)
+    runs = {}
+    for anchor in anchors:
+        trace = attention_layer(d_model, n_heads, T, eta, float(anchor), seed=seed).trace(h)
+        runs[float(anchor)] = {"energy": trace.energies[:, 0].numpy(),
+                               "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),   # |x_i^(t)|
+                               "update_norm": trace.update_norms[:, 0].numpy()}
+    return {"t": np.arange(T + 1), "runs": runs}
+
+
+# -- energy landscape ----------------------------------------------------------------------------
+
+
+def _plane(path: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(origin, orthonormal basis (2, d)) of the plane the landscape is drawn on.
+
+    Width 2: the true plane (origin 0, the coordinate axes). Otherwise the plane through x^(0)
+    spanned by the first two update directions (Gram-Schmidt), falling back on coordinate axes
+    where they are (nearly) parallel.
+    """
+    d = path.shape[1]
+    if d == 2:
+        return torch.zeros(2, dtype=path.dtype), torch.eye(2, dtype=path.dtype)
+    candidates = torch.cat((path[1:3] - path[:2], torch.eye(d, dtype=path.dtype)))
+    basis: list[torch.Tensor] = []
+    for v in candidates:
+        r = v - sum(((v @ e) * e for e in basis), torch.zeros_like(v))  # remove the components along the basis
+        if r.norm() > 1e-6 * v.norm():
+            basis.append(r / r.norm())
+        if len(basis) == 2:
+            break
+    return path[0], torch.stack(basis)
+
+
+def _token_energies(layer: CEMAttention, h: torch.Tensor, token: int, points: torch.Tensor) -> torch.Tensor:
+    """E(x | c_{1:token}) at each point x (P, d): token's energy with every other x_j left at x_j^(0)."""
+    P = points.shape[0]
+    hs = h.expand(P, *h.shape[1:])
+    x = layer.norm(hs).clone()
+    x[:, token] = points
+    return layer.energy(x, hs)[:, token]
+
+
+def energy_landscape(d_model: int = 2, n_heads: int = 1, T: int = 6, eta: float = 0.5, anchor: float = 0.0,
+                     n_tokens: int = 5, token: int = -1, weight_scale: float = 3.0, grid: int = 61,
+                     seed: int = 0) -> dict:
+    """One token's energy on a plane, with its descent trajectory and its keys.
+
+    Plane coordinates (a, b) stand for x = origin + a basis[0] + b basis[1] (see ``_plane``).
+    ``energy[k, l]`` is the energy at (a[l], b[k]). ``trajectory`` holds x^(0..T) in plane
+    coordinates and ``off_plane`` each iterate's distance from the plane (0 for width 2).
+    ``key_tips`` (H, i+1, 2) are x^(0) + eta A_k c_j: with one head and P = I the first step
+    x^(1) = x^(0) + eta sum_j a_ij A c_j lands in their convex hull.
+    """
+    layer = attention_layer(d_model, n_heads, T, eta, anchor, weight_scale=weight_scale, seed=seed)
+    h = descent_input(n_tokens, d_model, seed)
+    i = token % n_tokens
+    path = layer.trace(h).iterates[:, 0, i]                            # x_i^(t), (T+1, d)
+    origin, basis = _plane(path)
+    c = layer.norm(h)[0, : i + 1].detach()                             # c_1..c_i
+    tips = path[0] + eta * torch.einsum("hde,je->hjd", interaction_matrices(layer), c)  # x^(0) + eta A_k c_j
+    trajectory = (path - origin) @ basis.T
+    key_tips = (tips - origin) @ basis.T
+    everything = torch.cat((trajectory, key_tips.reshape(-1, 2)))
+    lo, hi = everything.min(0).values, everything.max(0).values
+    pad = 0.15 * (hi - lo).max() + 0.1
+    a = torch.linspace(float(lo[0] - pad), float(hi[0] + pad), grid, dtype=torch.float64)
+    b = torch.linspace(float(lo[1] - pad), float(hi[1] + pad), grid, dtype=torch.float64)
+    B, A = torch.meshgrid(b, a, indexing="ij")
+    points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]  # x = origin + a e_1 + b e_2
+    with torch.no_grad():
+        energy = _token_energies(layer, h, i, points).reshape(grid, grid)
+    off_plane = (path - origin - trajectory @ basis).norm(dim=-1)
+    return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "origin": origin.numpy(),
+            "basis": basis.numpy(), "trajectory": trajectory.numpy(), "off_plane": off_plane.numpy(),
+            "key_tips": key_tips.numpy(), "token": i, "d_model": d_model, "eta": eta}
+
+
+# -- preconditioner spectra ----------------------------------------------------------------------
+
+
+def preconditioner_spectra(d_model: int = 16, rank: int = 4, init_scale: float = 2.0, seed: int = 0) -> dict:
+    """Sorted eigenvalues of P for the paper's form ("dlr") and ours ("psd"), random factors.
+
+    Both have softplus(p) = 1 (D = I) and factor entries N(0, init_scale / d): the paper's
+    U V^T + V U^T has eigenvalues of both signs, so P can be indefinite; U U^T is psd, so ours
+    has every eigenvalue >= 1.
+    """
+    spectra = {}
+    for kind in ("dlr", "psd"):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            P = Preconditioner(d_model, kind, rank, init_scale).double()
+        with torch.no_grad():
+            spectra[kind] = np.linalg.eigvalsh(P.matrix().numpy())
+    return spectra
+
+
+# -- parameter counts ----------------------------------------------------------------------------
+
+COUNT_VARIANTS = {
+    "llama": ("llama", {}, {}),
+    "cem-attn": ("cem-attn", {}, {}),
+    "cem-mlp": ("cem-mlp", {}, {}),
+    "cem-full": ("cem-full", {}, {}),
+    "cem-full, shared diag, psd P": ("cem-full", dict(diagonal="shared", preconditioner="psd"),
+                                     dict(preconditioner="psd")),
+}
+PART_GROUPS = ("embedding", "attention", "mlp", "other")
+
+
+def _group(part: str) -> str:
+    if part == "embedding":
+        return part
+    return part.split(".")[0] if "." in part else "other"
+
+
+def parameter_counts(d_model: int = 768, n_layers: int = 12, n_heads: int = 12, d_ff: int = 2048,
+                     vocab_size: int = 32000) -> dict:
+    """Closed-form parameter counts per variant, grouped into embedding, attention, mlp and other
+    (norms and an untied head). Returns {"variants": [...], "parts": {group: [...]}, "total": [...]}."""
+    sizes = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, vocab_size=vocab_size)
+    parts = {g: [] for g in PART_GROUPS}
+    totals = []
+    for variant, attention_options, mlp_options in COUNT_VARIANTS.values():
+        counts = ModelConfig.variant(variant, attention_options=attention_options, mlp_options=mlp_options,
+                                     **sizes).param_counts()
+        for g in PART_GROUPS:
+            parts[g].append(sum(v for k, v in counts.items() if k != "total" and _group(k) == g))
+        totals.append(counts["total"])
+    return {"variants": list(COUNT_VARIANTS), "parts": {g: np.array(v) for g, v in parts.items()},
+            "total": np.array(totals)}
