@@ -65,7 +65,7 @@ def phase_section(controls: EnergyControls, phase: dict, token: int, index: int)
     with c4:
         if phase["weights"] is not None:
             T, H = phase["weights"].shape[:2]
-            step = st.slider("attention at step", 1, T, T, key=f"heat-step-{index}") - 1
+            step = st.slider("attention at step", 1, T, T, key=f"heat-step-{index}") - 1 if T > 1 else 0
             head = st.slider("head", 0, H - 1, 0, key=f"heat-head-{index}") if H > 1 else 0
             show_figure(interactive.attention_heatmap_figure(phase["weights"], step, head), f"{name} attention",
                         f"heat-{index}")

@@ -1,20 +1,161 @@
-"""The app runs headless on its defaults and after each control change (AppTest)."""
+"""The app headless (AppTest): every page on defaults and after changing each control, links,
+teacher mode, and the validator over the full grid of control values."""
+import itertools
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from cem_core.controls import DesignControls, EnergyControls, GPControls
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py", "gp": "app_pages/gp_recursion.py",
+         "lm": "app_pages/mini_lm.py"}
 
 
-def test_app_runs_on_defaults():
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    assert not at.exception and not at.error
-    assert "energy" in at.title[0].value
+def run_page(page: str, query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if page != "energy":
+        at.switch_page(PAGES[page]).run()
+    return at
 
 
-@pytest.mark.parametrize("label,value", [("steps T", 16), ("step size eta", 0.05), ("anchor", 2.0)])
-def test_app_survives_control_changes(label, value):
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    next(s for s in at.slider if s.label.startswith(label)).set_value(value).run()
-    assert not at.exception and not at.error
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_on_defaults(page):
+    at = run_page(page)
+    assert_clean(at)
+    assert at.title[0].value
+
+
+def _widget(at, key):
+    for kind in ("slider", "number_input", "selectbox", "radio", "toggle"):
+        for w in getattr(at, kind):
+            if w.key == key:
+                return w
+    raise KeyError(key)
+
+
+# (page, widget key, new value): every control of every page, moved to a valid extreme
+CHANGES = [
+    ("energy", "en_layer", "mlp"), ("energy", "en_layer", "block"), ("energy", "en_T", 16), ("energy", "en_T", 1),
+    ("energy", "en_eta", 5.0), ("energy", "en_eta", 0.05), ("energy", "en_anchor", 5.0),
+    ("energy", "en_diagonal", "per_head"), ("energy", "en_diagonal", "shared"),
+    ("energy", "en_preconditioner", "dlr"), ("energy", "en_preconditioner", "psd"), ("energy", "en_rank", 8),
+    ("energy", "en_heads", 8), ("energy", "en_width", 2), ("energy", "en_width", 64), ("energy", "en_seq_len", 2),
+    ("energy", "en_seq_len", 48), ("energy", "en_seed", 9999), ("energy", "en_rope", True), ("energy", "teacher", True),
+    ("design", "ds_d_model", 1536), ("design", "ds_n_layers", 1), ("design", "ds_n_heads", 16), ("design", "ds_d_ff", 8),
+    ("design", "ds_vocab_size", 2), ("design", "ds_seq_len", 1), ("design", "ds_T", 16),
+    ("design", "ds_diagonal", "shared"), ("design", "ds_preconditioner", "dlr"), ("design", "ds_rank", 64),
+    ("design", "ds_p_scale", 3.0), ("design", "ds_seed", 5), ("design", "teacher", True),
+    ("gp", "gp_kernel", "periodic"), ("gp", "gp_kernel", "matern52"), ("gp", "gp_seed", 9999), ("gp", "gp_context", 0),
+    ("gp", "gp_context", 32), ("gp", "gp_T", 8), ("gp", "gp_diagonal", "shared"), ("gp", "gp_steps", 50),
+    ("gp", "teacher", True),
+]
+
+
+@pytest.mark.parametrize("page,key,value", CHANGES)
+def test_page_after_changing_a_control(page, key, value):
+    at = run_page(page)
+    _widget(at, key).set_value(value).run()
+    assert_clean(at)
+    assert _widget(at, key).value == value
+    if key != "teacher":
+        url_key = key.split("_", 1)[1] if page == "energy" else key
+        assert at.query_params[url_key] == (str(value).lower() if isinstance(value, bool) else str(value))
+
+
+def test_an_invalid_combination_shows_the_reason():
+    at = run_page("energy")
+    _widget(at, "en_width").set_value(7).run()                                  # 7 is not divisible by 2 heads
+    assert not at.exception
+    assert any("d_model=7 is invalid" in e.value for e in at.error)
+
+
+def test_a_too_large_setting_is_refused_with_a_message():
+    at = run_page("energy")
+    for key, value in (("en_width", 512), ("en_seq_len", 256), ("en_T", 16), ("en_heads", 8)):
+        _widget(at, key).set_value(value).run()
+    assert not at.exception
+    assert any("few seconds of CPU" in e.value for e in at.error)
+
+
+def test_teacher_mode_adds_explanations():
+    plain = run_page("energy")
+    teacher = run_page("energy", {"teacher": "true"})
+    assert_clean(teacher)
+    assert len(teacher.info) > len(plain.info) + 2
+
+
+def test_a_link_restores_the_view():
+    at = run_page("energy", {"layer": "block", "T": "9", "diagonal": "shared", "seed": "3"})
+    assert_clean(at)
+    assert _widget(at, "en_T").value == 9 and _widget(at, "en_layer").value == "block"
+    assert _widget(at, "en_diagonal").value == "shared" and _widget(at, "en_seed").value == 3
+    gp = run_page("gp", {"gp_kernel": "periodic", "gp_T": "5"})
+    assert _widget(gp, "gp_kernel").value == "periodic" and _widget(gp, "gp_T").value == 5
+
+
+@pytest.mark.parametrize("query", [{"T": "banana"}, {"T": "99"}, {"layer": "lstm"}, {"width": "7"}])
+def test_a_bad_link_shows_an_error_and_the_defaults(query):
+    at = run_page("energy", query)
+    assert not at.exception
+    assert any("could not be used" in e.value for e in at.error)
+    assert _widget(at, "en_T").value == EnergyControls().T
+
+
+def test_train_a_small_model_now():
+    at = run_page("gp")
+    _widget(at, "gp_steps").set_value(50).run()
+    next(b for b in at.button if "Train" in b.label).click().run()
+    assert_clean(at)
+    assert any("held-out RMSE" in s.value for s in at.success)
+
+
+# -- the validator over the full grid -------------------------------------------------------
+
+
+def grid_values(cls):
+    """Every option, and each numeric control at its minimum and maximum."""
+    axes = []
+    for name, (kind, allowed) in cls.SPECS.items():
+        axes.append(allowed if kind == "choice" else (False, True) if kind == "bool" else allowed)
+    return list(cls.SPECS), itertools.product(*axes)
+
+
+@pytest.mark.parametrize("cls", [EnergyControls, DesignControls, GPControls])
+def test_validator_over_the_full_grid(cls):
+    names, combos = grid_values(cls)
+    built = refused = 0
+    for combo in combos:
+        try:
+            controls = cls(**dict(zip(names, combo)))
+        except ValueError as err:
+            refused += 1
+            field = str(err).split("=", 1)[0]
+            assert field in {f.name for f in fields(cls)} | {"d_model", "n_heads", "rank"}, str(err)
+            assert "is invalid:" in str(err)
+            continue
+        built += 1
+        if cls is EnergyControls:
+            controls.attention_config(), controls.mlp_config()
+        elif cls is DesignControls:
+            [controls.model_config(v) for v in ("llama", "cem-full")]
+        else:
+            controls.task(), controls.model(), controls.train()
+    assert built > 0
+    assert (refused > 0) == (cls is not GPControls)
+
+
+def test_url_round_trip_of_every_control_class():
+    for controls in (EnergyControls(layer="block", T=7, eta=0.35, rope=True), DesignControls(p_scale=2.5, T=3),
+                     GPControls(kernel="matern52", context=3)):
+        assert type(controls).from_query(controls.to_query()) == controls
