@@ -11,7 +11,7 @@ from .attention import CEMAttention
 from .controls import LANDSCAPE_GRID, EnergyControls
 from .figdata import _plane, descent_input
 from .mlp import CEMGatedMLP
-from .rope import rope_angles, unrotate
+from .rope import unrotate
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:

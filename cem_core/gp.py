@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,8 @@ from torch import nn
 
 from .config import _check_choice, _check_float, _check_int, _fail
 from .descent import EnergyDescentLayer
-from .model import Block, ModelConfig
+from .model import Block, ModelConfig, cem_layers, recursion_depth
+from .schedule import warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
 ETA_MODES = ("fixed", "learned", "per_step")
@@ -252,15 +253,8 @@ class GPTransformer(nn.Module):
         return self(seq_x, seq_y)[:, -1]
 
     def cem_layers(self) -> list[EnergyDescentLayer]:
-        return [m for m in self.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]
+        return cem_layers(self)
 
-    def set_T(self, T: int) -> None:
-        """Evaluate at another recursion depth (test-time scaling); no new parameters."""
-        for layer in self.cem_layers():
-            if layer.config.eta_per_step and T != layer.config.T:
-                _fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
-                                   "it can only be evaluated at the T it was trained with")
-            layer.config = replace(layer.config, T=T)
 
 
 # -- training and evaluation -----------------------------------------------------------------
@@ -296,11 +290,7 @@ class GPTrainConfig:
 
 def lr_at(train: GPTrainConfig, step: int) -> float:
     """Linear warm-up, then cosine decay to lr * min_lr_ratio."""
-    warm = max(1, int(train.warmup * train.steps))
-    if step < warm:
-        return train.lr * (step + 1) / warm
-    progress = (step - warm) / max(1, train.steps - warm)
-    return train.lr * (train.min_lr_ratio + (1 - train.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return warmup_cosine(step, train.steps, train.lr, train.warmup, train.min_lr_ratio)
 
 
 def eval_set(task: GPTaskConfig, train: GPTrainConfig):
@@ -388,14 +378,10 @@ def baseline_rmses(task: GPTaskConfig, train: GPTrainConfig) -> dict[str, dict]:
 def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, Ts) -> dict[int, float]:
     """Test-time scaling: the held-out RMSE of a trained model evaluated at other T."""
     xs, ys = eval_set(task, train)
-    trained_T = model.config.T
     out = {}
-    try:
-        for T in Ts:
-            model.set_T(T)
+    for T in Ts:
+        with recursion_depth(model, T):
             out[int(T)] = rmse(predict_in_batches(model, xs, ys), ys)
-    finally:
-        model.set_T(trained_T)
     return out
 
 

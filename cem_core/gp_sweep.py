@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -51,11 +51,12 @@ class RunSpec:
 def preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (see the README's GP section for what each one answers)."""
     _check_choice("preset", preset, PRESETS)
-    width, steps, seeds, tasks = {
-        "quick": (64, 400, (0,), [GPTaskConfig()]),
-        "default": (64, 1500, (0, 1, 2), [GPTaskConfig()]),
-        "gpu": (128, 6000, (0, 1, 2), [GPTaskConfig(), GPTaskConfig(d_x=2, n_points=64, lengthscale=0.5),
-                                       GPTaskConfig(n_points=128)]),
+    # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
+    width, steps, batch, seeds, tasks = {
+        "quick": (64, 400, 32, (0,), [GPTaskConfig()]),
+        "default": (64, 2000, 32, (0, 1, 2), [GPTaskConfig()]),
+        "gpu": (128, 6000, 128, (0, 1, 2), [GPTaskConfig(), GPTaskConfig(d_x=2, n_points=64, lengthscale=0.5),
+                                            GPTaskConfig(n_points=128)]),
     }[preset]
     base = GPModelConfig(width=width, d_ff=2 * width, n_heads=4)
     groups: list[tuple[str, GPModelConfig]] = []
@@ -74,7 +75,7 @@ def preset_runs(preset: str) -> list[RunSpec]:
     for name, changes in (("eta=1/T", dict(eta=0.25)), ("learned", dict(eta_mode="learned")),
                           ("per_step", dict(eta_mode="per_step")), ("anchor", dict(anchor=1.0))):
         groups.append(("eta:" + name, replace(base, T=4, **changes)))
-    train = GPTrainConfig(steps=steps)
+    train = GPTrainConfig(steps=steps, batch_size=batch)
     return [RunSpec(task=task, model=model, train=replace(train, seed=seed), group=group)
             for task in tasks for group, model in groups for seed in seeds]
 

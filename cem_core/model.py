@@ -6,8 +6,8 @@ own residual (h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -135,6 +135,37 @@ def param_breakdown(model: nn.Module) -> dict[str, int]:
         counts[_part(name)] += p.numel()
     counts["total"] = sum(counts.values())
     return counts
+
+
+def cem_layers(module: nn.Module) -> list:
+    """The tied CEM layers (attention and MLP) inside a module."""
+    from .descent import EnergyDescentLayer
+    return [m for m in module.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]
+
+
+def set_recursion_depth(module: nn.Module, T: int) -> None:
+    """Run every CEM layer with T steps from now on (test-time scaling); no new parameters.
+
+    Refused (ValueError) for layers that learned one step size per step."""
+    layers = cem_layers(module)
+    for layer in layers:
+        if layer.config.eta_per_step and T != layer.config.T:
+            _fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
+                               "it can only be evaluated at the T it was trained with")
+    for layer in layers:
+        layer.config = replace(layer.config, T=T)
+
+
+@contextmanager
+def recursion_depth(module: nn.Module, T: int):
+    """Temporarily run every CEM layer with T steps; the trained depths come back afterwards."""
+    saved = [(layer, layer.config) for layer in cem_layers(module)]
+    try:
+        set_recursion_depth(module, T)
+        yield module
+    finally:
+        for layer, config in saved:
+            layer.config = config
 
 
 class Block(nn.Module):
