@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures gp-sweep clean
+.PHONY: app test info figures notebooks gp-sweep clean
 
 $(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
 
 figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
 	$(BIN)/python -m cem_core figures --out figures
+
+notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterLab
+	$(BIN)/python -m jupyter lab notebooks/
 
 gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into results/gp-default
 	$(BIN)/python -m cem_core gp sweep --out results/gp-default --preset default

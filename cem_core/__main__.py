@@ -110,6 +110,33 @@ def build_parser() -> argparse.ArgumentParser:
     report = gp.add_parser("report", help="print the summary table of a results.json")
     report.add_argument("results", nargs="?", default=None, help="default: the committed default sweep")
 
+    lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
+        dest="lm_command", required=True)
+    lm_train = lm.add_parser("train", help="train one variant (resumes from --out when it holds a checkpoint)")
+    lm_train.add_argument("--variant", choices=tuple(VARIANTS), default="cem-full")
+    lm_cmp = lm.add_parser("compare", help="train every variant on the same data and print one table")
+    lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS))
+    lm_cmp.add_argument("--json", help="also write the table as JSON records here")
+    for p in (lm_train, lm_cmp):
+        p.add_argument("--preset", choices=("cpu-tiny", "paper-86m", "paper-162m"), default="cpu-tiny")
+        p.add_argument("--data", default="demo",
+                       help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
+                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards)")
+        p.add_argument("--dataset-id", default="DKYoon/SlimPajama-6B")
+        p.add_argument("--source-filter", nargs="*", help="keep only these meta.redpajama_set_name values")
+        p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
+        p.add_argument("--steps", type=int)
+        p.add_argument("--batch-size", type=int)
+        p.add_argument("--seq-len", type=int)
+        p.add_argument("--lr", type=float)
+        p.add_argument("--T", type=int, help="override the CEM layers' T")
+        p.add_argument("--eval-T", type=int, nargs="*", default=None, help="also evaluate at these T")
+        p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
+        p.add_argument("--dtype", choices=("float32", "float64", "bfloat16"))
+        p.add_argument("--compile", action="store_true", default=None)
+        p.add_argument("--seed", type=int)
+        p.add_argument("--device", default=None)
+
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
     figures.add_argument("--out", default="figures")
     figures.add_argument("--gp-results", default=None, help="default: the committed default sweep")
@@ -175,6 +202,53 @@ def gp_report(args) -> int:
     return 0
 
 
+def _lm_data(args):
+    from .lm.data import DataConfig
+    if args.data in ("demo", "slimpajama"):
+        return DataConfig(source=args.data, dataset_id=args.dataset_id,
+                          source_filter=tuple(args.source_filter) if args.source_filter else None)
+    return DataConfig(source="path", path=args.data,
+                      source_filter=tuple(args.source_filter) if args.source_filter else None)
+
+
+def _lm_overrides(args) -> dict:
+    return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
+            "T": args.T, "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
+            "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed}
+
+
+def lm_train(args) -> int:
+    from .lm.data import describe
+    from .lm.train import LMTrainConfig, train
+    data = _lm_data(args)
+    cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, **_lm_overrides(args))
+    out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.hash[:8]}"
+    print(f"training {args.variant} ({args.preset}) on {describe(data)} into {out}", flush=True)
+    summary = train(cfg, data, out, device=args.device).summary
+    if summary:
+        print(f"{summary['variant']}: {summary['params']:,} parameters, {summary['tokens_per_s']:,.0f} tokens/s, "
+              f"validation perplexity {summary['val_ppl']:.3f}"
+              + (f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else ""))
+        print(f"trained on {summary['tokens']:,} tokens; the compute-optimal budget (20 tokens/parameter) "
+              f"would be {summary['chinchilla_tokens']:,}")
+        for T, ppl in summary["val_ppl_by_T"].items():
+            print(f"  evaluated at T={T}: perplexity {ppl:.3f}")
+        print(f"sample: {summary['sample']!r}")
+    return 0
+
+
+def lm_compare(args) -> int:
+    from .lm.compare import compare, table, write_json
+    data = _lm_data(args)
+    out = args.out or f"runs/lm/{args.preset}/compare"
+    records = compare(args.preset, data, out, variants=tuple(args.variants), **_lm_overrides(args))
+    print(table(records, data))
+    if args.json:
+        write_json(records, args.json)
+        print(f"records written to {args.json}")
+    return 0
+
+
 def write_figures(args) -> int:
     from .plots import write_all_figures
     for path in write_all_figures(args.out, gp_results=args.gp_results):
@@ -190,9 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gp":
             from .gp_sweep import main_sweep
             return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
+        elif args.command == "lm":
+            return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
         elif args.command == "figures":
             return write_figures(args)
-    except ValueError as err:
+    except (ValueError, ConnectionError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -10,14 +10,11 @@ from __future__ import annotations
 import csv
 import io
 
-import matplotlib
+import numpy as np
+import plotly.graph_objects as go
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import plotly.graph_objects as go  # noqa: E402
-
-from . import gp_sweep  # noqa: E402
+from . import gp_sweep
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -186,7 +183,8 @@ def to_csv(fig: go.Figure) -> str:
 def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
     """Render a single-axes figure of this module with matplotlib (lines, markers, fills, bars,
     heatmaps, contours, error bars)."""
-    mfig, ax = plt.subplots(figsize=(7, 4.2))
+    mfig = Figure(figsize=(7, 4.2))                                    # no pyplot: no global backend state
+    ax = mfig.subplots()
     bars = [t for t in fig.data if t.type == "bar"]
     for i, t in enumerate(fig.data):
         color = getattr(getattr(t, "line", None), "color", None) or PALETTE[i % len(PALETTE)]
@@ -229,5 +227,4 @@ def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
     mfig.tight_layout()
     buf = io.BytesIO()
     mfig.savefig(buf, format="png", dpi=dpi)
-    plt.close(mfig)
     return buf.getvalue()

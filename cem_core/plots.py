@@ -1,17 +1,16 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, design.md §7); the app builds Plotly figures from the same data
-functions. Builders only draw: the numbers come from cem_core's data functions.
+functions. Builders only draw: the numbers come from cem_core.figdata (CEM figures) and
+cem_core.gp_sweep (GP figures).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from . import figdata, gp_sweep  # noqa: E402
+from . import figdata, gp_sweep
 
 
 def _finish(fig, ax, log2_x=False, **labels):
@@ -146,14 +145,16 @@ def _save(fig, out: Path, name: str) -> list[Path]:
 def write_all_figures(out_dir, gp_results=None) -> list[Path]:
     """Write every figure (CEM_FIGURES on their defaults, then GP_FIGURES) as PNG and SVG into
     out_dir; return the paths written."""
+    matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    records = gp_sweep.load_results(gp_results or gp_sweep.RESULTS_DIR / "results.json")
-    if not records:
-        raise ValueError(f"gp_results={str(gp_results)!r} is invalid: no sweep results found")
     paths = []
     for name, (data, builder) in CEM_FIGURES.items():
         paths += _save(builder(data()), out, name)
+    records = gp_sweep.load_results(gp_results or gp_sweep.RESULTS_DIR / "results.json")
+    if not records:
+        raise ValueError(f"gp_results={str(gp_results)!r} is invalid: no sweep results found (the CEM figures "
+                         "were written; run `make gp-sweep` for the GP ones)")
     for name, builder in GP_FIGURES.items():
         paths += _save(builder(records), out, name)
     return paths

@@ -1,0 +1,252 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · The gated MLP from an energy
+#
+# Notebook 01 found attention as a gradient step on an interaction energy. Here the energy is
+# **element-wise**, one term per feature, and one gradient step on it is a **gated MLP whose
+# down projection is the up projection transposed** (arXiv 2605.07588 reports it; the
+# derivation is ours, `design.md` §2). We derive the antiderivative $\Phi$ of SiLU that the
+# energy needs, prove it by differentiation, and check everything against `cem_core`.
+#
+# **Learning goals.** After this notebook you can
+#
+# 1. write the element-wise energy $E(x \mid c) = -\sum_m (Gc)_m\,\Phi\big((Ux)_m\big)$ with $\Phi' = \varphi$;
+# 2. derive $\Phi$ for SiLU by integration by parts and a substitution, where SymPy's
+#    `integrate` gives up, and prove the result by differentiating it;
+# 3. show that $-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big)$, so down $= $ up$^\top$;
+# 4. count the parameters: $2\,d\,d_{ff}$ instead of SwiGLU's $3\,d\,d_{ff}$, with the same three matmuls;
+# 5. check the derivation against `CEMGatedMLP` and `cem_core.energy.silu_antiderivative`.
+
+# %% tags=["parameters"]
+d = 3          # residual width
+d_ff = 4       # MLP width: rows of U (up_proj) and G (gate_proj)
+seed = 0
+
+# %%
+import numpy as np
+import sympy as sp
+import torch
+
+import cem_core
+import cem_core.energy
+from nbhelpers import matrix, show, vector
+
+
+# %% [markdown]
+# ## 1. The element-wise energy, for any activation
+#
+# Token $i$ moves $x$ (from $x^{(0)} = \mathrm{Norm}(h_i)$) while its conditioning
+# $c = \mathrm{Norm}(h_i)$ stays fixed. The up projection $U$ ($d_{ff}\times d$) sits inside the
+# nonlinearity; the gate $G$ ($d_{ff}\times d$) multiplies from the conditioning:
+#
+# $$E(x \mid c) = -\sum_{m=1}^{d_{ff}} (Gc)_m\, \Phi\big((Ux)_m\big), \qquad \Phi' = \varphi .$$
+#
+# To keep the derivation general we let $\Phi$ be *any* function whose derivative SymPy knows to
+# be $\varphi$: a `Function` subclass with that `fdiff`.
+
+# %%
+phi = sp.Function("phi")
+
+
+class Phi(sp.Function):
+    """An antiderivative of phi: SymPy differentiates Phi(z) to phi(z)."""
+
+    def fdiff(self, argindex=1):
+        return phi(self.args[0])                          # Phi' = phi
+
+
+x, c = vector("x", d), vector("c", d)
+U, G = matrix("u", d_ff, d), matrix("g", d_ff, d)
+
+
+def mlp_energy(x, c, antiderivative):
+    """E(x | c) = -sum_m (G c)_m Phi((U x)_m)."""
+    z, gate = U * x, G * c
+    return -sum(gate[m] * antiderivative(z[m]) for m in range(d_ff))
+
+
+E = mlp_energy(x, c, Phi)
+show(r"E(x \mid c)", E.xreplace({(U * x)[m]: sp.Symbol(f"z_{m}") for m in range(d_ff)}))
+
+# %% [markdown]
+# Here $z_m = (Ux)_m$. Differentiating, the chain rule gives
+# $\partial E/\partial x = -\sum_m (Gc)_m\,\varphi(z_m)\,U_{m,:}$, that is
+#
+# $$-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big):$$
+#
+# a gated MLP, with the activated branch $\varphi(Ux)$, the gate $Gc$, and the readout $U^\top$.
+
+# %%
+grad = sp.Matrix([sp.diff(E, x_m) for x_m in x])          # grad_x E, entry by entry
+gated_mlp = U.T * (U * x).applyfunc(phi).multiply_elementwise(G * c)  # U^T (phi(U x) * G c)
+assert any(g != 0 for g in grad)
+assert sp.simplify(-grad - gated_mlp) == sp.zeros(d, 1)
+print("-grad E == U^T (phi(U x) * G c): proved for any phi")
+
+# %% [markdown]
+# ## 2. Why down = up$^\top$
+#
+# A general gated MLP reads out with a free down projection $D$ ($d \times d_{ff}$). Its difference
+# from the gradient step factors as $(D - U^\top)\big(\varphi(Ux)\odot Gc\big)$, which vanishes for
+# every input only when $D = U^\top$: the energy **ties the down projection to the up projection**.
+
+# %%
+D = matrix("d", d, d_ff)
+untied = D * (U * x).applyfunc(phi).multiply_elementwise(G * c)
+assert sp.expand(untied + grad - (D - U.T) * (U * x).applyfunc(phi).multiply_elementwise(G * c)) == sp.zeros(d, 1)
+print("untied - (-grad E) == (D - U^T)(phi(U x) * G c): proved")
+
+# %% [markdown]
+# ## 3. $\Phi$ for SiLU, by substitution
+#
+# The default activation is SiLU, $\varphi(z) = z\,\sigma(z) = z/(1 + e^{-z})$. The energy needs
+# its antiderivative, but **SymPy cannot integrate $z\,\sigma(z)$ directly**: `integrate` returns
+# the integral unevaluated.
+
+# %%
+z = sp.Symbol("z", real=True)
+silu = z / (1 + sp.exp(-z))                               # phi(z) = z sigmoid(z)
+show(r"\texttt{integrate}(z\,\sigma(z))", sp.integrate(silu, z))
+
+# %% [markdown]
+# So we do it by hand, in two steps SymPy can follow.
+#
+# **Integration by parts.** $\frac{d}{dz}\log(1 + e^z) = \sigma(z)$, so with $f = z$ and
+# $g' = \sigma$:
+# $\int z\,\sigma(z)\,dz = z\log(1+e^z) - \int \log(1+e^z)\,dz$.
+
+# %%
+softplus = sp.log(1 + sp.exp(z))                          # softplus(z) = log(1 + e^z)
+assert sp.simplify(sp.diff(softplus, z) - 1 / (1 + sp.exp(-z))) == 0
+print("d/dz softplus(z) == sigmoid(z)")
+
+# %% [markdown]
+# **Substitution** $u = e^z$, $dz = du/u$: $\int \log(1+e^z)\,dz = \int \frac{\log(1+u)}{u}\,du$,
+# which SymPy integrates to a dilogarithm, $-\mathrm{Li}_2(-u)$. (It writes $-1$ as the polar
+# number $e^{i\pi}$ on the principal branch; we turn that back into $-1$.)
+
+# %%
+u = sp.Symbol("u", positive=True)
+inner = sp.integrate(sp.log(1 + u) / u, u).replace(sp.exp_polar, sp.exp)
+show(r"\int \frac{\log(1+u)}{u}\,du", inner)
+Phi_silu = z * softplus - inner.subs(u, sp.exp(z))        # Phi(z) = z softplus(z) + Li2(-e^z)
+show(r"\Phi(z)", Phi_silu)
+
+# %% [markdown]
+# **Proof by differentiation.** $\frac{d}{dz}\mathrm{Li}_2(-e^z) = \mathrm{Li}_1(-e^z) = -\log(1+e^z)$;
+# SymPy applies that with `expand_func`, and the derivative of $\Phi$ is SiLU exactly. The
+# constant is fixed by $\Phi(0) = \mathrm{Li}_2(-1) = -\pi^2/12$, which is what `cem_core` uses.
+
+# %%
+assert sp.simplify(sp.expand_func(sp.diff(Phi_silu, z)) - silu) == 0
+assert sp.simplify(Phi_silu.subs(z, 0) + sp.pi ** 2 / 12) == 0
+print("Phi'(z) == z sigmoid(z) and Phi(0) == -pi^2/12: proved")
+
+# %% [markdown]
+# Torch has no dilogarithm, so `cem_core.energy.silu_antiderivative` evaluates $\Phi$ through a
+# stable series and an inversion formula for $z > 0$ (see its docstring). Compare it with the
+# SymPy $\Phi$, evaluated in high precision by mpmath, on $z \in [-30, 30]$.
+# **Tolerance: $10^{-12}$ relative (absolute below 1), float64.**
+
+# %% tags=["compare-phi"]
+grid = np.linspace(-30, 30, 121)
+exact = np.array([float(v) for v in map(sp.lambdify(z, Phi_silu, "mpmath"), grid)])
+ours = cem_core.energy.silu_antiderivative(torch.from_numpy(grid)).numpy()
+error = np.abs(ours - exact).max() / np.maximum(1.0, np.abs(exact)).max()
+print(f"max |cem_core Phi - SymPy Phi| / max(1, |Phi|) = {error:.1e}")
+assert error < 1e-12, "cem_core.energy.silu_antiderivative disagrees with the SymPy Phi"
+
+# %% [markdown]
+# ## 4. The parameter count: two thirds
+#
+# SwiGLU has three $d \times d_{ff}$ matrices (its `gate_proj`, `up_proj`, `down_proj`); the CEM MLP
+# has two ($U$ = `up_proj`, $G$ = `gate_proj`), because the readout is $U^\top$. It still does the
+# same three matrix products ($Ux$, $Gc$, $U^\top(\cdot)$): the saving is in parameters, not FLOPs.
+# (Hugging Face names the activated branch `gate_proj`; `cem_core.mlp` documents the mapping.)
+
+# %%
+d_s, f_s = sp.symbols("d d_ff", positive=True, integer=True)
+ratio = (2 * d_s * f_s) / (3 * d_s * f_s)
+show(r"\frac{\#\,\text{CEM MLP}}{\#\,\text{SwiGLU}}", ratio)
+assert sp.simplify(ratio - sp.Rational(2, 3)) == 0
+config = cem_core.MLPConfig(d_model=d, d_ff=d_ff)
+projections = {name: sum(p.numel() for n, p in module.named_parameters() if n.endswith("proj.weight"))
+               for name, module in (("CEM", cem_core.CEMGatedMLP(config)), ("SwiGLU", cem_core.SwiGLU(config)))}
+print(projections)
+assert projections == {"CEM": 2 * d * d_ff, "SwiGLU": 3 * d * d_ff}
+
+# %% [markdown]
+# ## 5. From SymPy to numbers: compare with `CEMGatedMLP`
+#
+# Substitute SiLU for $\varphi$ (and the SiLU $\Phi$ for $\Phi$), `lambdify`, and compare with a
+# `CEMGatedMLP` (T = 1) holding random weights. The layer returns $h + (x^{(1)} - x^{(0)})$ with
+# $x^{(0)} = c = \mathrm{Norm}(h)$, so `layer(h) - h` must equal $-\nabla E$ at
+# $x = c = \mathrm{Norm}(h)$, and `layer.energy(Norm(h), h)` must equal $E$ there.
+# **Tolerance: $10^{-10}$ relative, float64.**
+
+# %%
+symbols = [*x, *c, *U, *G]
+update_fn = sp.lambdify(symbols, (-grad).replace(phi, sp.Lambda(z, silu)))
+energy_fn = sp.lambdify(symbols, E.replace(Phi, sp.Lambda(z, Phi_silu)), "mpmath")
+
+rng = np.random.default_rng(seed)
+torch.manual_seed(seed)
+layer = cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff, T=1)).double()
+w_up, w_gate = rng.normal(size=(d_ff, d)), rng.normal(size=(d_ff, d))
+with torch.no_grad():
+    layer.up_proj.weight.copy_(torch.from_numpy(w_up))      # U
+    layer.gate_proj.weight.copy_(torch.from_numpy(w_gate))  # G
+    layer.norm.weight.uniform_(0.5, 1.5)
+h = torch.randn(1, 5, d, dtype=torch.float64)
+c_num = layer.norm(h)[0].detach().numpy()                  # c = Norm(h) = x^(0), one row per token
+symbolic_update = np.stack([update_fn(*row, *row, *w_up.ravel(), *w_gate.ravel()).ravel() for row in c_num])
+symbolic_energy = np.array([float(energy_fn(*row, *row, *w_up.ravel(), *w_gate.ravel())) for row in c_num])
+
+# %% tags=["compare-mlp"]
+fast_update = (layer(h) - h)[0].detach().numpy()
+fast_energy = layer.energy(layer.norm(h), h)[0].detach().numpy()
+errors = {"update": np.abs(fast_update - symbolic_update).max() / np.abs(symbolic_update).max(),
+          "energy": np.abs(fast_energy - symbolic_energy).max() / np.abs(symbolic_energy).max()}
+print({name: f"{value:.1e}" for name, value in errors.items()})
+assert max(errors.values()) < 1e-10, "CEMGatedMLP disagrees with the SymPy derivation"
+
+# %% [markdown]
+# ## Exercise
+#
+# `cem_core` also offers GELU, $\varphi(z) = z\,N(z)$ with $N$ the standard normal cdf and $n$ its
+# pdf. **Find an antiderivative $\Phi$ of GELU.** (Hint: integrate by parts twice, using
+# $n'(z) = -z\,n(z)$.) Write it in terms of `z`, `N` and `n`, then run the check: it proves
+# $\Phi' = \varphi$ and compares your $\Phi$ with `cem_core.energy.gelu_antiderivative` up to a constant.
+
+# %%
+N = (1 + sp.erf(z / sp.sqrt(2))) / 2                      # standard normal cdf
+n = sp.exp(-z ** 2 / 2) / sp.sqrt(2 * sp.pi)              # standard normal pdf
+answer = ((z ** 2 - 1) * N + z * n) / 2                   # your answer here
+
+# %%
+assert sp.simplify(sp.diff(answer, z) - z * N) == 0, "the derivative of your Phi is not GELU"
+mine = sp.lambdify(z, answer)(grid)
+theirs = cem_core.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
+offset = mine - theirs
+assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not the same function up to a constant"
+print(f"Correct: Phi' = GELU, and Phi matches cem_core up to the constant {offset.mean():.3g}.")
+
+# %% [markdown]
+# **Takeaway.** One gradient step on $-\sum_m (Gc)_m\Phi((Ux)_m)$ is a gated MLP with
+# down $=$ up$^\top$: two thirds of SwiGLU's parameters for the same three matmuls. Notebook 03
+# explores what can be added to these energies: a diagonal, a preconditioner, and more steps.

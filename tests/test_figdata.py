@@ -1,0 +1,130 @@
+"""Figure data (cem_core.figdata) is what it claims to be, and `make figures` writes every figure
+that figures/README.md lists."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cem_core import LanguageModel, ModelConfig, figdata, gp_sweep
+from cem_core.__main__ import main
+from test_gp import _tiny_specs
+
+README = Path(__file__).resolve().parents[1] / "figures" / "README.md"
+
+
+# -- energy descent --------------------------------------------------------------------------------
+
+
+def test_energy_descent_is_the_layer_trace():
+    data = figdata.energy_descent(T=6, eta=0.5, anchors=(0.0, 1.0), d_model=8, n_heads=2, n_tokens=4, seed=3)
+    h = figdata.descent_input(4, 8, seed=3)
+    for anchor, run in data["runs"].items():
+        trace = figdata.attention_layer(8, 2, T=6, eta=0.5, anchor=anchor, seed=3).trace(h)
+        np.testing.assert_allclose(run["energy"], trace.energies[:, 0].numpy(), rtol=1e-12)
+        np.testing.assert_allclose(run["radius"], trace.iterates[:, 0].norm(dim=-1).numpy(), rtol=1e-12)
+    assert list(data["t"]) == list(range(7))
+    plain, anchored = data["runs"][0.0], data["runs"][1.0]
+    assert (np.diff(plain["energy"], axis=0) < 0).all()                  # concave: every step descends
+    assert (anchored["update_norm"][-1] < 0.1 * anchored["update_norm"][0]).all()
+
+
+def test_figure_data_leaves_the_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    figdata.energy_descent(T=2, d_model=4, n_heads=1, n_tokens=3)
+    figdata.preconditioner_spectra(d_model=4, rank=2)
+    assert torch.equal(torch.rand(3), expected)
+
+
+# -- energy landscape ------------------------------------------------------------------------------
+
+LANDSCAPES = [dict(d_model=2, n_heads=1, T=4, n_tokens=4, grid=9, seed=1),
+              dict(d_model=8, n_heads=2, T=4, n_tokens=5, token=2, grid=9, seed=2, anchor=0.5)]
+
+
+def _layer_and_input(kwargs):
+    layer = figdata.attention_layer(kwargs["d_model"], kwargs["n_heads"], kwargs["T"], eta=0.5,
+                                    anchor=kwargs.get("anchor", 0.0), weight_scale=3.0, seed=kwargs["seed"])
+    return layer, figdata.descent_input(kwargs["n_tokens"], kwargs["d_model"], kwargs["seed"])
+
+
+@pytest.mark.parametrize("kwargs", LANDSCAPES, ids=["width2", "width8"])
+def test_landscape_energies_are_the_layer_energy_at_the_grid_points(kwargs):
+    data = figdata.energy_landscape(**kwargs)
+    layer, h = _layer_and_input(kwargs)
+    i = data["token"]
+    for k, l in [(0, 0), (4, 7), (8, 2), (8, 8)]:
+        x = layer.norm(h).detach().clone()
+        x[0, i] = torch.from_numpy(data["origin"] + data["a"][l] * data["basis"][0] + data["b"][k] * data["basis"][1])
+        assert float(layer.energy(x, h)[0, i].detach()) == pytest.approx(data["energy"][k, l], rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", LANDSCAPES, ids=["width2", "width8"])
+def test_landscape_trajectory_starts_at_x0_on_an_orthonormal_plane(kwargs):
+    data = figdata.energy_landscape(**kwargs)
+    layer, h = _layer_and_input(kwargs)
+    x0 = layer.norm(h)[0, data["token"]].detach().numpy()
+    np.testing.assert_allclose(data["origin"] + data["trajectory"][0] @ data["basis"], x0, atol=1e-12)
+    np.testing.assert_allclose(data["basis"] @ data["basis"].T, np.eye(2), atol=1e-12)
+    iterates = layer.trace(h).iterates[:, 0, data["token"]].numpy()
+    in_plane = data["origin"] + data["trajectory"] @ data["basis"]      # the iterates projected on the plane
+    np.testing.assert_allclose(np.linalg.norm(iterates - in_plane, axis=1), data["off_plane"], atol=1e-12)
+    assert data["off_plane"][:3].max() < 1e-12                           # x^(0), x^(1), x^(2) span the plane
+    if kwargs["d_model"] == 2:
+        assert data["off_plane"].max() == 0                              # width 2: the true plane
+
+
+def test_first_step_is_the_attention_weighted_mix_of_key_tips():
+    """One head, P = I: x^(1) = x^(0) + eta sum_j a_ij A c_j = sum_j a_ij (x^(0) + eta A c_j)."""
+    kwargs = LANDSCAPES[0]
+    data = figdata.energy_landscape(**kwargs)
+    layer, h = _layer_and_input(kwargs)
+    i = data["token"]
+    a = layer.trace(h).weights[0, 0, 0, i, : i + 1].numpy()              # step 0, batch 0, head 0
+    np.testing.assert_allclose(a @ data["key_tips"][0], data["trajectory"][1], atol=1e-12)
+
+
+# -- preconditioners and parameter counts ----------------------------------------------------------
+
+
+def test_dlr_spectrum_goes_negative_while_psd_stays_positive():
+    spectra = figdata.preconditioner_spectra(d_model=12, rank=3, seed=0)
+    assert spectra["dlr"].shape == spectra["psd"].shape == (12,)
+    assert spectra["dlr"].min() < 0
+    assert spectra["psd"].min() >= 1 - 1e-6                             # D = I plus a psd U U^T
+    assert (np.diff(spectra["dlr"]) >= 0).all()                          # sorted
+
+
+def test_parameter_counts_match_the_built_models():
+    sizes = dict(d_model=16, n_layers=2, n_heads=2, d_ff=40, vocab_size=50)
+    data = figdata.parameter_counts(**sizes)
+    assert data["variants"] == list(figdata.COUNT_VARIANTS)
+    for k, (variant, attention_options, mlp_options) in enumerate(figdata.COUNT_VARIANTS.values()):
+        model = LanguageModel(ModelConfig.variant(variant, attention_options=attention_options,
+                                                  mlp_options=mlp_options, **sizes))
+        built = model.param_breakdown()
+        assert built["total"] == data["total"][k] == sum(part[k] for part in data["parts"].values())
+        assert data["parts"]["attention"][k] == sum(v for name, v in built.items() if name.startswith("attention."))
+    llama, cem_attn, cem_mlp = (data["variants"].index(v) for v in ("llama", "cem-attn", "cem-mlp"))
+    attention, mlp = data["parts"]["attention"], data["parts"]["mlp"]
+    assert attention[cem_attn] == attention[llama] / 2                   # 2d^2 vs 4d^2 (no extras)
+    assert mlp[cem_mlp] == mlp[llama] * 2 / 3                            # 2 d d_ff vs 3 d d_ff
+
+
+# -- make figures ----------------------------------------------------------------------------------
+
+
+def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
+    """`make figures` runs this command on the committed sweep; a two-run sweep stands in for it here,
+    so the test does not depend on how far the real sweep has got."""
+    listed = set(re.findall(r"`([A-Za-z0-9_]+\.(?:png|svg))`", README.read_text()))
+    assert len(listed) >= 14
+    gp_sweep.run_sweep(tmp_path / "gp", _tiny_specs())
+    out = tmp_path / "figures"
+    assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json")]) == 0
+    written = {p.name for p in out.iterdir()}
+    assert written == listed
+    assert all((out / name).stat().st_size > 1000 for name in written)

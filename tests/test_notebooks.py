@@ -1,0 +1,146 @@
+"""The notebooks: they run top to bottom on their small defaults, prove a symbolic identity and
+compare with cem_core, fail when a cem_core formula gets a wrong sign, and stay paired (.py <-> .ipynb).
+
+Notebooks run in a separate kernel (nbclient, the "python3" kernel, which jupyter_client starts
+with this interpreter), so a wrong sign is injected by prepending a code cell that patches cem_core
+inside the kernel before anything else runs.
+"""
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from cem_core import gp_sweep
+from test_gp import _tiny_specs
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+NAMES = [p.stem for p in SOURCES]
+
+
+def execute(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    client = NotebookClient(nb, kernel_name="python3", timeout=120,
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    return nb
+
+
+def tags(cell) -> list[str]:
+    return cell.metadata.get("tags", [])
+
+
+def code(name: str) -> str:
+    return "\n".join(c.source for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells if c.cell_type == "code")
+
+
+def test_every_numbered_notebook_is_here():
+    assert NAMES == ["01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion"]
+
+
+# -- structure (static) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_structure(name):
+    """Learning goals first, one parameters cell, an exercise, a stated tolerance, a symbolic identity
+    asserted to be zero, and at least one comparison cell against cem_core."""
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+    assert nb.cells[0].cell_type == "markdown" and "Learning goals" in nb.cells[0].source
+    assert sum("parameters" in tags(c) for c in nb.cells) == 1
+    assert any(c.cell_type == "markdown" and "## Exercise" in c.source for c in nb.cells)
+    assert any(c.cell_type == "markdown" and "Tolerance" in c.source for c in nb.cells)
+    assert re.search(r"assert sp\.(simplify|expand)\(.*\) == (0|sp\.zeros\()", code(name))
+    compare = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
+    assert compare and all("assert" in c.source for c in compare)
+
+
+def test_notebooks_never_differentiate_matrix_symbols():
+    """MatrixSymbol appears only in notebook 01's demonstration of the pitfall (design.md §7)."""
+    assert [name for name in NAMES if "MatrixSymbol" in code(name)] == ["01_attention_from_energy"]
+
+
+# -- pairing ---------------------------------------------------------------------------------------
+
+
+def cells(nb) -> list[tuple]:
+    return [(c.cell_type, c.source, tags(c)) for c in nb.cells]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_py_and_ipynb_are_in_sync(name):
+    py, ipynb = NOTEBOOKS / f"{name}.py", NOTEBOOKS / f"{name}.ipynb"
+    assert cells(jupytext.read(py)) == cells(jupytext.read(ipynb)), \
+        f"{name}: run `jupytext --sync notebooks/{name}.py`"
+    raw = nbformat.read(ipynb, as_version=4)
+    assert raw.metadata["kernelspec"]["name"] == "python3"
+    assert all(not c.get("outputs") for c in raw.cells if c.cell_type == "code"), f"{name}.ipynb keeps outputs"
+
+
+def test_every_ipynb_has_its_py_source():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == NAMES
+
+
+# -- execution -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_top_to_bottom(name):
+    nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"))
+    compared = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
+    assert all(any(o.output_type == "stream" for o in c.outputs) for c in compared)  # each printed its error
+
+
+NEGATE = """\
+import functools, importlib
+
+
+def _negated(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        out = f(*args, **kwargs)
+        return (-out[0], *out[1:]) if isinstance(out, tuple) else -out
+    return wrapper
+
+
+_owner = importlib.import_module({module!r})
+*_path, _name = {attribute!r}.split(".")
+for _part in _path:
+    _owner = getattr(_owner, _part)
+setattr(_owner, _name, _negated(getattr(_owner, _name)))
+"""
+
+SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comparison cell that must fail)
+    ("01_attention_from_energy", "cem_core.attention", "CEMAttention._readout", "compare-attention"),
+    ("02_gated_mlp_from_energy", "cem_core.energy", "silu_antiderivative", "compare-phi"),
+    ("02_gated_mlp_from_energy", "cem_core.mlp", "CEMGatedMLP._readout", "compare-mlp"),
+    ("03_design_space", "cem_core.attention", "CEMAttention._readout", "compare-dlr-attention"),
+    ("04_gp_recursion", "cem_core.gp", "gp_predictive", "compare-gp"),
+]
+
+
+@pytest.mark.parametrize("name,module,attribute,cell", SIGN_FLIPS, ids=[f"{n[:2]}-{a}" for n, _, a, _ in SIGN_FLIPS])
+def test_wrong_sign_in_cem_core_fails_the_comparison(name, module, attribute, cell):
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+    nb.cells.insert(0, nbformat.v4.new_code_cell(NEGATE.format(module=module, attribute=attribute)))
+    with pytest.raises(CellExecutionError) as err:
+        execute(nb)
+    assert err.value.ename == "AssertionError"
+    failed = [c for c in nb.cells if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)]
+    assert [tags(c) for c in failed] == [[cell]]
+
+
+@pytest.mark.parametrize("n_runs", [0, 2])
+def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
+    """The sweep may be absent or incomplete: the notebook runs with whatever records exist (here none,
+    or two tiny runs), injected papermill-style as a cell after the parameters cell."""
+    gp_sweep.run_sweep(tmp_path, _tiny_specs()[:n_runs])
+    nb = jupytext.read(NOTEBOOKS / "04_gp_recursion.py")
+    at = next(k for k, c in enumerate(nb.cells) if "parameters" in tags(c))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(f"results_path = {str(tmp_path / 'results.json')!r}\nsteps = 3"))
+    execute(nb)
+    loaded = next(c for c in nb.cells if "runs loaded" in c.source)
+    assert f"{n_runs} runs loaded" in loaded.outputs[0].text
