@@ -126,6 +126,17 @@ def gp_demo_figure(grid, f_grid, xs, ys, k, mean, std, model_pred=None) -> go.Fi
     return _layout(fig, f"One sampled function after {k} points", "x", "y")
 
 
+# -- language models ------------------------------------------------------------------------
+
+
+def curves_figure(series: dict, title: str, xaxis: str, yaxis: str) -> go.Figure:
+    """One line per name: series = {name: (xs, ys)}."""
+    fig = go.Figure()
+    for i, (name, (xs, ys)) in enumerate(series.items()):
+        fig.add_scatter(x=list(xs), y=list(ys), mode="lines", name=name, line=dict(color=PALETTE[i % len(PALETTE)]))
+    return _layout(fig, title, xaxis, yaxis)
+
+
 # -- design space ---------------------------------------------------------------------------
 
 

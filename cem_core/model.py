@@ -168,6 +168,11 @@ def recursion_depth(module: nn.Module, T: int):
             layer.config = config
 
 
+def full_precision(t: torch.Tensor) -> torch.Tensor:
+    """float32 for half-precision logits (a stable softmax), float64 kept as it is."""
+    return t if t.dtype in (torch.float32, torch.float64) else t.float()
+
+
 class Block(nn.Module):
     """attention sublayer, then MLP sublayer; each h + delta with its own RMSNorm."""
 
@@ -230,7 +235,7 @@ class LanguageModel(nn.Module):
         logits = self.lm_head(self.norm(h))
         if targets is None:
             return logits
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+        loss = F.cross_entropy(full_precision(logits).flatten(0, 1), targets.flatten(), ignore_index=-100)
         return logits, loss
 
     def param_breakdown(self) -> dict[str, int]:
@@ -256,7 +261,7 @@ class LanguageModel(nn.Module):
         caches = [AttentionCache() for _ in self.blocks] if use_cache else None
         tokens, step_input = idx, idx
         for _ in range(max_new_tokens):
-            logits = self(step_input if use_cache else tokens, caches=caches)[:, -1].float()
+            logits = full_precision(self(step_input if use_cache else tokens, caches=caches)[:, -1])
             if temperature == 0:
                 nxt = logits.argmax(-1, keepdim=True)
             else:

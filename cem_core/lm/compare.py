@@ -1,0 +1,43 @@
+"""``lm compare``: the variants on the same data, one table of parameters, speed and perplexity."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..model import VARIANTS
+from .data import DataConfig, describe
+from .train import LMTrainConfig, chinchilla_tokens, train
+
+
+def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), progress: bool = True,
+            **overrides) -> list[dict]:
+    """Train (or resume) each variant into out_root/<variant>; return one record per variant."""
+    records = []
+    for variant in variants:
+        cfg = LMTrainConfig.from_preset(preset, variant=variant, **overrides)
+        summary = train(cfg, data, Path(out_root) / variant, progress=progress).summary
+        records.append({k: summary[k] for k in ("variant", "params", "tokens_per_s", "val_loss", "val_ppl",
+                                                "tokens", "chinchilla_tokens", "val_ppl_by_T", "sample")}
+                       | {"mfu": summary.get("mfu")})
+    return records
+
+
+def table(records: list[dict], data: DataConfig) -> str:
+    base = next((r for r in records if r["variant"] == "llama"), records[0])
+    lines = [f"data: {describe(data)}",
+             f"{'variant':<10} {'params':>12} {'x llama':>8} {'tokens/s':>10} {'val ppl':>9} "
+             f"{'tokens':>12} {'20 tok/param':>13}",
+             "-" * 80]
+    for r in records:
+        lines.append(f"{r['variant']:<10} {r['params']:>12,} {r['params'] / base['params']:>8.3f} "
+                     f"{r['tokens_per_s']:>10,.0f} {r['val_ppl']:>9.3f} {r['tokens']:>12,} "
+                     f"{chinchilla_tokens(r['params']):>13,}")
+    for r in records:
+        if r["val_ppl_by_T"]:
+            lines.append(f"{r['variant']}: val ppl at other T: " +
+                         ", ".join(f"T={t}: {p:.3f}" for t, p in r["val_ppl_by_T"].items()))
+    return "\n".join(lines)
+
+
+def write_json(records: list[dict], path) -> None:
+    Path(path).write_text(json.dumps(records, indent=1))

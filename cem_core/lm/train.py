@@ -1,0 +1,419 @@
+"""Language-model training: presets, the loop, atomic checkpoints with exact resume, and DDP.
+
+One run trains one variant (llama, cem-attn, cem-mlp, cem-full) into an output directory:
+  metrics.jsonl   one JSON line per step (loss, lr, tokens/s) and per evaluation (val loss/ppl),
+                  the first line the run's header (config, its hash, provenance)
+  checkpoint.pt   model, optimizer and step, written to a temporary file and renamed (atomic)
+  tokenizer.json  the BPE tokenizer when one is trained
+  summary.json    parameters, tokens/s, validation perplexity (also at other T), samples
+Starting the same run again resumes from the checkpoint and reproduces the uninterrupted run
+exactly (the data stream is deterministic and fast-forwarded to the checkpointed step).
+
+Scale-out: ``torchrun --nproc_per_node=N -m cem_core lm train ...`` runs DistributedDataParallel
+(gloo on CPU, NCCL on GPU). The documents are split into ``data_shards`` shards (one per rank);
+rank r draws its rows of every global batch from shard r, so a single process with
+``data_shards=N`` sees exactly the same global batches as N ranks.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from itertools import islice
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..config import _check_bool, _check_choice, _check_float, _check_int, _fail
+from ..flops import attention_flops, mlp_flops
+from ..model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
+from ..schedule import warmup_cosine
+from .data import DataConfig, batches, describe, iter_documents, validation_blocks
+from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+# Model sizes per preset. paper-86m / paper-162m are our choice (the paper's exact configurations
+# are not public): Llama totals of 85.2M and 163.9M with the byte tokenizer, trained for about
+# 20 tokens per Llama parameter (65,536 tokens a step).
+PRESETS = {
+    "cpu-tiny": dict(model=dict(d_model=128, n_layers=2, n_heads=4, d_ff=344),
+                     train=dict(seq_len=128, batch_size=16, steps=300, lr=3e-3, eval_every=100, eval_batches=8,
+                                ckpt_every=100)),
+    "paper-86m": dict(model=dict(d_model=768, n_layers=12, n_heads=12, d_ff=2048),
+                      train=dict(seq_len=1024, batch_size=64, steps=26000, lr=6e-4, eval_every=1000,
+                                 eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
+    "paper-162m": dict(model=dict(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
+                       train=dict(seq_len=1024, batch_size=64, steps=50000, lr=5e-4, eval_every=1000,
+                                  eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
+}
+
+# The CEM options of each variant; cem-full is the paper's "fully CEM transformer".
+VARIANT_OPTIONS = {
+    "llama": ({}, {}),
+    "cem-attn": ({}, {}),
+    "cem-mlp": ({}, {}),
+    "cem-full": (dict(T=2, diagonal="shared", preconditioner="dlr"), dict(T=2, preconditioner="dlr")),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LMTrainConfig:
+    preset: str = "cpu-tiny"
+    variant: str = "llama"
+    T: int | None = None             # override the CEM layers' T (None: the variant's own)
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 344
+    tokenizer: str = "byte"          # "byte" or "bpe:<vocab size>" (trained on the first 8 MB of train)
+    seq_len: int = 128
+    batch_size: int = 16             # global batch (sequences), split evenly over the data shards
+    steps: int = 300
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: float = 0.05
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_every: int = 100
+    eval_batches: int = 8
+    ckpt_every: int = 100
+    dtype: str = "float32"           # parameters; "bfloat16" means float32 weights with bf16 autocast (GPU)
+    compile: bool = False
+    data_shards: int = 1             # torchrun sets this to the world size
+    eval_T: tuple = ()               # also report validation perplexity at these T (test-time scaling)
+    sample_tokens: int = 200
+
+    def __post_init__(self) -> None:
+        _check_choice("preset", self.preset, tuple(PRESETS))
+        _check_choice("variant", self.variant, tuple(VARIANTS))
+        if self.T is not None:
+            _check_int("T", self.T, 1, 16)
+            if self.variant == "llama":
+                _fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "batch_size", "steps", "eval_every",
+                     "eval_batches", "ckpt_every", "data_shards"):
+            _check_int(name, getattr(self, name), 1)
+        _check_int("seed", self.seed, 0)
+        _check_int("sample_tokens", self.sample_tokens, 0)
+        for name in ("lr", "grad_clip"):
+            _check_float(name, getattr(self, name), 0.0, strict=True)
+        for name in ("min_lr_ratio", "warmup", "weight_decay"):
+            _check_float(name, getattr(self, name), 0.0, strict=False)
+        if self.warmup >= 1:
+            _fail("warmup", self.warmup, "must be a fraction in [0, 1)")
+        _check_choice("dtype", self.dtype, tuple(DTYPES))
+        _check_bool("compile", self.compile)
+        if self.batch_size % self.data_shards:
+            _fail("batch_size", self.batch_size, f"must be divisible by data_shards={self.data_shards} (the ranks)")
+        if not (self.tokenizer == "byte" or (self.tokenizer.startswith("bpe:") and self.tokenizer[4:].isdigit()
+                                             and 300 <= int(self.tokenizer[4:]) <= 200000)):
+            _fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
+        object.__setattr__(self, "eval_T", tuple(int(t) for t in self.eval_T))
+        for t in self.eval_T:
+            _check_int("eval_T", t, 1, 16)
+        if self.eval_T and self.variant == "llama":
+            _fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
+        self.model_config(vocab_size=257)   # validate the model sizes now
+
+    @classmethod
+    def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
+        _check_choice("preset", preset, tuple(PRESETS))
+        values = {**PRESETS[preset]["model"], **PRESETS[preset]["train"]}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(preset=preset, **values)
+
+    def model_config(self, vocab_size: int) -> ModelConfig:
+        attention_options, mlp_options = (dict(o) for o in VARIANT_OPTIONS[self.variant])
+        if self.T is not None:
+            attention_options["T"] = mlp_options["T"] = self.T
+        return ModelConfig.variant(self.variant, vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
+                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len,
+                                   attention_options=attention_options, mlp_options=mlp_options)
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def chinchilla_tokens(params: int) -> int:
+    """The compute-optimal budget of about 20 training tokens per parameter (Hoffmann et al., 2022)."""
+    return 20 * params
+
+
+# -- distributed ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed() -> Dist:
+    """Read torchrun's environment and start the process group (gloo on CPU, NCCL on GPU)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    d = Dist(rank=int(os.environ["RANK"]), world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return d
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+class BatchStream:
+    """Global batches from ``data_shards`` deterministic streams; this process's rows only.
+
+    Shard s yields batches of batch_size / shards blocks from data shard s; a global batch is
+    those of every shard, in shard order. A rank of a torchrun job reads its own shard only."""
+
+    def __init__(self, data: DataConfig, tokenizer, cfg: LMTrainConfig, shards: list[int]):
+        per_shard = cfg.batch_size // cfg.data_shards
+        self.streams = [batches(data, tokenizer, "train", cfg.seq_len, per_shard, rank=s, world_size=cfg.data_shards)
+                        for s in shards]
+
+    def skip(self, steps: int) -> None:
+        """Fast-forward past the batches a checkpointed run has already consumed."""
+        for stream in self.streams:
+            next(islice(stream, steps, steps), None)
+
+    def next(self) -> torch.Tensor:
+        return torch.cat([next(stream) for stream in self.streams])
+
+
+def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist):
+    if cfg.tokenizer == "byte":
+        return ByteTokenizer()
+    path = out / "tokenizer.json"
+    if d.main and not path.exists():
+        train_bpe(iter_documents(data, "train"), vocab_size=int(cfg.tokenizer[4:]), max_bytes=8_000_000).save(path)
+    if d.active:
+        dist.barrier()
+    return load_tokenizer(path)
+
+
+# -- checkpoints and metrics -----------------------------------------------------------------------
+
+
+def save_checkpoint(path: Path, model, optimizer, step: int, cfg_hash: str) -> None:
+    """Write to a temporary file, then rename: a crash never leaves a half-written checkpoint."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "config_hash": cfg_hash}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, model, optimizer, cfg_hash: str) -> int:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state["config_hash"] != cfg_hash:
+        raise ValueError(f"{path.parent} holds a run with another configuration (hash {state['config_hash']}, "
+                         f"this one {cfg_hash}): choose another --out or delete it")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["step"])
+
+
+class Metrics:
+    """metrics.jsonl: a header line, then one line per step and per evaluation. On resume, lines
+    after the checkpointed step are dropped, so the file always equals an uninterrupted run's."""
+
+    def __init__(self, path: Path, header: dict, resume_step: int, enabled: bool):
+        self.path, self.enabled = path, enabled
+        if not enabled:
+            return
+        kept = []
+        if resume_step and path.exists():
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            kept = [r for r in lines[1:] if r["step"] <= resume_step]
+        records = [header] + kept
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+        os.replace(tmp, path)
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def read_metrics(out_dir) -> list[dict]:
+    path = Path(out_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+def provenance() -> dict:
+    from ..gp_sweep import provenance as gp_provenance
+    return gp_provenance()
+
+
+@torch.no_grad()
+def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> float:
+    """Mean validation cross-entropy (nats per token)."""
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(val), batch_size):
+        batch = val[i:i + batch_size].to(device)
+        with autocast():
+            logits = model(batch[:, :-1])
+        total += F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten(), reduction="sum").item()
+        count += batch[:, 1:].numel()
+    model.train()
+    return total / count
+
+
+def train_flops_per_token(model_cfg: ModelConfig, seq_len: int) -> float:
+    """Matmul FLOPs per trained token (forward + backward = 3 x forward), for MFU."""
+    a = attention_flops(model_cfg.attention_config(), seq_len)["total"]
+    m = mlp_flops(model_cfg.mlp_config(), seq_len)["total"]
+    return 3 * (model_cfg.n_layers * (a + m) / seq_len + 2 * model_cfg.d_model * model_cfg.vocab_size)
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    summary: dict = field(default_factory=dict)
+
+
+def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, device: str | None = None,
+          stop_after: int | None = None) -> RunResult:
+    """Train (or resume) one run. ``stop_after`` ends the process's work after that many steps in
+    total without finishing the run (used to test resumption); the run can be continued later."""
+    d = init_distributed()
+    if d.active and cfg.data_shards != d.world_size:
+        cfg = replace(cfg, data_shards=d.world_size)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(device or (f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu"))
+    dtype = DTYPES[cfg.dtype]
+    param_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
+    use_autocast = dtype == torch.bfloat16 and device.type == "cuda"
+
+    def autocast():
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_autocast)
+
+    tokenizer = build_tokenizer(cfg, data, out, d)
+    model_cfg = cfg.model_config(tokenizer.vocab_size)
+    torch.manual_seed(cfg.seed)
+    model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
+    params = sum(p.numel() for p in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": other, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    ckpt = out / "checkpoint.pt"
+    start = load_checkpoint(ckpt, model, optimizer, cfg.hash) if ckpt.exists() else 0
+    shards = [d.rank] if d.active else list(range(cfg.data_shards))
+    stream = BatchStream(data, tokenizer, cfg, shards)
+    stream.skip(start)
+    val = validation_blocks(data, tokenizer, cfg.seq_len, cfg.eval_batches * cfg.batch_size) if d.main else None
+    header = {"config": asdict(cfg), "config_hash": cfg.hash, "data": describe(data), "params": params,
+              "provenance": provenance(), "world_size": d.world_size, "device": str(device)}
+    metrics = Metrics(out / "metrics.jsonl", header, start, enabled=d.main)
+    net = torch.nn.parallel.DistributedDataParallel(model) if d.active else model
+    if cfg.compile:
+        net = torch.compile(net)
+
+    bar = None
+    if progress and d.main:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg.steps, initial=start, unit="step", desc=f"{cfg.variant}")
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    t0, timed_steps = time.perf_counter(), 0
+    end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+    for step in range(start, end):
+        lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = stream.next().to(device)
+        with autocast():
+            logits = net(batch[:, :-1])
+        loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step + 1}; lower lr={cfg.lr}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        logged = loss.detach().clone()
+        if d.active:
+            dist.all_reduce(logged)
+            logged /= d.world_size
+        timed_steps += 1
+        elapsed = time.perf_counter() - t0
+        record = {"step": step + 1, "loss": logged.item(), "lr": lr, "tokens": (step + 1) * tokens_per_step,
+                  "tokens_per_s": timed_steps * tokens_per_step / elapsed}
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+            if d.main:
+                val_loss = evaluate(model, val, cfg.batch_size, device, autocast)
+                record.update(val_loss=val_loss, val_ppl=math.exp(val_loss))
+        metrics.write(record)
+        if bar:
+            bar.update(1)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", **({"val_ppl": f"{record['val_ppl']:.2f}"}
+                                                            if "val_ppl" in record else {}))
+        if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+            if d.main:
+                save_checkpoint(ckpt, model, optimizer, step + 1, cfg.hash)
+            if d.active:
+                dist.barrier()
+    if bar:
+        bar.close()
+    result = RunResult(out_dir=out)
+    if end == cfg.steps and d.main:
+        result.summary = finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d)
+    if d.active:
+        dist.barrier()
+    return result
+
+
+def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d) -> dict:
+    """Final evaluation (also at other T), samples, and summary.json."""
+    records = read_metrics(out)
+    speeds = [r["tokens_per_s"] for r in records[len(records) // 2:]] or [0.0]
+    val_loss = evaluate(model, val, cfg.batch_size, device, autocast)
+    by_T = {}
+    for T in cfg.eval_T:
+        with recursion_depth(model, T):
+            by_T[str(T)] = math.exp(evaluate(model, val, cfg.batch_size, device, autocast))
+    prompt = torch.tensor([tokenizer.encode("The ")], dtype=torch.long, device=device)
+    sample = ""
+    if cfg.sample_tokens:
+        model.eval()
+        n = min(cfg.sample_tokens, cfg.seq_len - prompt.shape[1])
+        gen = model.generate(prompt, n, temperature=0.8, top_k=50,
+                             generator=torch.Generator(device=device).manual_seed(cfg.seed))
+        sample = tokenizer.decode(gen.tokens[0].tolist())
+    tokens_per_s = sorted(speeds)[len(speeds) // 2]
+    summary = {"variant": cfg.variant, "preset": cfg.preset, "params": params, "data": describe(data),
+               "steps": cfg.steps, "tokens": cfg.steps * cfg.batch_size * cfg.seq_len,
+               "chinchilla_tokens": chinchilla_tokens(params), "tokens_per_s": tokens_per_s,
+               "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_ppl_by_T": by_T, "sample": sample,
+               "world_size": d.world_size, "device": str(device), "config_hash": cfg.hash}
+    if device.type == "cuda":
+        peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
+        summary["mfu"] = tokens_per_s * train_flops_per_token(model_cfg, cfg.seq_len) / (peak * d.world_size)
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1))
+    os.replace(tmp, out / "summary.json")
+    return summary

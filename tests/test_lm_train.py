@@ -1,0 +1,196 @@
+"""Language-model training: learning, exact resume after a kill, DDP equivalence, presets, errors."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cem_core.__main__ import main
+from cem_core.lm.data import DataConfig
+from cem_core.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, read_metrics, train
+from cem_core.model import VARIANTS, LanguageModel
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
+
+
+def corpus(tmp_path: Path, n_docs: int = 300) -> DataConfig:
+    """A SlimPajama-format shard of simple, learnable text."""
+    lines = [json.dumps({"text": f"the cat number {i % 7} sat on mat {i % 5}. " * 3,
+                         "meta": {"redpajama_set_name": "RedPajamaC4"}}) for i in range(n_docs)]
+    path = tmp_path / "shard.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return DataConfig(source="path", path=str(path), validation_fraction=0.1)
+
+
+@pytest.fixture
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
+    data = corpus(tmp_path)
+    cfg = LMTrainConfig(variant="cem-full", steps=60, eval_every=10, ckpt_every=60, lr=1e-2, eval_T=(1, 3), **TINY)
+    summary = train(cfg, data, tmp_path / "run", progress=False).summary
+    evals = [r for r in read_metrics(tmp_path / "run") if "val_ppl" in r]
+    assert [r["step"] for r in evals] == [10, 20, 30, 40, 50, 60]
+    assert evals[-1]["val_ppl"] < 0.5 * evals[0]["val_ppl"]
+    assert summary["val_ppl"] == pytest.approx(evals[-1]["val_ppl"])
+    assert set(summary["val_ppl_by_T"]) == {"1", "3"} and summary["params"] > 0
+    assert (tmp_path / "run" / "summary.json").exists() and (tmp_path / "run" / "checkpoint.pt").exists()
+    header = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert header["config_hash"] == cfg.hash and header["provenance"]["torch"] == torch.__version__
+
+
+RUN_SCRIPT = """
+import sys, torch
+torch.set_num_threads(1)
+from cem_core.lm.data import DataConfig
+from cem_core.lm.train import LMTrainConfig, train
+cfg = LMTrainConfig(**{cfg})
+train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)
+"""
+
+
+def test_killed_run_resumes_with_exactly_the_same_loss_curve(tmp_path, one_thread):
+    data = corpus(tmp_path)
+    cfg = dict(variant="cem-attn", steps=40, eval_every=10, ckpt_every=10, lr=1e-2, seed=3, **TINY)
+    script = tmp_path / "run.py"
+    script.write_text(RUN_SCRIPT.format(cfg=repr(cfg), path=data.path))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(script), str(killed)], cwd=ROOT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 120
+    while not (killed / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)                                    # no chance to clean up
+    proc.wait()
+    assert (killed / "checkpoint.pt").exists()
+    step = torch.load(killed / "checkpoint.pt", weights_only=True)["step"]
+    assert 10 <= step < 40, step                                        # killed part-way
+    train(LMTrainConfig(**cfg), data, killed, progress=False)           # resume
+    train(LMTrainConfig(**cfg), data, tmp_path / "whole", progress=False)
+    resumed, whole = read_metrics(killed), read_metrics(tmp_path / "whole")
+    assert [r["step"] for r in resumed] == list(range(1, 41))
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # exactly
+    assert [r.get("val_ppl") for r in resumed] == [r.get("val_ppl") for r in whole]
+
+
+def test_resume_refuses_another_configuration(tmp_path, one_thread):
+    data = corpus(tmp_path)
+    cfg = LMTrainConfig(variant="llama", steps=2, eval_every=2, ckpt_every=2, sample_tokens=0,
+                        **{k: v for k, v in TINY.items() if k != "sample_tokens"})
+    train(cfg, data, tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match="another configuration"):
+        train(LMTrainConfig(**{**cfg.__dict__, "lr": 1e-4}), data, tmp_path / "run", progress=False)
+
+
+DDP_SCRIPT = """
+import sys, torch
+torch.set_num_threads(1)
+from cem_core.lm.data import DataConfig
+from cem_core.lm.train import LMTrainConfig, train
+cfg = LMTrainConfig(**{cfg})
+train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
+    """gloo, float64, one thread per process, 5 steps: the same global batch gives the same losses."""
+    data = corpus(tmp_path)
+    cfg = dict(variant="cem-full", steps=5, eval_every=5, ckpt_every=5, dtype="float64", data_shards=2, lr=1e-2,
+               **TINY)
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT.format(cfg=repr(cfg), path=data.path))
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
+                          "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(script),
+                          str(tmp_path / "ddp")], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    train(LMTrainConfig(**cfg), data, tmp_path / "single", progress=False)
+    ddp, single = read_metrics(tmp_path / "ddp"), read_metrics(tmp_path / "single")
+    assert len(ddp) == len(single) == 5
+    for a, b in zip(ddp, single):
+        assert abs(a["loss"] - b["loss"]) < 1e-8, (a["loss"], b["loss"])
+    assert abs(ddp[-1]["val_ppl"] - single[-1]["val_ppl"]) < 1e-8
+    header = json.loads((tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()[0])
+    assert header["world_size"] == 2
+
+
+def _closed_form_total(d, L, H, f, V, attention, mlp, a_opts, m_opts):
+    """Parameters written out by hand (independent of cem_core's own counting)."""
+    attn = (2 if attention == "cem" else 4) * d * d + d                 # projections + RMSNorm
+    if attention == "cem":
+        attn += {"none": 0, "per_head": H * d, "shared": d}[a_opts.get("diagonal", "none")]
+        attn += {"none": 0, "dlr": d + 2 * d * 4, "psd": d + d * 4}[a_opts.get("preconditioner", "none")]
+    ff = (2 if mlp == "cem" else 3) * d * f + d
+    if mlp == "cem":
+        ff += {"none": 0, "dlr": d + 2 * d * 4, "psd": d + d * 4}[m_opts.get("preconditioner", "none")]
+    return V * d + L * (attn + ff) + d                                  # tied embedding, final norm
+
+
+@pytest.mark.parametrize("preset", ["paper-86m", "paper-162m"])
+def test_paper_presets_build_on_meta_with_documented_counts(preset):
+    readme = (ROOT / "README.md").read_text()
+    m = PRESETS[preset]["model"]
+    kinds = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"), "cem-mlp": ("llama", "cem"),
+             "cem-full": ("cem", "cem")}
+    for variant in VARIANTS:
+        cfg = LMTrainConfig.from_preset(preset, variant=variant)
+        with torch.device("meta"):
+            model = LanguageModel(cfg.model_config(vocab_size=257))
+        numel = sum(p.numel() for p in model.parameters())
+        a_opts, m_opts = VARIANT_OPTIONS[variant]
+        assert numel == _closed_form_total(m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], 257,
+                                           *kinds[variant], a_opts, m_opts)
+        assert f"{numel:,}" in readme, f"README does not document {preset} {variant}: {numel:,}"
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(variant="gpt"), "variant"), (dict(preset="huge"), "preset"), (dict(variant="llama", T=2), "T"),
+    (dict(batch_size=10, data_shards=3), "batch_size"), (dict(tokenizer="bpe:10"), "tokenizer"),
+    (dict(tokenizer="wordpiece"), "tokenizer"), (dict(dtype="int8"), "dtype"), (dict(steps=0), "steps"),
+    (dict(warmup=1.5), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"), (dict(d_model=30, n_heads=4), "d_model"),
+])
+def test_bad_settings_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        LMTrainConfig(**kwargs)
+
+
+def test_cli_train_and_compare(tmp_path, capsys, one_thread):
+    data = corpus(tmp_path)
+    common = ["--data", data.path, "--steps", "3", "--batch-size", "4", "--seq-len", "16"]
+    assert main(["lm", "train", "--variant", "cem-mlp", "--out", str(tmp_path / "one"), *common]) == 0
+    text = capsys.readouterr().out
+    assert "validation perplexity" in text and "20 tokens/parameter" in text
+    assert main(["lm", "compare", "--variants", "llama", "cem-full", "--out", str(tmp_path / "cmp"),
+                 "--json", str(tmp_path / "cmp.json"), *common]) == 0
+    text = capsys.readouterr().out
+    assert "llama" in text and "cem-full" in text and "val ppl" in text
+    records = json.loads((tmp_path / "cmp.json").read_text())
+    assert [r["variant"] for r in records] == ["llama", "cem-full"]
+    assert all(r["params"] > 0 and r["tokens_per_s"] > 0 and r["val_ppl"] > 1 for r in records)
+    assert records[1]["params"] < records[0]["params"]
+
+
+def test_cli_reports_no_network_clearly(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["lm", "train", "--data", "slimpajama", "--steps", "1", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "PATH" in err or "shard" in err
