@@ -4,30 +4,35 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import explain, run_safely, show_figure
+from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
 from cem_core import interactive
 from cem_core.lm import jobs
 from cem_core.lm.data import DEMO_LABEL
 from cem_core.model import VARIANTS
 
 HAS_GPU = torch.cuda.is_available()
+KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
 
 
 def launcher() -> None:
     st.subheader("Start a run")
     presets = ["cpu-tiny", "paper-86m", "paper-162m"] if HAS_GPU else ["cpu-tiny"]
+    load_controls("lm", jobs.JobSpec, KEYS)
+    st.session_state[KEYS["variants"]] = list(st.session_state[KEYS["variants"]])
     c1, c2, c3 = st.columns(3)
-    preset = c1.selectbox("preset", presets, help="The paper-sized presets need a GPU.")
-    variants = c2.multiselect("variants", list(VARIANTS), default=["llama", "cem-full"])
-    data = c3.selectbox("data", jobs.data_choices(),
+    preset = c1.selectbox("preset", presets, key=KEYS["preset"], help="The paper-sized presets need a GPU.")
+    variants = c2.multiselect("variants", list(VARIANTS), key=KEYS["variants"])
+    data = c3.selectbox("data", jobs.data_choices(), key=KEYS["data"],
                         help=f"demo = {DEMO_LABEL}; slimpajama = Hugging Face streaming (needs network); "
                              f"other entries are shard folders in {jobs.data_dir()}")
+    spec = jobs.JobSpec(preset=preset, variants=tuple(variants), data=data)
+    mirror_to_url(spec)
     if data == "demo":
         st.caption(f"Data: {DEMO_LABEL}.")
     if not HAS_GPU:
         st.caption("No GPU here: the cpu-tiny preset (about 2 minutes a variant on 2 cores).")
     if st.button("Start", type="primary", icon=":material/play_arrow:"):
-        jobs.start(jobs.JobSpec(preset=preset, variants=tuple(variants), data=data))
+        jobs.start(spec)
         st.rerun()
 
 

@@ -37,7 +37,7 @@ def test_page_on_defaults(page):
 
 
 def _widget(at, key):
-    for kind in ("slider", "number_input", "selectbox", "radio", "toggle"):
+    for kind in ("slider", "number_input", "selectbox", "radio", "toggle", "multiselect"):
         for w in getattr(at, kind):
             if w.key == key:
                 return w
@@ -59,6 +59,7 @@ CHANGES = [
     ("gp", "gp_kernel", "periodic"), ("gp", "gp_kernel", "matern52"), ("gp", "gp_seed", 9999), ("gp", "gp_context", 0),
     ("gp", "gp_context", 32), ("gp", "gp_T", 8), ("gp", "gp_diagonal", "shared"), ("gp", "gp_steps", 50),
     ("gp", "teacher", True),
+    ("lm", "lm_variants", ["cem-attn", "cem-mlp"]), ("lm", "lm_data", "slimpajama"), ("lm", "teacher", True),
 ]
 
 
@@ -70,7 +71,8 @@ def test_page_after_changing_a_control(page, key, value):
     assert _widget(at, key).value == value
     if key != "teacher":
         url_key = key.split("_", 1)[1] if page == "energy" else key
-        assert at.query_params[url_key] == (str(value).lower() if isinstance(value, bool) else str(value))
+        expected = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        assert at.query_params[url_key] == expected
 
 
 def test_an_invalid_combination_shows_the_reason():
@@ -102,6 +104,11 @@ def test_a_link_restores_the_view():
     assert _widget(at, "en_diagonal").value == "shared" and _widget(at, "en_seed").value == 3
     gp = run_page("gp", {"gp_kernel": "periodic", "gp_T": "5"})
     assert _widget(gp, "gp_kernel").value == "periodic" and _widget(gp, "gp_T").value == 5
+    lm = run_page("lm", {"lm_variants": "llama,cem-mlp", "lm_data": "demo"})
+    assert_clean(lm)
+    assert _widget(lm, "lm_variants").value == ["llama", "cem-mlp"]
+    bad = run_page("lm", {"lm_variants": "llama,gpt"})
+    assert any("could not be used" in e.value for e in bad.error) and not bad.exception
 
 
 @pytest.mark.parametrize("query", [{"T": "banana"}, {"T": "99"}, {"layer": "lstm"}, {"width": "7"}])

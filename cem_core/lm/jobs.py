@@ -48,6 +48,20 @@ class JobSpec:
             _fail("variants", self.variants, f"must be a non-empty selection of {', '.join(VARIANTS)}")
         _check_choice("data", self.data, tuple(data_choices()))
 
+    def to_query(self) -> dict[str, str]:
+        return {"lm_preset": self.preset, "lm_variants": ",".join(self.variants), "lm_data": self.data}
+
+    @classmethod
+    def from_query(cls, query: dict) -> "JobSpec":
+        values = {}
+        if "lm_preset" in query:
+            values["preset"] = query["lm_preset"]
+        if "lm_variants" in query:
+            values["variants"] = tuple(v for v in query["lm_variants"].split(",") if v)
+        if "lm_data" in query:
+            values["data"] = query["lm_data"]
+        return cls(**values)
+
     def command(self, out: Path) -> list[str]:
         data = self.data if self.data in ("demo", "slimpajama") else str(data_dir() / self.data)
         return [sys.executable, "-m", "cem_core", "lm", "compare", "--preset", self.preset, "--data", data,
