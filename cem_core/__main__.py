@@ -137,6 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int)
         p.add_argument("--device", default=None)
 
+    bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
+    bench.add_argument("--d-model", type=int, default=512)
+    bench.add_argument("--n-heads", type=int, default=8)
+    bench.add_argument("--seq-len", type=int, default=512)
+    bench.add_argument("--batch", type=int, default=4)
+    bench.add_argument("--d-ff", type=int, default=1376)
+    bench.add_argument("--repeats", type=int, default=7)
+    bench.add_argument("--device", default=None, help="default: cuda when present, else cpu")
+    bench.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default=None)
+    bench.add_argument("--forward-only", action="store_true")
+    bench.add_argument("--json", help="also write the records (name, time_ratio, flop_ratio, ...) here")
+
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
     figures.add_argument("--out", default="figures")
     figures.add_argument("--gp-results", default=None, help="default: the committed default sweep")
@@ -266,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
         elif args.command == "lm":
             return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
+        elif args.command == "bench":
+            from .bench import main as bench_main
+            return bench_main(args)
         elif args.command == "figures":
             return write_figures(args)
     except (ValueError, ConnectionError, FileNotFoundError, FloatingPointError) as err:

@@ -1,0 +1,232 @@
+"""Side-by-side benchmarks that print ratios measured in one run (design.md §4).
+
+Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
+the measured time ratio B/A and the FLOP ratio beside it (cem_core.flops, whose counting
+convention is printed with the table). Rows: CEM attention at T = 1, 2, 4 vs LlamaAttention;
+D+LR per head and shared vs no diagonal; CEM gated MLP at T = 1, 2 vs SwiGLU at equal d_ff; a
+full block and a full model (tokens/s, forward and forward+backward); the fast path vs the
+autograd reference; activation memory (bytes saved for backward) and KV-cache bytes per token.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .attention import CEMAttention, LlamaAttention
+from .config import AttentionConfig, MLPConfig
+from .descent import reference_forward
+from .flops import CONVENTION, attention_flops, mlp_flops
+from .mlp import CEMGatedMLP, SwiGLU
+from .model import Block, LanguageModel, ModelConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    d_model: int = 512
+    n_heads: int = 8
+    seq_len: int = 512
+    batch: int = 4
+    d_ff: int = 1376                   # about 8/3 d, Llama's SwiGLU width, rounded to 32
+    repeats: int = 7
+    warmup: int = 2
+    device: str = "cpu"
+    dtype: str = "float32"             # "bfloat16" on GPU
+    backward: bool = True              # time forward+backward (the targets) or forward only
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _runner(module, make_input, backward: bool, device: str):
+    def run():
+        x = make_input()
+        out = module(x)
+        if backward:
+            out.float().square().mean().backward()
+        _sync(device)
+    return run
+
+
+def interleaved(a, b, repeats: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Times of a and b, alternating so that drift in machine speed hits both sides alike."""
+    for _ in range(warmup):
+        a()
+        b()
+    ta, tb = [], []
+    for _ in range(repeats):
+        for fn, times in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return ta, tb
+
+
+def saved_bytes(module, x) -> int:
+    """Bytes of the tensors autograd saves for backward in one forward pass (activation memory)."""
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(x)
+    return total
+
+
+def _layer(cls, cfg, c: BenchConfig):
+    torch.manual_seed(0)
+    return cls(cfg).to(device=c.device, dtype=getattr(torch, c.dtype))
+
+
+def _row(name, a_name, b_name, ta, tb, flop_ratio, extra=None) -> dict:
+    ma, mb = statistics.median(ta), statistics.median(tb)
+    record = {"name": name, "a": a_name, "b": b_name, "time_a_ms": 1000 * ma, "time_b_ms": 1000 * mb,
+              "time_ratio": mb / ma, "flop_ratio": flop_ratio,
+              "vs_flops": (mb / ma) / flop_ratio if flop_ratio else None}
+    return record | (extra or {})
+
+
+def layer_rows(c: BenchConfig) -> list[dict]:
+    dtype = getattr(torch, c.dtype)
+    h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
+    make = (lambda: h.detach().requires_grad_(True)) if c.backward else (lambda: h)
+    rows = []
+
+    def compare(name, a_cls, a_cfg, b_cls, b_cfg, flops_fn):
+        a, b = _layer(a_cls, a_cfg, c), _layer(b_cls, b_cfg, c)
+        ta, tb = interleaved(_runner(a, make, c.backward, c.device), _runner(b, make, c.backward, c.device),
+                             c.repeats, c.warmup)
+        fa, fb = flops_fn(a_cfg, c.seq_len)["total"], flops_fn(b_cfg, c.seq_len)["total"]
+        mem = {"saved_bytes_a": saved_bytes(a, make()), "saved_bytes_b": saved_bytes(b, make())}
+        rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem))
+
+    llama = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)
+    for T in (1, 2, 4):
+        compare(f"CEM attention T={T} vs Llama attention", LlamaAttention, llama, CEMAttention,
+                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T), attention_flops)
+    plain = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
+    for diagonal in ("per_head", "shared"):
+        compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
+                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops)
+    swiglu = MLPConfig(d_model=c.d_model, d_ff=c.d_ff, untied=True)
+    for T in (1, 2):
+        compare(f"CEM gated MLP T={T} vs SwiGLU", SwiGLU, swiglu, CEMGatedMLP,
+                MLPConfig(d_model=c.d_model, d_ff=c.d_ff, T=T), mlp_flops)
+    return rows
+
+
+def model_rows(c: BenchConfig) -> list[dict]:
+    """A full block and a full model: llama vs cem-full (T = 2), tokens/s forward and forward+backward."""
+    dtype = getattr(torch, c.dtype)
+    sizes = dict(vocab_size=257, d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, n_layers=2, max_seq_len=c.seq_len)
+    cem = dict(attention_options=dict(T=2), mlp_options=dict(T=2))
+    configs = (ModelConfig.variant("llama", **sizes), ModelConfig.variant("cem-full", **sizes, **cem))
+    tokens = c.batch * c.seq_len
+    rows = []
+    for backward in (False, True):
+        mode = "forward+backward" if backward else "forward"
+        torch.manual_seed(0)
+        blocks = [Block(cfg).to(device=c.device, dtype=dtype) for cfg in configs]
+        h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
+        make = (lambda: h.detach().requires_grad_(True)) if backward else (lambda: h)
+        ta, tb = interleaved(*(_runner(b, make, backward, c.device) for b in blocks), c.repeats, c.warmup)
+        flops = [attention_flops(cfg.attention_config(), c.seq_len)["total"] +
+                 mlp_flops(cfg.mlp_config(), c.seq_len)["total"] for cfg in configs]
+        rows.append(_row(f"block ({mode}), cem-full T=2 vs llama", "llama", "cem-full", ta, tb, flops[1] / flops[0],
+                         {"tokens_per_s_a": tokens / statistics.median(ta), "tokens_per_s_b": tokens / statistics.median(tb)}))
+        torch.manual_seed(0)
+        models = [LanguageModel(cfg).to(device=c.device, dtype=dtype) for cfg in configs]
+        idx = torch.randint(0, 257, (c.batch, c.seq_len), device=c.device)
+
+        def run_model(m, backward=backward):
+            def run():
+                logits = m(idx)
+                if backward:
+                    logits.float().logsumexp(-1).mean().backward()
+                _sync(c.device)
+            return run
+
+        ta, tb = interleaved(run_model(models[0]), run_model(models[1]), c.repeats, c.warmup)
+        head = 2 * c.d_model * 257 * c.seq_len
+        model_flops = [2 * f + head for f in flops]
+        rows.append(_row(f"model, 2 layers ({mode}), cem-full T=2 vs llama", "llama", "cem-full", ta, tb,
+                         model_flops[1] / model_flops[0],
+                         {"tokens_per_s_a": tokens / statistics.median(ta), "tokens_per_s_b": tokens / statistics.median(tb)}))
+    return rows
+
+
+def reference_row(c: BenchConfig) -> dict:
+    """The fast path vs T autograd steps on the energy (the reference), CEM attention T = 2."""
+    cfg = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=2)
+    layer = _layer(CEMAttention, cfg, c)
+    h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=getattr(torch, c.dtype))
+
+    def fast():
+        with torch.no_grad():
+            layer(h)
+        _sync(c.device)
+
+    def reference():
+        reference_forward(layer, h)
+        _sync(c.device)
+
+    ta, tb = interleaved(fast, reference, c.repeats, c.warmup)
+    return _row("autograd reference vs fast path (CEM attention T=2, forward)", "fast", "reference", ta, tb, None)
+
+
+def cache_rows(c: BenchConfig) -> list[dict]:
+    bytes_ = {name: cfg.cache_floats_per_token() * torch.finfo(getattr(torch, c.dtype)).bits // 8 for name, cfg in (
+        ("llama", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)),
+        ("cem", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)),
+        ("cem D+LR", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal="shared")))}
+    return [{"name": f"KV cache bytes/token/layer, {name} vs llama", "kv_bytes_per_token": b,
+             "time_ratio": None, "flop_ratio": None, "bytes_ratio": b / bytes_["llama"]} for name, b in bytes_.items()]
+
+
+def run(c: BenchConfig) -> list[dict]:
+    return layer_rows(c) + model_rows(c) + [reference_row(c)] + cache_rows(c)
+
+
+def format_table(records: list[dict], c: BenchConfig) -> str:
+    lines = [f"device {c.device}, {c.dtype}, d_model {c.d_model}, heads {c.n_heads}, sequence {c.seq_len}, "
+             f"batch {c.batch}, d_ff {c.d_ff}; {'forward+backward' if c.backward else 'forward'} unless the row says; "
+             f"medians of {c.repeats} interleaved repeats",
+             f"FLOP convention: {CONVENTION}",
+             f"{'row':<62} {'A ms':>9} {'B ms':>9} {'time B/A':>9} {'FLOPs B/A':>10} {'time/FLOPs':>10}",
+             "-" * 114]
+    for r in records:
+        if r["time_ratio"] is None:
+            lines.append(f"{r['name']:<62} {r['kv_bytes_per_token']:>9,} bytes  ({r['bytes_ratio']:.2f} x llama)")
+            continue
+        flop = f"{r['flop_ratio']:>10.3f}" if r["flop_ratio"] else f"{'-':>10}"
+        vs = f"{r['vs_flops']:>10.3f}" if r["vs_flops"] else f"{'-':>10}"
+        lines.append(f"{r['name']:<62} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} {flop} {vs}")
+        if "tokens_per_s_a" in r:
+            lines.append(f"{'':<62} tokens/s: {r['a']} {r['tokens_per_s_a']:,.0f}, {r['b']} {r['tokens_per_s_b']:,.0f}")
+        if "saved_bytes_a" in r:
+            lines.append(f"{'':<62} activation memory: {r['saved_bytes_a'] / 2**20:.1f} MiB vs "
+                         f"{r['saved_bytes_b'] / 2**20:.1f} MiB")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    c = BenchConfig(d_model=args.d_model, n_heads=args.n_heads, seq_len=args.seq_len, batch=args.batch,
+                    d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only)
+    AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
+    records = run(c)
+    print(format_table(records, c))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": c.__dict__, "convention": CONVENTION, "records": records}, f, indent=1)
+        print(f"records written to {args.json}")
+    return 0
