@@ -52,6 +52,7 @@ def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
     assert header["config_hash"] == cfg.hash and header["provenance"]["torch"] == torch.__version__
 
 
+# One run of train() in a fresh process (to be killed, or under torchrun).
 RUN_SCRIPT = """
 import sys, torch
 torch.set_num_threads(1)
@@ -95,16 +96,6 @@ def test_resume_refuses_another_configuration(tmp_path, one_thread):
         train(LMTrainConfig(**{**cfg.__dict__, "lr": 1e-4}), data, tmp_path / "run", progress=False)
 
 
-DDP_SCRIPT = """
-import sys, torch
-torch.set_num_threads(1)
-from cem_core.lm.data import DataConfig
-from cem_core.lm.train import LMTrainConfig, train
-cfg = LMTrainConfig(**{cfg})
-train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)
-"""
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -117,7 +108,7 @@ def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
     cfg = dict(variant="cem-full", steps=5, eval_every=5, ckpt_every=5, dtype="float64", data_shards=2, lr=1e-2,
                **TINY)
     script = tmp_path / "ddp.py"
-    script.write_text(DDP_SCRIPT.format(cfg=repr(cfg), path=data.path))
+    script.write_text(RUN_SCRIPT.format(cfg=repr(cfg), path=data.path))
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(script),
                           str(tmp_path / "ddp")], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
