@@ -8,6 +8,7 @@ Target (design.md §4): at most 300 ms on 2 cores. Prints medians and the spread
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+logging.getLogger("streamlit").setLevel(logging.ERROR)   # "No runtime found" notes from bare mode
 
 
 def timed(at: AppTest) -> float:

@@ -89,21 +89,29 @@ class EnergyDescentLayer(nn.Module):
         """eta_t as plain floats (for traces, plots and the reference path)."""
         return [float(e.detach()) if isinstance(e, torch.Tensor) else e for e in self.step_sizes()]
 
-    def _step(self, x, x0, context, eta, need_weights=False):
+    def _displacement(self, x, x0, context, eta, need_weights=False):
+        """x^(t+1) - x^(t) = -eta P grad E(x^(t)), and the attention weights when asked."""
         u, weights = self._negative_gradient(x, context, need_weights)  # u = -grad E_interaction(x)
         if self.config.anchor:
             u = u - self.config.anchor * (x - x0)                      # - grad (lambda/2)|x - x0|^2
-        return x + eta * self.preconditioner(u), weights               # x^(t+1) = x^(t) - eta P grad E
+        step = self.preconditioner(u)                                  # P (-grad E)
+        return (step if isinstance(eta, float) and eta == 1.0 else eta * step), weights
+
+    def _step(self, x, x0, context, eta, need_weights=False):
+        step, weights = self._displacement(x, x0, context, eta, need_weights)
+        return x + step, weights                                       # x^(t+1) = x^(t) - eta P grad E
 
     def forward(self, h: torch.Tensor, cache=None) -> torch.Tensor:
         if self.check_inputs:
             check_input(h, self.config.d_model)
         x0 = self.norm(h)                                              # x^(0) = c = Norm(h)
         context = self._context(x0, cache)                             # computed once for all T steps
+        *first, last = self.step_sizes()
         x = x0
-        for eta in self.step_sizes():
+        for eta in first:
             x, _ = self._step(x, x0, context, eta)
-        return h + (x - x0)                                            # h' = h + x^(T) - x^(0)
+        step, _ = self._displacement(x, x0, context, last)
+        return h + step if not first else h + ((x - x0) + step)       # h' = h + x^(T) - x^(0)
 
     # -- the energy view ---------------------------------------------------------------------
     def _require_tied(self, what: str) -> None:

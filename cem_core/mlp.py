@@ -81,4 +81,4 @@ class SwiGLU(nn.Module):
         if self.check_inputs:
             check_input(h, self.config.d_model)
         c = self.norm(h)
-        return h + self.down_proj(self.phi(self.gate_proj(c)) * self.up_proj(c))
+        return h + self.down_proj(self.phi(self.gate_proj(c)) * self.up_proj(c))   # h + W_down(phi(W_gate c) * W_up c)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 
 from . import figdata, gp_sweep
 
@@ -16,6 +17,7 @@ from . import figdata, gp_sweep
 def _finish(fig, ax, log2_x=False, **labels):
     if log2_x:
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())   # 1 2 4 8, not 2^k
     ax.set(**labels)
     ax.legend(fontsize=8)
     fig.tight_layout()
