@@ -38,6 +38,13 @@ def sidebar_controls() -> EnergyControls:
         st.number_input("sequence length", 2, 256, key=KEYS["seq_len"])
         st.number_input("seed", 0, 9999, key=KEYS["seed"])
         st.toggle("RoPE", key=KEYS["rope"])
+        st.header("Attention heatmap")
+        for name, top in (("heat_step", st.session_state[KEYS["T"]]), ("heat_head", st.session_state[KEYS["heads"]] - 1)):
+            st.session_state[KEYS[name]] = min(st.session_state[KEYS[name]], top)   # follow a smaller T or head count
+        if st.session_state[KEYS["T"]] > 1:
+            st.slider("step", 1, st.session_state[KEYS["T"]], key=KEYS["heat_step"])
+        if st.session_state[KEYS["heads"]] > 1:
+            st.slider("head", 0, st.session_state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
     controls = EnergyControls(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(controls)
     return controls
@@ -65,8 +72,7 @@ def phase_section(controls: EnergyControls, phase: dict, token: int, index: int)
     with c4:
         if phase["weights"] is not None:
             T, H = phase["weights"].shape[:2]
-            step = st.slider("attention at step", 1, T, T, key=f"heat-step-{index}") - 1 if T > 1 else 0
-            head = st.slider("head", 0, H - 1, 0, key=f"heat-head-{index}") if H > 1 else 0
+            step, head = min(controls.heat_step, T) - 1, min(controls.heat_head, H - 1)
             show_figure(interactive.attention_heatmap_figure(phase["weights"], step, head), f"{name} attention",
                         f"heat-{index}")
             explain("Row i is where token i looks at this step. As x moves, the queries W_Q x change while the "

@@ -77,7 +77,7 @@ class EnergyControls(_Controls):
              "anchor": ("float", (0.0, 5.0)), "diagonal": ("choice", DIAGONALS),
              "preconditioner": ("choice", PRECONDITIONERS), "rank": ("int", (1, 8)), "heads": ("int", (1, 8)),
              "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)), "seed": ("int", (0, 9999)),
-             "rope": ("bool", None)}
+             "rope": ("bool", None), "heat_step": ("int", (1, 16)), "heat_head": ("int", (0, 7))}
 
     layer: str = "attention"
     T: int = 4
@@ -91,6 +91,8 @@ class EnergyControls(_Controls):
     seq_len: int = 8
     seed: int = 0
     rope: bool = False
+    heat_step: int = 16           # the attention heatmap's step, shown as min(heat_step, T)
+    heat_head: int = 0            # the attention heatmap's head, shown as min(heat_head, heads - 1)
 
     def __post_init__(self) -> None:
         self._validate()

@@ -52,6 +52,7 @@ CHANGES = [
     ("energy", "en_preconditioner", "dlr"), ("energy", "en_preconditioner", "psd"), ("energy", "en_rank", 8),
     ("energy", "en_heads", 8), ("energy", "en_width", 2), ("energy", "en_width", 64), ("energy", "en_seq_len", 2),
     ("energy", "en_seq_len", 48), ("energy", "en_seed", 9999), ("energy", "en_rope", True), ("energy", "teacher", True),
+    ("energy", "en_heat_step", 1), ("energy", "en_heat_head", 1),
     ("design", "ds_d_model", 1536), ("design", "ds_n_layers", 1), ("design", "ds_n_heads", 16), ("design", "ds_d_ff", 8),
     ("design", "ds_vocab_size", 2), ("design", "ds_seq_len", 1), ("design", "ds_T", 16),
     ("design", "ds_diagonal", "shared"), ("design", "ds_preconditioner", "dlr"), ("design", "ds_rank", 64),

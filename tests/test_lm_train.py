@@ -185,3 +185,16 @@ def test_cli_reports_no_network_clearly(tmp_path, capsys, monkeypatch):
     assert main(["lm", "train", "--data", "slimpajama", "--steps", "1", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "PATH" in err or "shard" in err
+
+
+def test_bpe_tokenizer_is_trained_and_saved_with_the_run(tmp_path, one_thread):
+    data = corpus(tmp_path)
+    cfg = LMTrainConfig(variant="llama", tokenizer="bpe:300", steps=3, eval_every=3, ckpt_every=3,
+                        **{k: v for k, v in TINY.items() if k != "sample_tokens"}, sample_tokens=4)
+    summary = train(cfg, data, tmp_path / "run", progress=False).summary
+    saved = tmp_path / "run" / "tokenizer.json"
+    assert saved.exists()
+    from cem_core.lm.tokenizer import load_tokenizer
+    tok = load_tokenizer(saved)
+    assert 257 < tok.vocab_size <= 300 and tok.decode(tok.encode("the cat sat")) == "the cat sat"
+    assert summary["params"] == sum(p.numel() for p in LanguageModel(cfg.model_config(tok.vocab_size)).parameters())
