@@ -6,12 +6,14 @@ import sys
 from pathlib import Path
 
 import streamlit as st
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # app_pages importable however the app is started
 
 from app_pages.common import teacher_mode  # noqa: E402
 
 st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide")
+torch.set_num_threads(1)   # page compute is small; one thread avoids fighting a background training run
 
 PAGES = [
     st.Page("app_pages/energy.py", title="Energy descent", icon=":material/trending_down:", default=True),

@@ -2,7 +2,7 @@
 configs (design.md §1: pages contain no logic of their own).
 
 Every combination of control values either builds configs or raises ``ValueError`` with the
-reason, including sizes that would take more than a few seconds of CPU. Each control class
+reason, including sizes too large for an interactive page. Each control class
 round-trips through URL query parameters (``to_query`` / ``from_query``) so a copied link
 restores the view.
 """
@@ -16,7 +16,8 @@ from .gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
 from .model import VARIANTS, ModelConfig
 
 LAYERS = ("attention", "mlp", "block")
-COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render (about 3 s on 2 cores); above it we refuse
+COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above it we refuse. Measured on 2 cores:
+                          # 0.2-0.4 s of compute at the limit on an idle machine, 3-6 s when other jobs share it
 LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 
 
@@ -99,7 +100,8 @@ class EnergyControls(_Controls):
         if self.cost() > COST_LIMIT:
             _fail("width", self.width,
                   f"this combination (width {self.width}, sequence {self.seq_len}, T {self.T}, heads {self.heads}, "
-                  f"diagonal {self.diagonal}) would take more than a few seconds of CPU; lower the width, "
+                  f"diagonal {self.diagonal}) is too large for an interactive page (seconds of CPU per change "
+                  "on a busy 2-core machine); lower the width, "
                   "the sequence length or T")
         self.attention_config()   # raises ValueError for inconsistent combinations
         self.mlp_config()

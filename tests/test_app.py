@@ -88,7 +88,7 @@ def test_a_too_large_setting_is_refused_with_a_message():
     for key, value in (("en_width", 512), ("en_seq_len", 256), ("en_T", 16), ("en_heads", 8)):
         _widget(at, key).set_value(value).run()
     assert not at.exception
-    assert any("few seconds of CPU" in e.value for e in at.error)
+    assert any("too large for an interactive page" in e.value for e in at.error)
 
 
 def test_teacher_mode_adds_explanations():
