@@ -295,10 +295,8 @@ class RunResult:
     summary: dict = field(default_factory=dict)
 
 
-def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, device: str | None = None,
-          stop_after: int | None = None) -> RunResult:
-    """Train (or resume) one run. ``stop_after`` ends the process's work after that many steps in
-    total without finishing the run (used to test resumption); the run can be continued later."""
+def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, device: str | None = None) -> RunResult:
+    """Train one run, or resume it from out_dir/checkpoint.pt; the summary comes back when it finishes."""
     d = init_distributed()
     if d.active and cfg.data_shards != d.world_size:
         cfg = replace(cfg, data_shards=d.world_size)
@@ -340,8 +338,7 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
         bar = tqdm(total=cfg.steps, initial=start, unit="step", desc=f"{cfg.variant}")
     tokens_per_step = cfg.batch_size * cfg.seq_len
     t0, timed_steps = time.perf_counter(), 0
-    end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
-    for step in range(start, end):
+    for step in range(start, cfg.steps):
         lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -380,7 +377,7 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
     if bar:
         bar.close()
     result = RunResult(out_dir=out)
-    if end == cfg.steps and d.main:
+    if d.main:
         result.summary = finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d)
     if d.active:
         dist.barrier()
