@@ -18,16 +18,20 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float, dtype: torc
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def _rotate_half(v: torch.Tensor) -> torch.Tensor:
-    v1, v2 = v.chunk(2, dim=-1)
-    return torch.cat((-v2, v1), dim=-1)
+def _turn(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, sign: float) -> torch.Tensor:
+    """Rotate the pairs (v_m, v_{m+d/2}) by +-theta: half-width products and one concatenation,
+    fewer passes over memory than v cos + rotate_half(v) sin (the same numbers up to rounding)."""
+    half = v.shape[-1] // 2
+    v1, v2 = v[..., :half], v[..., half:]
+    c, s = cos[..., :half], sign * sin[..., :half]                     # cos and sin repeat over the halves
+    return torch.cat((v1 * c - v2 * s, v2 * c + v1 * s), dim=-1)
 
 
 def rotate(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """R_i v_i over the second-to-last (position) axis."""
-    return v * cos + _rotate_half(v) * sin                             # R_i v
+    return _turn(v, cos, sin, 1.0)                                    # R_i v = v cos + rotate_half(v) sin
 
 
 def unrotate(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """R_i^T v_i, the inverse rotation."""
-    return v * cos - _rotate_half(v) * sin                             # R_i^T v
+    return _turn(v, cos, sin, -1.0)                                   # R_i^T v = v cos - rotate_half(v) sin
