@@ -176,7 +176,8 @@ class GPControls(_Controls):
     """The GP page: the sampled-function demo and the small model trained live."""
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
-             "T": ("int", (1, 8)), "diagonal": ("choice", DIAGONALS), "steps": ("int", (50, 1500))}
+             "T": ("int", (1, 8)), "diagonal": ("choice", DIAGONALS),
+             "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
     PREFIX = "gp_"
 
     kernel: str = "rbf"
