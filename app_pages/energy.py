@@ -26,12 +26,14 @@ def sidebar_controls() -> EnergyControls:
         st.header("Layer")
         st.radio("layer", LAYERS, format_func=LAYER_LABELS.get, key=KEYS["layer"])
         st.slider("steps T", 1, 16, key=KEYS["T"])
-        st.slider("step size eta", 0.05, 5.0, step=0.05, key=KEYS["eta"])
+        st.slider("step size eta", 0.05, 20.0, step=0.05, key=KEYS["eta"])
         st.slider("anchor lambda (our extension; 0 = the paper)", 0.0, 5.0, step=0.1, key=KEYS["anchor"])
         st.selectbox("diagonal (D+LR)", DIAGONALS, key=KEYS["diagonal"])
         st.selectbox("preconditioner", PRECONDITIONERS, key=KEYS["preconditioner"],
                      help="dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
         st.slider("preconditioner rank", 1, 8, key=KEYS["rank"])
+        st.slider("preconditioner scale", 0.0, 3.0, step=0.1, key=KEYS["p_scale"],
+                  help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
         st.header("Sizes")
         st.slider("heads", 1, 8, key=KEYS["heads"])
         st.number_input("width d", 2, 512, key=KEYS["width"])

@@ -74,10 +74,10 @@ class _Controls:
 class EnergyControls(_Controls):
     """The energy-descent page: one layer (or a block) on a random input."""
 
-    SPECS = {"layer": ("choice", LAYERS), "T": ("int", (1, 16)), "eta": ("float", (0.05, 5.0)),
+    SPECS = {"layer": ("choice", LAYERS), "T": ("int", (1, 16)), "eta": ("float", (0.05, 20.0)),
              "anchor": ("float", (0.0, 5.0)), "diagonal": ("choice", DIAGONALS),
-             "preconditioner": ("choice", PRECONDITIONERS), "rank": ("int", (1, 8)), "heads": ("int", (1, 8)),
-             "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)), "seed": ("int", (0, 9999)),
+             "preconditioner": ("choice", PRECONDITIONERS), "rank": ("int", (1, 8)), "p_scale": ("float", (0.0, 3.0)),
+             "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)), "seed": ("int", (0, 9999)),
              "rope": ("bool", None), "heat_step": ("int", (1, 16)), "heat_head": ("int", (0, 7))}
 
     layer: str = "attention"
@@ -87,6 +87,7 @@ class EnergyControls(_Controls):
     diagonal: str = "none"
     preconditioner: str = "none"
     rank: int = 2
+    p_scale: float = 0.3          # the preconditioner's U, V entries ~ N(0, p_scale^2 / d); above ~1.1 dlr turns indefinite
     heads: int = 2
     width: int = 8
     seq_len: int = 8

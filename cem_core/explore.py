@@ -23,10 +23,13 @@ def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
             layers.append(("attention", CEMAttention(c.attention_config()).double()))
         if c.mlp_config() is not None:
             layers.append(("mlp", CEMGatedMLP(c.mlp_config()).double()))
-        for _, layer in layers:   # give D+LR a visible diagonal (it starts at zero in training)
-            if getattr(layer, "diag", None) is not None:
-                with torch.no_grad():
+        with torch.no_grad():
+            for _, layer in layers:
+                if getattr(layer, "diag", None) is not None:   # a visible diagonal (it starts at zero in training)
                     layer.diag.normal_(0.0, 0.5)
+                for name in ("U", "V"):                          # U, V ~ N(0, p_scale^2 / d)
+                    if hasattr(layer.preconditioner, name):
+                        getattr(layer.preconditioner, name).normal_(0.0, c.p_scale / c.width ** 0.5)
     return layers
 
 
@@ -67,6 +70,7 @@ def landscape(layer, h: torch.Tensor, token: int, path: torch.Tensor, grid: int 
     points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]   # x = origin + a e1 + b e2
     energy = layer.energy_at(points, h, token).reshape(grid, grid)
     return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "trajectory": trajectory.numpy(),
+            "origin": origin.numpy(), "basis": basis.numpy(),
             "off_plane": (path - origin - trajectory @ basis).norm(dim=-1).numpy(),
             "key_tips": None if tips is None else tips.numpy(), "true_plane": path.shape[1] == 2}
 

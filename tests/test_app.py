@@ -47,7 +47,7 @@ def _widget(at, key):
 # (page, widget key, new value): every control of every page, moved to a valid extreme
 CHANGES = [
     ("energy", "en_layer", "mlp"), ("energy", "en_layer", "block"), ("energy", "en_T", 16), ("energy", "en_T", 1),
-    ("energy", "en_eta", 5.0), ("energy", "en_eta", 0.05), ("energy", "en_anchor", 5.0),
+    ("energy", "en_eta", 20.0), ("energy", "en_eta", 0.05), ("energy", "en_anchor", 5.0), ("energy", "en_p_scale", 3.0),
     ("energy", "en_diagonal", "per_head"), ("energy", "en_diagonal", "shared"),
     ("energy", "en_preconditioner", "dlr"), ("energy", "en_preconditioner", "psd"), ("energy", "en_rank", 8),
     ("energy", "en_heads", 8), ("energy", "en_width", 2), ("energy", "en_width", 64), ("energy", "en_seq_len", 2),
