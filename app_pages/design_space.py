@@ -1,39 +1,27 @@
 """Design space: parameters, FLOPs, the update equations and the preconditioner's spectrum."""
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 import torch
 
 from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core import interactive
+from cem_core import figdata, interactive
 from cem_core.config import DIAGONALS, PRECONDITIONERS
 from cem_core.controls import DesignControls
 from cem_core.equations import update_latex
 from cem_core.flops import attention_flops, mlp_flops
 from cem_core.model import VARIANTS
-from cem_core.precondition import Preconditioner
 
 KEYS = {name: f"ds_{name}" for name in DesignControls.SPECS}
 SPECTRUM_MAX_D = 256
+SPECTRUM_LABELS = {"dlr": "dlr: diag + UV^T + VU^T", "psd": "psd: diag + UU^T"}
 
 
 @st.cache_data(show_spinner=False)
 def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
-    """Eigenvalues of the paper-form (dlr) and positive-definite (psd) P with the same factors."""
-    torch.manual_seed(seed)
-    out = {}
-    for kind in ("dlr", "psd"):
-        P = Preconditioner(d, kind, rank)
-        with torch.no_grad():
-            g = torch.Generator().manual_seed(seed)
-            P.U.copy_(torch.randn(d, rank, generator=g) * scale / math.sqrt(d))
-            if kind == "dlr":
-                P.V.copy_(torch.randn(d, rank, generator=g) * scale / math.sqrt(d))
-            out[f"{kind}: " + ("diag + UV^T + VU^T" if kind == "dlr" else "diag + UU^T")] = \
-                torch.linalg.eigvalsh(P.matrix().double()).tolist()
-    return out
+    """Eigenvalues of the paper-form (dlr) and positive-definite (psd) P, factor entries N(0, scale^2/d)."""
+    eigs = figdata.preconditioner_spectra(d_model=d, rank=rank, init_scale=scale ** 2, seed=seed)
+    return {SPECTRUM_LABELS[kind]: values.tolist() for kind, values in eigs.items()}
 
 
 def body() -> None:

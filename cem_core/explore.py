@@ -9,9 +9,8 @@ import torch
 
 from .attention import CEMAttention
 from .controls import LANDSCAPE_GRID, EnergyControls
-from .figdata import _plane, descent_input
+from .figdata import descent_input, landscape
 from .mlp import CEMGatedMLP
-from .rope import unrotate
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
@@ -33,48 +32,6 @@ def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
     return layers
 
 
-def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
-    """x^(0) + eta P v^k_j for every head k and key j <= token, shape (H, token+1, d).
-
-    v^k_j is what the first step adds if head k puts all its weight on key j:
-    W_Q,k^T R_i^T R_j W_K,k c_j (+ d_k * c_j with D+LR). With one head the first step lands in
-    the convex hull of these points."""
-    c = layer.norm(h)
-    ctx = layer._context(c)
-    H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
-    keys = ctx.keys[0, :, : token + 1, :dh]                            # R_j W_K,k c_j
-    if layer.config.rope:
-        keys = unrotate(keys, ctx.cos[token], ctx.sin[token])          # R_i^T R_j W_K,k c_j
-    v = torch.einsum("hjc,hcd->hjd", keys, layer.q_proj.weight.view(H, dh, d))  # W_Q,k^T (...)
-    diag = layer.diagonal_matrix()
-    if diag is not None:
-        v = v + diag[:, None, :] * c[0, None, : token + 1]             # + d_k * c_j
-    return c[0, token] + layer.step_size_values()[0] * layer.preconditioner(v)   # x^(0) + eta P v
-
-
-def landscape(layer, h: torch.Tensor, token: int, path: torch.Tensor, grid: int = LANDSCAPE_GRID) -> dict:
-    """One token's energy on the plane of its trajectory (see figdata._plane), with the keys for attention."""
-    origin, basis = _plane(path)
-    trajectory = (path - origin) @ basis.T
-    extra = [trajectory]
-    tips = None
-    if isinstance(layer, CEMAttention):
-        tips = (key_tips(layer, h, token) - origin) @ basis.T          # (H, j, 2)
-        extra.append(tips.reshape(-1, 2))
-    pts = torch.cat(extra)
-    lo, hi = pts.min(0).values, pts.max(0).values
-    pad = 0.15 * float((hi - lo).max()) + 0.1
-    a = torch.linspace(float(lo[0]) - pad, float(hi[0]) + pad, grid, dtype=torch.float64)
-    b = torch.linspace(float(lo[1]) - pad, float(hi[1]) + pad, grid, dtype=torch.float64)
-    B, A = torch.meshgrid(b, a, indexing="ij")
-    points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]   # x = origin + a e1 + b e2
-    energy = layer.energy_at(points, h, token).reshape(grid, grid)
-    return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "trajectory": trajectory.numpy(),
-            "origin": origin.numpy(), "basis": basis.numpy(),
-            "off_plane": (path - origin - trajectory @ basis).norm(dim=-1).numpy(),
-            "key_tips": None if tips is None else tips.numpy(), "true_plane": path.shape[1] == 2}
-
-
 @torch.no_grad()
 def explore(c: EnergyControls, token: int | None = None) -> dict:
     """Everything the energy page draws, for one set of controls.
@@ -87,8 +44,7 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
         raise ValueError(f"token={token} is invalid: must be in [0, {c.seq_len - 1}]")
     h = descent_input(c.seq_len, c.width, c.seed)
     phases = []
-    layers = build_layers(c)
-    for index, (name, layer) in enumerate(layers):
+    for name, layer in build_layers(c):
         trace = layer.trace(h)
         steps = trace.energies[1:, 0] - trace.energies[:-1, 0]                  # (T, n)
         scale = trace.energies[:, 0].abs().max().clamp_min(1.0)
@@ -98,12 +54,11 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
             "update_norms": trace.update_norms[:, 0].numpy(),
             "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),
             "weights": None if trace.weights is None else trace.weights[:, 0].numpy(),
-            "landscape": landscape(layer, h, token, trace.iterates[:, 0, token]),
+            "landscape": landscape(layer, h, token, trace.iterates[:, 0, token], LANDSCAPE_GRID),
             "rises": [int(t) for t in torch.nonzero((steps > 1e-12 * scale).any(-1)).flatten()],
             "eigenvalues": np.linalg.eigvalsh(layer.preconditioner.matrix().double().numpy()),
         })
-        if index + 1 < len(layers):
-            h = layer(h)                                               # a block's MLP sees the attention output
+        h = h + trace.iterates[-1] - trace.iterates[0]                 # the layer's output: a block's MLP sees it
     return {"phases": phases, "token": token}
 
 

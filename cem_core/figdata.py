@@ -14,6 +14,7 @@ from .attention import CEMAttention
 from .config import AttentionConfig
 from .model import ModelConfig
 from .precondition import Preconditioner
+from .rope import unrotate
 
 
 def attention_layer(d_model: int = 16, n_heads: int = 2, T: int = 8, eta: float = 1.0, anchor: float = 0.0,
@@ -34,16 +35,6 @@ def attention_layer(d_model: int = 16, n_heads: int = 2, T: int = 8, eta: float 
 def descent_input(n_tokens: int, d_model: int, seed: int = 0) -> torch.Tensor:
     """A seeded residual stream h of shape (1, n_tokens, d_model), float64."""
     return torch.randn(1, n_tokens, d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-
-
-def interaction_matrices(layer: CEMAttention) -> torch.Tensor:
-    """A_k = W_Q,k^T W_K,k (+ diag(d_k) with D+LR) for every head, shape (H, d, d); RoPE off."""
-    H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
-    w_q = layer.q_proj.weight.detach().view(H, dh, d)
-    w_k = layer.k_proj.weight.detach().view(H, dh, d)
-    A = w_q.transpose(1, 2) @ w_k                                      # W_Q,k^T W_K,k
-    diag = layer.diagonal_matrix()
-    return A if diag is None else A + torch.diag_embed(diag.detach())  # + diag(d_k)
 
 
 # -- energy descent ------------------------------------------------------------------------------
@@ -91,48 +82,61 @@ def _plane(path: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return path[0], torch.stack(basis)
 
 
-def _token_energies(layer: CEMAttention, h: torch.Tensor, token: int, points: torch.Tensor) -> torch.Tensor:
-    """E(x | c_{1:token}) at each point x (P, d): token's energy with every other x_j left at x_j^(0)."""
-    P = points.shape[0]
-    hs = h.expand(P, *h.shape[1:])
-    x = layer.norm(hs).clone()
-    x[:, token] = points
-    return layer.energy(x, hs)[:, token]
+def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
+    """x^(0) + eta P v^k_j for every head k and key j <= token, shape (H, token+1, d).
+
+    v^k_j is what the first step adds if head k puts all its weight on key j:
+    W_Q,k^T R_i^T R_j W_K,k c_j (+ d_k * c_j with D+LR), i.e. A_k c_j without RoPE. With one head
+    the first step lands in the convex hull of these points."""
+    c = layer.norm(h)
+    ctx = layer._context(c)
+    H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
+    keys = ctx.keys[0, :, : token + 1, :dh]                            # R_j W_K,k c_j
+    if layer.config.rope:
+        keys = unrotate(keys, ctx.cos[token], ctx.sin[token])          # R_i^T R_j W_K,k c_j
+    v = torch.einsum("hjc,hcd->hjd", keys, layer.q_proj.weight.view(H, dh, d))  # W_Q,k^T (...)
+    diag = layer.diagonal_matrix()
+    if diag is not None:
+        v = v + diag[:, None, :] * c[0, None, : token + 1]             # + d_k * c_j
+    return c[0, token] + layer.step_size_values()[0] * layer.preconditioner(v)   # x^(0) + eta P v
+
+
+@torch.no_grad()
+def landscape(layer, h: torch.Tensor, token: int, path: torch.Tensor, grid: int) -> dict:
+    """One token's energy on the plane of its trajectory ``path`` (T+1, d) (see ``_plane``), with
+    the key points for attention layers.
+
+    Plane coordinates (a, b) stand for x = origin + a basis[0] + b basis[1]; ``energy[k, l]`` is the
+    energy at (a[l], b[k]). ``trajectory`` holds x^(0..T) in plane coordinates and ``off_plane``
+    each iterate's distance from the plane (0 for width 2). ``key_tips`` (H, i+1, 2) are the
+    points of ``key_tips`` in plane coordinates (None for an MLP)."""
+    origin, basis = _plane(path)
+    trajectory = (path - origin) @ basis.T
+    tips = (key_tips(layer, h, token) - origin) @ basis.T if isinstance(layer, CEMAttention) else None
+    everything = trajectory if tips is None else torch.cat((trajectory, tips.reshape(-1, 2)))
+    lo, hi = everything.min(0).values, everything.max(0).values
+    pad = 0.15 * float((hi - lo).max()) + 0.1
+    a = torch.linspace(float(lo[0]) - pad, float(hi[0]) + pad, grid, dtype=torch.float64)
+    b = torch.linspace(float(lo[1]) - pad, float(hi[1]) + pad, grid, dtype=torch.float64)
+    B, A = torch.meshgrid(b, a, indexing="ij")
+    points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]   # x = origin + a e1 + b e2
+    energy = layer.energy_at(points, h, token).reshape(grid, grid)
+    return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "trajectory": trajectory.numpy(),
+            "origin": origin.numpy(), "basis": basis.numpy(),
+            "off_plane": (path - origin - trajectory @ basis).norm(dim=-1).numpy(),
+            "key_tips": None if tips is None else tips.numpy(), "true_plane": path.shape[1] == 2}
 
 
 def energy_landscape(d_model: int = 2, n_heads: int = 1, T: int = 6, eta: float = 0.5, anchor: float = 0.0,
                      n_tokens: int = 5, token: int = -1, weight_scale: float = 3.0, grid: int = 61,
                      seed: int = 0) -> dict:
-    """One token's energy on a plane, with its descent trajectory and its keys.
-
-    Plane coordinates (a, b) stand for x = origin + a basis[0] + b basis[1] (see ``_plane``).
-    ``energy[k, l]`` is the energy at (a[l], b[k]). ``trajectory`` holds x^(0..T) in plane
-    coordinates and ``off_plane`` each iterate's distance from the plane (0 for width 2).
-    ``key_tips`` (H, i+1, 2) are x^(0) + eta A_k c_j: with one head and P = I the first step
-    x^(1) = x^(0) + eta sum_j a_ij A c_j lands in their convex hull.
-    """
+    """The landscape (see ``landscape``) of one token of a seeded attention layer (P = I, no RoPE),
+    with its descent trajectory and key tips x^(0) + eta A_k c_j."""
     layer = attention_layer(d_model, n_heads, T, eta, anchor, weight_scale=weight_scale, seed=seed)
     h = descent_input(n_tokens, d_model, seed)
     i = token % n_tokens
     path = layer.trace(h).iterates[:, 0, i]                            # x_i^(t), (T+1, d)
-    origin, basis = _plane(path)
-    c = layer.norm(h)[0, : i + 1].detach()                             # c_1..c_i
-    tips = path[0] + eta * torch.einsum("hde,je->hjd", interaction_matrices(layer), c)  # x^(0) + eta A_k c_j
-    trajectory = (path - origin) @ basis.T
-    key_tips = (tips - origin) @ basis.T
-    everything = torch.cat((trajectory, key_tips.reshape(-1, 2)))
-    lo, hi = everything.min(0).values, everything.max(0).values
-    pad = 0.15 * (hi - lo).max() + 0.1
-    a = torch.linspace(float(lo[0] - pad), float(hi[0] + pad), grid, dtype=torch.float64)
-    b = torch.linspace(float(lo[1] - pad), float(hi[1] + pad), grid, dtype=torch.float64)
-    B, A = torch.meshgrid(b, a, indexing="ij")
-    points = origin + A.reshape(-1, 1) * basis[0] + B.reshape(-1, 1) * basis[1]  # x = origin + a e_1 + b e_2
-    with torch.no_grad():
-        energy = _token_energies(layer, h, i, points).reshape(grid, grid)
-    off_plane = (path - origin - trajectory @ basis).norm(dim=-1)
-    return {"a": a.numpy(), "b": b.numpy(), "energy": energy.numpy(), "origin": origin.numpy(),
-            "basis": basis.numpy(), "trajectory": trajectory.numpy(), "off_plane": off_plane.numpy(),
-            "key_tips": key_tips.numpy(), "token": i, "d_model": d_model, "eta": eta}
+    return landscape(layer, h, i, path, grid) | {"token": i, "d_model": d_model, "eta": eta}
 
 
 # -- preconditioner spectra ----------------------------------------------------------------------

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from cem_core.controls import EnergyControls
-from cem_core.explore import build_layers, diagnose, explore, key_tips
-from cem_core.figdata import descent_input
+from cem_core.explore import build_layers, diagnose, explore
+from cem_core.figdata import descent_input, key_tips
 
 
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])
