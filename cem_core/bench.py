@@ -132,8 +132,12 @@ def model_rows(c: BenchConfig) -> list[dict]:
     sizes = dict(vocab_size=257, d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, n_layers=2, max_seq_len=c.seq_len)
     cem = dict(attention_options=dict(T=2), mlp_options=dict(T=2))
     configs = (ModelConfig.variant("llama", **sizes), ModelConfig.variant("cem-full", **sizes, **cem))
-    tokens = c.batch * c.seq_len
     rows = []
+
+    def throughput(ta, tb):
+        tokens = c.batch * c.seq_len
+        return {"tokens_per_s_a": tokens / statistics.median(ta), "tokens_per_s_b": tokens / statistics.median(tb)}
+
     for backward in (False, True):
         mode = "forward+backward" if backward else "forward"
         torch.manual_seed(0)
@@ -144,25 +148,15 @@ def model_rows(c: BenchConfig) -> list[dict]:
         flops = [attention_flops(cfg.attention_config(), c.seq_len)["total"] +
                  mlp_flops(cfg.mlp_config(), c.seq_len)["total"] for cfg in configs]
         rows.append(_row(f"block ({mode}), cem-full T=2 vs llama", "llama", "cem-full", ta, tb, flops[1] / flops[0],
-                         {"tokens_per_s_a": tokens / statistics.median(ta), "tokens_per_s_b": tokens / statistics.median(tb)}))
+                         throughput(ta, tb)))
         torch.manual_seed(0)
         models = [LanguageModel(cfg).to(device=c.device, dtype=dtype) for cfg in configs]
         idx = torch.randint(0, 257, (c.batch, c.seq_len), device=c.device)
-
-        def run_model(m, backward=backward):
-            def run():
-                logits = m(idx)
-                if backward:
-                    logits.float().logsumexp(-1).mean().backward()
-                _sync(c.device)
-            return run
-
-        ta, tb = interleaved(run_model(models[0]), run_model(models[1]), c.repeats, c.warmup)
+        ta, tb = interleaved(*(_runner(m, lambda: idx, backward, c.device) for m in models), c.repeats, c.warmup)
         head = 2 * c.d_model * 257 * c.seq_len
         model_flops = [2 * f + head for f in flops]
         rows.append(_row(f"model, 2 layers ({mode}), cem-full T=2 vs llama", "llama", "cem-full", ta, tb,
-                         model_flops[1] / model_flops[0],
-                         {"tokens_per_s_a": tokens / statistics.median(ta), "tokens_per_s_b": tokens / statistics.median(tb)}))
+                         model_flops[1] / model_flops[0], throughput(ta, tb)))
     return rows
 
 

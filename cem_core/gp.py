@@ -26,7 +26,7 @@ from torch import nn
 from .config import _check_choice, _check_float, _check_int, _fail
 from .descent import EnergyDescentLayer
 from .model import Block, ModelConfig, cem_layers, recursion_depth
-from .schedule import warmup_cosine
+from .schedule import adamw, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
 ETA_MODES = ("fixed", "learned", "per_step")
@@ -331,10 +331,7 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
     """
     torch.manual_seed(train.seed)
     model = GPTransformer(task, config).to(device)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    other = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
-                             {"params": other, "weight_decay": 0.0}], lr=train.lr, betas=(0.9, 0.95))
+    opt = adamw(model, train.lr, train.weight_decay)
     gen = torch.Generator().manual_seed(train.seed)
     losses, diverged, start = [], False, time.perf_counter()
     model.train()

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
-import os
-import platform
 import statistics
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ import numpy as np
 import torch
 
 from .config import _check_choice, _check_int
+from .records import atomic_write_text, provenance
 from .gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T,
                  train_gp)
 
@@ -78,20 +77,6 @@ def preset_runs(preset: str) -> list[RunSpec]:
     train = GPTrainConfig(steps=steps, batch_size=batch)
     return [RunSpec(task=task, model=model, train=replace(train, seed=seed), group=group)
             for task in tasks for group, model in groups for seed in seeds]
-
-
-# -- provenance --------------------------------------------------------------------------
-
-
-def provenance() -> dict:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    from . import __version__
-    return {"git_commit": commit, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "cem_lab": __version__, "machine": platform.machine()}
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -161,15 +146,22 @@ def save_results(out_dir: Path, records: list[dict]) -> None:
     """Write results.json and results.csv atomically (write to a temporary file, then rename)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(records, indent=1))
-    os.replace(tmp, out_dir / "results.json")
-    tmp = out_dir / "results.csv.tmp"
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
-    os.replace(tmp, out_dir / "results.csv")
+    atomic_write_text(out_dir / "results.json", json.dumps(records, indent=1))
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    atomic_write_text(out_dir / "results.csv", table.getvalue())
+
+
+def _finished_runs(todo: list[RunSpec], jobs: int, device: str):
+    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes."""
+    if jobs == 1 or len(todo) <= 1:
+        yield from (run_spec(spec, device=device) for spec in todo)
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_worker, spec, device) for spec in todo]
+        yield from (future.result() for future in as_completed(futures))
 
 
 def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", on_done=None) -> list[dict]:
@@ -179,20 +171,11 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
     records = load_results(out_dir / "results.json")
     done = {r["hash"] for r in records}
     todo = [s for s in specs if s.hash not in done]
-    if jobs == 1 or len(todo) <= 1:
-        for spec in todo:
-            records.append(run_spec(spec, device=device))
-            save_results(out_dir, records)
-            if on_done:
-                on_done(records[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_worker, spec, device) for spec in todo]
-            for future in as_completed(futures):
-                records.append(future.result())
-                save_results(out_dir, records)
-                if on_done:
-                    on_done(records[-1])
+    for record in _finished_runs(todo, jobs, device):
+        records.append(record)
+        save_results(out_dir, records)
+        if on_done:
+            on_done(record)
     order = {s.hash: i for i, s in enumerate(specs)}
     records.sort(key=lambda r: order.get(r["hash"], len(order)))
     save_results(out_dir, records)

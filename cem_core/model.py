@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionCache, CEMAttention, LlamaAttention
+from .descent import EnergyDescentLayer
 from .config import KINDS, AttentionConfig, MLPConfig, _check_bool, _check_choice, _check_float, _check_int, _fail
 from .mlp import CEMGatedMLP, SwiGLU
 
@@ -139,7 +140,6 @@ def param_breakdown(model: nn.Module) -> dict[str, int]:
 
 def cem_layers(module: nn.Module) -> list:
     """The tied CEM layers (attention and MLP) inside a module."""
-    from .descent import EnergyDescentLayer
     return [m for m in module.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]
 
 

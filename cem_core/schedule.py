@@ -1,7 +1,17 @@
-"""Learning-rate schedule shared by the GP and language-model trainers."""
+"""Optimizer and learning-rate schedule shared by the GP and language-model trainers."""
 from __future__ import annotations
 
 import math
+
+import torch
+
+
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW (0.9, 0.95) with weight decay on the matrices only (not on norms, eta, diagonals)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
 
 
 def warmup_cosine(step: int, steps: int, lr: float, warmup: float, min_lr_ratio: float) -> float:

@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 import torch
 
@@ -22,6 +24,13 @@ def randomize_(module: torch.nn.Module, seed: int = 0, scale: float = 0.3) -> to
             elif name.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     return module
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (for servers the tests start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def pytest_terminal_summary(terminalreporter):

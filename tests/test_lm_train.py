@@ -2,7 +2,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import free_port
 
 from cem_core.__main__ import main
 from cem_core.lm.data import DataConfig
@@ -95,12 +95,6 @@ def test_resume_refuses_another_configuration(tmp_path, one_thread):
         train(LMTrainConfig(**{**cfg.__dict__, "lr": 1e-4}), data, tmp_path / "run", progress=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
     """gloo, float64, one thread per process, 5 steps: the same global batch gives the same losses."""
     data = corpus(tmp_path)
@@ -109,7 +103,7 @@ def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
     script = tmp_path / "ddp.py"
     script.write_text(RUN_SCRIPT.format(cfg=repr(cfg), path=data.path))
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
-                          "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(script),
+                          "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script),
                           str(tmp_path / "ddp")], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..config import _check_choice, _fail
 from ..model import VARIANTS
+from ..records import atomic_write_text
 from .data import find_shards
 from .train import PRESETS, read_metrics
 
@@ -101,9 +102,7 @@ def start(spec: JobSpec) -> dict:
     proc = subprocess.Popen(spec.command(out), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     job = {"pid": proc.pid, "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    tmp = JOBS_DIR / "job.json.tmp"
-    tmp.write_text(json.dumps(job))
-    os.replace(tmp, JOBS_DIR / "job.json")
+    atomic_write_text(JOBS_DIR / "job.json", json.dumps(job))
     return job | {"running": True}
 
 

@@ -31,8 +31,9 @@ import torch.nn.functional as F
 
 from ..config import _check_bool, _check_choice, _check_float, _check_int, _fail
 from ..flops import attention_flops, mlp_flops
+from ..records import atomic_write, atomic_write_text, provenance
 from ..model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
-from ..schedule import warmup_cosine
+from ..schedule import adamw, warmup_cosine
 from .data import DataConfig, batches, describe, iter_documents, validation_blocks
 from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe
 
@@ -214,11 +215,9 @@ def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist):
 
 
 def save_checkpoint(path: Path, model, optimizer, step: int, cfg_hash: str) -> None:
-    """Write to a temporary file, then rename: a crash never leaves a half-written checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "config_hash": cfg_hash}, tmp)
-    os.replace(tmp, path)
+    """Written atomically: a crash never leaves a half-written checkpoint."""
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "config_hash": cfg_hash}
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path: Path, model, optimizer, cfg_hash: str) -> int:
@@ -243,10 +242,7 @@ class Metrics:
         if resume_step and path.exists():
             lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             kept = [r for r in lines[1:] if r["step"] <= resume_step]
-        records = [header] + kept
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-        os.replace(tmp, path)
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in [header] + kept))
 
     def write(self, record: dict) -> None:
         if self.enabled:
@@ -260,11 +256,6 @@ def read_metrics(out_dir) -> list[dict]:
 
 
 # -- the loop --------------------------------------------------------------------------------------
-
-
-def provenance() -> dict:
-    from ..gp_sweep import provenance as gp_provenance
-    return gp_provenance()
 
 
 @torch.no_grad()
@@ -315,10 +306,7 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
     params = sum(p.numel() for p in model.parameters())
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": other, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    optimizer = adamw(model, cfg.lr, cfg.weight_decay)
     ckpt = out / "checkpoint.pt"
     start = load_checkpoint(ckpt, model, optimizer, cfg.hash) if ckpt.exists() else 0
     shards = [d.rank] if d.active else list(range(cfg.data_shards))
@@ -410,7 +398,5 @@ def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params,
     if device.type == "cuda":
         peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
         summary["mfu"] = tokens_per_s * train_flops_per_token(model_cfg, cfg.seq_len) / (peak * d.world_size)
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    os.replace(tmp, out / "summary.json")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
