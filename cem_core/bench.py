@@ -2,7 +2,9 @@
 
 Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
 the measured time ratio B/A and the FLOP ratio beside it (cem_core.flops, whose counting
-convention is printed with the table). Rows: CEM attention at T = 1, 2, 4 vs LlamaAttention;
+convention is printed with the table). Backward passes start from a fixed random upstream gradient,
+so no loss is timed. Rows: the two kernels attention is made of (a d x d projection and the causal
+core), which give each attention row a second ideal at this machine's kernel speeds; CEM attention at T = 1, 2, 4 vs LlamaAttention;
 D+LR per head and shared vs no diagonal; CEM gated MLP at T = 1, 2 vs SwiGLU at equal d_ff; a
 full block and a full model (tokens/s, forward and forward+backward); the fast path vs the
 autograd reference; activation memory (bytes saved for backward) and KV-cache bytes per token.
@@ -15,13 +17,16 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from .attention import CEMAttention, LlamaAttention
+from .attention import CEMAttention, LlamaAttention, causal_attention
 from .config import AttentionConfig, MLPConfig
 from .descent import reference_forward
 from .flops import CONVENTION, attention_flops, mlp_flops
 from .mlp import CEMGatedMLP, SwiGLU
 from .model import Block, LanguageModel, ModelConfig
+from .records import atomic_write_text, provenance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,11 +49,16 @@ def _sync(device: str) -> None:
 
 
 def _runner(module, make_input, backward: bool, device: str):
+    """One timed call: forward, and backward from a fixed random upstream gradient (no loss is
+    computed, so only the module's own work is timed)."""
+    upstream = {}
+
     def run():
-        x = make_input()
-        out = module(x)
+        out = module(make_input())
         if backward:
-            out.float().square().mean().backward()
+            if "grad" not in upstream:
+                upstream["grad"] = torch.randn_like(out)
+            out.backward(upstream["grad"])
         _sync(device)
     return run
 
@@ -97,24 +107,69 @@ def _row(name, a_name, b_name, ta, tb, flop_ratio, extra=None) -> dict:
     return record | (extra or {})
 
 
-def layer_rows(c: BenchConfig) -> list[dict]:
+def kernel_rows(c: BenchConfig) -> list[dict]:
+    """The two kernels an attention layer is made of, timed at the layer's sizes: one d x d
+    projection (nn.Linear over batch x n tokens) and the causal attention core (the layers' own
+    ``causal_attention`` call), plus the same core without the mask. How fast they run here, per
+    FLOP, decides how close a layer can come to its FLOP ratio (see ``kernel_ideal``)."""
+    dtype, d, n, H = getattr(torch, c.dtype), c.d_model, c.seq_len, c.n_heads
+    torch.manual_seed(0)
+    projection = nn.Linear(d, d, bias=False).to(device=c.device, dtype=dtype)
+    x = torch.randn(c.batch, n, d, device=c.device, dtype=dtype)
+    qkv = [torch.randn(c.batch, n, H, d // H, device=c.device, dtype=dtype).transpose(1, 2) for _ in range(3)]
+    scale = (d // H) ** -0.5
+
+    def make_x():
+        return x.detach().requires_grad_(c.backward)
+
+    def make_qkv():
+        return [t.detach().requires_grad_(c.backward) for t in qkv]
+
+    def causal(t):
+        return causal_attention(*t, scale)[0]
+
+    def no_mask(t):
+        return F.scaled_dot_product_attention(*t, scale=scale)
+
+    def timed(a, make_a, b, make_b):
+        return interleaved(_runner(a, make_a, c.backward, c.device), _runner(b, make_b, c.backward, c.device),
+                           c.repeats, c.warmup)
+
+    tp, tc = timed(projection, make_x, causal, make_qkv)
+    tf, tc2 = timed(no_mask, make_qkv, causal, make_qkv)
+    projection_flops, core_flops = 2 * n * d * d, 2 * (2 * n * n * d) / 2             # W x; q k^T and a v, causal half
+    return [_row("attention core (causal) vs one d x d projection", "projection", "core", tp, tc,
+                 core_flops / projection_flops),
+            _row("attention core: causal vs no mask", "no mask", "causal", tf, tc2, 0.5)]
+
+
+def kernel_ideal(kernels: list[dict], T: int) -> float:
+    """CEM attention at T steps vs Llama attention if the layers cost only their projections and
+    attention cores, each at the speed measured for it here: ((1 + 2T) p + T c) / (4 p + c)."""
+    p, core = kernels[0]["time_a_ms"], kernels[0]["time_b_ms"]
+    return ((1 + 2 * T) * p + T * core) / (4 * p + core)
+
+
+def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
+    """CEM attention at T = 1, 2, 4 vs Llama, D+LR vs none, CEM MLP at T = 1, 2 vs SwiGLU."""
     dtype = getattr(torch, c.dtype)
     h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
     make = (lambda: h.detach().requires_grad_(True)) if c.backward else (lambda: h)
     rows = []
 
-    def compare(name, a_cls, a_cfg, b_cls, b_cfg, flops_fn):
+    def compare(name, a_cls, a_cfg, b_cls, b_cfg, flops_fn, extra=None):
         a, b = _layer(a_cls, a_cfg, c), _layer(b_cls, b_cfg, c)
         ta, tb = interleaved(_runner(a, make, c.backward, c.device), _runner(b, make, c.backward, c.device),
                              c.repeats, c.warmup)
         fa, fb = flops_fn(a_cfg, c.seq_len)["total"], flops_fn(b_cfg, c.seq_len)["total"]
         mem = {"saved_bytes_a": saved_bytes(a, make()), "saved_bytes_b": saved_bytes(b, make())}
-        rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem))
+        rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem | (extra or {})))
 
     llama = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)
     for T in (1, 2, 4):
         compare(f"CEM attention T={T} vs Llama attention", LlamaAttention, llama, CEMAttention,
-                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T), attention_flops)
+                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T), attention_flops,
+                {"kernel_ratio": kernel_ideal(kernels, T)})
     plain = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
     for diagonal in ("per_head", "shared"):
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
@@ -189,7 +244,8 @@ def cache_rows(c: BenchConfig) -> list[dict]:
 
 
 def run(c: BenchConfig) -> list[dict]:
-    return layer_rows(c) + model_rows(c) + [reference_row(c)] + cache_rows(c)
+    kernels = kernel_rows(c)
+    return kernels + layer_rows(c, kernels) + model_rows(c) + [reference_row(c)] + cache_rows(c)
 
 
 def format_table(records: list[dict], c: BenchConfig) -> str:
@@ -206,6 +262,9 @@ def format_table(records: list[dict], c: BenchConfig) -> str:
         flop = f"{r['flop_ratio']:>10.3f}" if r["flop_ratio"] else f"{'-':>10}"
         vs = f"{r['vs_flops']:>10.3f}" if r["vs_flops"] else f"{'-':>10}"
         lines.append(f"{r['name']:<62} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} {flop} {vs}")
+        if "kernel_ratio" in r:
+            lines.append(f"{'':<62} ideal at the measured kernel speeds (projections and cores only): "
+                         f"{r['kernel_ratio']:.3f}; time / that ideal {r['time_ratio'] / r['kernel_ratio']:.3f}")
         if "tokens_per_s_a" in r:
             lines.append(f"{'':<62} tokens/s: {r['a']} {r['tokens_per_s_a']:,.0f}, {r['b']} {r['tokens_per_s_b']:,.0f}")
         if "saved_bytes_a" in r:
@@ -223,7 +282,8 @@ def main(args) -> int:
     records = run(c)
     print(format_table(records, c))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": c.__dict__, "convention": CONVENTION, "records": records}, f, indent=1)
+        atomic_write_text(args.json, json.dumps({"config": c.__dict__, "convention": CONVENTION,
+                                                 "threads": torch.get_num_threads(), "provenance": provenance(),
+                                                 "records": records}, indent=1))
         print(f"records written to {args.json}")
     return 0

@@ -3,6 +3,10 @@
 R_i rotates a head vector at position i; R_i^T = R_{-i} rotates it back. In the interaction
 energy the score is (R_i W_Q,k x)^T (R_j W_K,k c_j), so the exact gradient reads the *rotated*
 keys as values and rotates the result back at the query position (design.md §2).
+
+The rotation is one autograd Function: its backward is the inverse rotation (R^T, R
+orthogonal), so autograd stores no copies of v and builds no zero-filled slice gradients, and
+each direction writes the output once in half-width products.
 """
 from __future__ import annotations
 
@@ -19,19 +23,38 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float, dtype: torc
 
 
 def _turn(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, sign: float) -> torch.Tensor:
-    """Rotate the pairs (v_m, v_{m+d/2}) by +-theta: half-width products and one concatenation,
-    fewer passes over memory than v cos + rotate_half(v) sin (the same numbers up to rounding)."""
+    """Rotate the pairs (v_m, v_{m+d/2}) by sign * theta into a fresh tensor laid out like v."""
     half = v.shape[-1] // 2
-    v1, v2 = v[..., :half], v[..., half:]
-    c, s = cos[..., :half], sign * sin[..., :half]                     # cos and sin repeat over the halves
-    return torch.cat((v1 * c - v2 * s, v2 * c + v1 * s), dim=-1)
+    shape = torch.broadcast_shapes(v.shape, cos.shape)
+    dtype = torch.promote_types(v.dtype, cos.dtype)
+    out = torch.empty_like(v, dtype=dtype) if shape == v.shape else v.new_empty(shape, dtype=dtype)
+    v1, v2, o1, o2 = v[..., :half], v[..., half:], out[..., :half], out[..., half:]
+    c, s = cos[..., :half], sin[..., :half]                            # cos and sin repeat over the halves
+    torch.mul(v1, c, out=o1).addcmul_(v2, s, value=-sign)              # v_m cos - sign v_{m+d/2} sin
+    torch.mul(v2, c, out=o2).addcmul_(v1, s, value=sign)               # v_{m+d/2} cos + sign v_m sin
+    return out
+
+
+class _Rotation(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, v, cos, sin, sign: float):
+        if cos.requires_grad or sin.requires_grad:
+            raise ValueError("RoPE angles are constants; cos and sin must not require grad")
+        ctx.save_for_backward(cos, sin)
+        ctx.sign = sign
+        return _turn(v, cos, sin, sign)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        return _Rotation.apply(grad, cos, sin, -ctx.sign), None, None, None  # d(R v)/dv = R^T
 
 
 def rotate(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """R_i v_i over the second-to-last (position) axis."""
-    return _turn(v, cos, sin, 1.0)                                    # R_i v = v cos + rotate_half(v) sin
+    return _Rotation.apply(v, cos, sin, 1.0)                           # R_i v = v cos + rotate_half(v) sin
 
 
 def unrotate(v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """R_i^T v_i, the inverse rotation."""
-    return _turn(v, cos, sin, -1.0)                                   # R_i^T v = v cos - rotate_half(v) sin
+    return _Rotation.apply(v, cos, sin, -1.0)                          # R_i^T v = v cos - rotate_half(v) sin
