@@ -22,16 +22,25 @@ LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 
 
 class _Controls:
-    """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) | ("bool", None)."""
+    """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) |
+    ("choices", options), a non-empty tuple written comma-separated in the URL | ("bool", None)."""
 
     SPECS: dict = {}
     PREFIX = ""
 
+    @classmethod
+    def specs(cls) -> dict:
+        """SPECS as of now (a subclass whose options change at run time fills them in here)."""
+        return cls.SPECS
+
     def _validate(self) -> None:
-        for name, (kind, allowed) in self.SPECS.items():
+        for name, (kind, allowed) in self.specs().items():
             value = getattr(self, name)
             if kind == "choice":
                 _check_choice(name, value, allowed)
+            elif kind == "choices":
+                if not isinstance(value, tuple) or not value or any(v not in allowed for v in value):
+                    _fail(name, value, f"must be a non-empty selection of {', '.join(allowed)}")
             elif kind == "bool":
                 _check_bool(name, value)
             elif kind == "int":
@@ -43,6 +52,8 @@ class _Controls:
 
     def to_query(self) -> dict[str, str]:
         def text(v):
+            if isinstance(v, tuple):
+                return ",".join(v)
             return str(v).lower() if isinstance(v, bool) else str(v)
         return {self.PREFIX + f.name: text(getattr(self, f.name)) for f in fields(self)}
 
@@ -63,6 +74,8 @@ class _Controls:
                     if str(raw).lower() not in ("true", "false", "1", "0"):
                         raise ValueError
                     values[name] = str(raw).lower() in ("true", "1")
+                elif kind == "choices":
+                    values[name] = tuple(v for v in str(raw).split(",") if v)
                 else:
                     values[name] = str(raw)
             except ValueError:

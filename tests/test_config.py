@@ -126,6 +126,16 @@ def test_bad_token_ids(idx, match):
         model(idx)
 
 
+def test_token_id_range_check_can_be_turned_off():
+    """With the check off (a trainer on a GPU), no reduction runs over the ids: an out-of-range id
+    reaches the embedding itself, which fails in its own way."""
+    model = LanguageModel(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_seq_len=64))
+    model.check_token_ids = False
+    assert model(torch.full((1, 3), 49)).shape == (1, 3, 50)
+    with pytest.raises(IndexError):
+        model(torch.full((1, 3), 99))
+
+
 def test_bad_generate_settings():
     model = LanguageModel(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_seq_len=8))
     idx = torch.zeros(1, 4, dtype=torch.long)

@@ -28,8 +28,18 @@ def test_data_choices_are_only_the_configured_folder(sandbox):
     assert command[command.index("--data") + 1] == str(sandbox / "data" / "wiki")
 
 
+def test_job_spec_round_trips_through_the_url(sandbox):
+    spec = jobs.JobSpec(preset="cpu-tiny", variants=("cem-attn", "llama"), data="wiki")
+    query = spec.to_query()
+    assert query == {"lm_preset": "cpu-tiny", "lm_variants": "cem-attn,llama", "lm_data": "wiki"}
+    assert jobs.JobSpec.from_query(query) == spec
+    with pytest.raises(ValueError, match="^variants="):
+        jobs.JobSpec.from_query({"lm_variants": ",,"})
+
+
 @pytest.mark.parametrize("kwargs,field", [(dict(preset="huge"), "preset"), (dict(variants=()), "variants"),
-                                          (dict(variants=("llama", "gpt")), "variants")])
+                                          (dict(variants=("llama", "gpt")), "variants"),
+                                          (dict(variants=["llama"]), "variants")])
 def test_bad_job_settings(sandbox, kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}="):
         jobs.JobSpec(**kwargs)

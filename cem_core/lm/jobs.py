@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..config import _check_choice, _fail
+from ..controls import _Controls
 from ..model import VARIANTS
 from ..records import atomic_write_text
 from .data import find_shards
@@ -38,30 +38,22 @@ def data_choices() -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobSpec:
+class JobSpec(_Controls):
+    """One ``lm compare`` run; round-trips through the URL like the other pages' controls."""
+
+    SPECS = {"preset": ("choice", tuple(PRESETS)), "variants": ("choices", VARIANTS), "data": ("choice", ())}
+    PREFIX = "lm_"
+
     preset: str = "cpu-tiny"
     variants: tuple = ("llama", "cem-full")
     data: str = "demo"
 
-    def __post_init__(self) -> None:
-        _check_choice("preset", self.preset, tuple(PRESETS))
-        if not self.variants or any(v not in VARIANTS for v in self.variants):
-            _fail("variants", self.variants, f"must be a non-empty selection of {', '.join(VARIANTS)}")
-        _check_choice("data", self.data, tuple(data_choices()))
-
-    def to_query(self) -> dict[str, str]:
-        return {"lm_preset": self.preset, "lm_variants": ",".join(self.variants), "lm_data": self.data}
-
     @classmethod
-    def from_query(cls, query: dict) -> "JobSpec":
-        values = {}
-        if "lm_preset" in query:
-            values["preset"] = query["lm_preset"]
-        if "lm_variants" in query:
-            values["variants"] = tuple(v for v in query["lm_variants"].split(",") if v)
-        if "lm_data" in query:
-            values["data"] = query["lm_data"]
-        return cls(**values)
+    def specs(cls) -> dict:
+        return cls.SPECS | {"data": ("choice", tuple(data_choices()))}   # the data folders present now
+
+    def __post_init__(self) -> None:
+        self._validate()
 
     def command(self, out: Path) -> list[str]:
         data = self.data if self.data in ("demo", "slimpajama") else str(data_dir() / self.data)

@@ -305,6 +305,7 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
     model_cfg = cfg.model_config(tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
+    model.check_token_ids = device.type == "cpu"   # ids come from the tokenizer; no per-step sync on a GPU
     params = sum(p.numel() for p in model.parameters())
     optimizer = adamw(model, cfg.lr, cfg.weight_decay)
     ckpt = out / "checkpoint.pt"
