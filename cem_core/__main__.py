@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default=None, help="default: cuda when present, else cpu")
     bench.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default=None)
     bench.add_argument("--forward-only", action="store_true")
+    bench.add_argument("--compile", action="store_true", help="torch.compile both sides of each row")
     bench.add_argument("--json", help="also write the records (name, time_ratio, flop_ratio, ...) here")
 
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")

@@ -41,6 +41,7 @@ class BenchConfig:
     device: str = "cpu"
     dtype: str = "float32"             # "bfloat16" on GPU
     backward: bool = True              # time forward+backward (the targets) or forward only
+    compile: bool = False              # torch.compile both sides of every layer, block and model row
 
 
 def _sync(device: str) -> None:
@@ -91,12 +92,22 @@ def saved_bytes(module, x) -> int:
     return total
 
 
+def _prepared(module: nn.Module, c: BenchConfig) -> nn.Module:
+    """On the benchmark's device and dtype, compiled when asked (``eager`` reaches the module itself)."""
+    module = module.to(device=c.device, dtype=getattr(torch, c.dtype))
+    return torch.compile(module) if c.compile else module
+
+
+def eager(module: nn.Module) -> nn.Module:
+    return getattr(module, "_orig_mod", module)
+
+
 def _layer(cls, cfg, c: BenchConfig):
     """A layer as a model runs it: input validation off (the model validates token ids instead)."""
     torch.manual_seed(0)
-    layer = cls(cfg).to(device=c.device, dtype=getattr(torch, c.dtype))
+    layer = cls(cfg)
     layer.check_inputs = False
-    return layer
+    return _prepared(layer, c)
 
 
 def _row(name, a_name, b_name, ta, tb, flop_ratio, extra=None) -> dict:
@@ -162,7 +173,7 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
         ta, tb = interleaved(_runner(a, make, c.backward, c.device), _runner(b, make, c.backward, c.device),
                              c.repeats, c.warmup)
         fa, fb = flops_fn(a_cfg, c.seq_len)["total"], flops_fn(b_cfg, c.seq_len)["total"]
-        mem = {"saved_bytes_a": saved_bytes(a, make()), "saved_bytes_b": saved_bytes(b, make())}
+        mem = {"saved_bytes_a": saved_bytes(eager(a), make()), "saved_bytes_b": saved_bytes(eager(b), make())}
         rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem | (extra or {})))
 
     llama = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)
@@ -196,9 +207,10 @@ def model_rows(c: BenchConfig) -> list[dict]:
     for backward in (False, True):
         mode = "forward+backward" if backward else "forward"
         torch.manual_seed(0)
-        blocks = [Block(cfg).to(device=c.device, dtype=dtype) for cfg in configs]
+        blocks = [Block(cfg) for cfg in configs]
         for block in blocks:                       # as in a model: the model validates its input once
             block.attn.check_inputs = block.mlp.check_inputs = False
+        blocks = [_prepared(block, c) for block in blocks]
         h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
         make = (lambda: h.detach().requires_grad_(True)) if backward else (lambda: h)
         ta, tb = interleaved(*(_runner(b, make, backward, c.device) for b in blocks), c.repeats, c.warmup)
@@ -207,7 +219,7 @@ def model_rows(c: BenchConfig) -> list[dict]:
         rows.append(_row(f"block ({mode}), cem-full T=2 vs llama", "llama", "cem-full", ta, tb, flops[1] / flops[0],
                          throughput(ta, tb)))
         torch.manual_seed(0)
-        models = [LanguageModel(cfg).to(device=c.device, dtype=dtype) for cfg in configs]
+        models = [_prepared(LanguageModel(cfg), c) for cfg in configs]
         idx = torch.randint(0, 257, (c.batch, c.seq_len), device=c.device)
         ta, tb = interleaved(*(_runner(m, lambda: idx, backward, c.device) for m in models), c.repeats, c.warmup)
         head = 2 * c.d_model * 257 * c.seq_len
@@ -221,6 +233,7 @@ def reference_row(c: BenchConfig) -> dict:
     """The fast path vs T autograd steps on the energy (the reference), CEM attention T = 2."""
     cfg = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=2)
     layer = _layer(CEMAttention, cfg, c)
+    reference_layer = eager(layer)
     h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=getattr(torch, c.dtype))
 
     def fast():
@@ -229,7 +242,7 @@ def reference_row(c: BenchConfig) -> dict:
         _sync(c.device)
 
     def reference():
-        reference_forward(layer, h)
+        reference_forward(reference_layer, h)
         _sync(c.device)
 
     ta, tb = interleaved(fast, reference, c.repeats, c.warmup)
@@ -252,7 +265,8 @@ def run(c: BenchConfig) -> list[dict]:
 
 def format_table(records: list[dict], c: BenchConfig) -> str:
     lines = [f"device {c.device}, {c.dtype}, d_model {c.d_model}, heads {c.n_heads}, sequence {c.seq_len}, "
-             f"batch {c.batch}, d_ff {c.d_ff}; {'forward+backward' if c.backward else 'forward'} unless the row says; "
+             f"batch {c.batch}, d_ff {c.d_ff}{', torch.compile' if c.compile else ''}; "
+             f"{'forward+backward' if c.backward else 'forward'} unless the row says; "
              f"medians of {c.repeats} interleaved repeats",
              f"FLOP convention: {CONVENTION}",
              f"{'row':<62} {'A ms':>9} {'B ms':>9} {'time B/A':>9} {'FLOPs B/A':>10} {'time/FLOPs':>10}",
@@ -279,7 +293,8 @@ def main(args) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     c = BenchConfig(d_model=args.d_model, n_heads=args.n_heads, seq_len=args.seq_len, batch=args.batch,
-                    d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only)
+                    d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
+                    compile=args.compile)
     AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
     records = run(c)
     print(format_table(records, c))

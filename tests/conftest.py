@@ -1,7 +1,21 @@
+import os
 import socket
 
 import pytest
 import torch
+
+NOT_RUN = "DID NOT RUN"
+
+
+def require_system_package(found: bool, what: str, package: str, module_level: bool = False) -> None:
+    """A test that needs a system package: skipped loudly without it (see the terminal summary),
+    and a failure in CI (CEM_LAB_CI=1, set by .ci/run, which installs the package)."""
+    if found:
+        return
+    if os.environ.get("CEM_LAB_CI"):
+        pytest.fail(f"CI needs Debian's {package} for {what} (.ci/run installs it)", pytrace=False)
+    pytest.skip(f"{what.upper()} {NOT_RUN}: no {package} found (apt-get install {package})",
+                allow_module_level=module_level)
 
 
 @pytest.fixture
@@ -34,13 +48,13 @@ def free_port() -> int:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Make a skipped browser test impossible to miss."""
-    skipped = terminalreporter.stats.get("skipped", [])
-    if any("BROWSER TEST DID NOT RUN" in str(getattr(r, "longrepr", "")) for r in skipped):
+    """Make a test skipped for a missing system package impossible to miss."""
+    reasons = sorted({str(r.longrepr[-1]) for r in terminalreporter.stats.get("skipped", [])
+                      if isinstance(r.longrepr, tuple) and NOT_RUN in str(r.longrepr[-1])})
+    if reasons:
         bar = "!" * 78
         terminalreporter.write_line(bar, red=True, bold=True)
-        terminalreporter.write_line("WARNING: the real-browser test of the app DID NOT RUN (no chromium found).",
-                                    red=True, bold=True)
-        terminalreporter.write_line("Install Debian's chromium (apt-get install chromium) or run .ci/run.",
-                                    red=True, bold=True)
+        for reason in reasons:
+            terminalreporter.write_line(f"WARNING: {reason.removeprefix('Skipped: ')}", red=True, bold=True)
+        terminalreporter.write_line("Install the packages or run .ci/run.", red=True, bold=True)
         terminalreporter.write_line(bar, red=True, bold=True)

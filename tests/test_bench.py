@@ -1,12 +1,16 @@
 """The benchmark runs end to end at tiny sizes and reports what it claims (no timing asserted)."""
 import json
+import shutil
 
 import pytest
+import torch
 
 from cem_core.__main__ import main
-from cem_core.bench import kernel_ideal
+from cem_core.attention import CEMAttention
+from cem_core.bench import BenchConfig, _layer, eager, kernel_ideal
 from cem_core.config import AttentionConfig, MLPConfig
 from cem_core.flops import attention_flops, mlp_flops
+from conftest import require_system_package
 
 
 def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
@@ -52,3 +56,19 @@ def test_kernel_ideal_weights_projections_and_cores_by_their_measured_times():
 def test_bench_rejects_bad_sizes(capsys):
     assert main(["bench", "--d-model", "30", "--n-heads", "4"]) == 2
     assert "d_model=30 is invalid" in capsys.readouterr().err
+
+
+def test_compiled_rows_run_the_same_layer(float64):
+    """--compile wraps each side in torch.compile (inductor); the compiled CEM layer computes what
+    the eager one does, forward and backward, and memory is read from the eager module."""
+    require_system_package(shutil.which("g++") is not None, "the torch.compile test", "g++")
+    c = BenchConfig(d_model=16, n_heads=2, seq_len=8, batch=2, dtype="float64", compile=True)
+    layer = _layer(CEMAttention, AttentionConfig(d_model=16, n_heads=2, T=2), c)
+    assert eager(layer) is not layer and isinstance(eager(layer), CEMAttention)
+    h = torch.randn(2, 8, 16, dtype=torch.float64, requires_grad=True)
+    out = layer(h)
+    (grad,) = torch.autograd.grad(out.square().sum(), h)
+    ref = eager(layer)(h)
+    (ref_grad,) = torch.autograd.grad(ref.square().sum(), h)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-12, atol=1e-12)

@@ -4,7 +4,6 @@
 Without Chromium the test is skipped with a loud warning (see conftest.py); in CI
 (CEM_LAB_CI=1, set by .ci/run) a missing browser fails the suite instead.
 """
-import os
 import shutil
 import subprocess
 import sys
@@ -13,17 +12,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from conftest import free_port, require_system_package
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}
 TITLES = {"energy": "Energy descent", "design": "Design space", "gp": "GP recursion", "lm": "Mini language model"}
 
-if CHROMIUM is None:
-    if os.environ.get("CEM_LAB_CI"):
-        pytest.fail("CI needs Debian's chromium for the browser test (.ci/run installs it)", pytrace=False)
-    pytest.skip("BROWSER TEST DID NOT RUN: no chromium found (apt-get install chromium)", allow_module_level=True)
+require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
