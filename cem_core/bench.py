@@ -2,12 +2,13 @@
 
 Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
 the measured time ratio B/A and the FLOP ratio beside it (cem_core.flops, whose counting
-convention is printed with the table). Backward passes start from a fixed random upstream gradient,
-so no loss is timed. Rows: the two kernels attention is made of (a d x d projection and the causal
-core), which give each attention row a second ideal at this machine's kernel speeds; CEM attention at T = 1, 2, 4 vs LlamaAttention;
-D+LR per head and shared vs no diagonal; CEM gated MLP at T = 1, 2 vs SwiGLU at equal d_ff; a
-full block and a full model (tokens/s, forward and forward+backward); the fast path vs the
-autograd reference; activation memory (bytes saved for backward) and KV-cache bytes per token.
+convention is printed with the table). Backward passes start from a fixed random upstream
+gradient, so no loss is timed. Rows: the two kernels attention is made of (a d x d projection and
+the causal core), whose measured speeds give each attention row a second ideal; CEM attention at
+T = 1, 2, 4 vs LlamaAttention; D+LR per head and shared vs no diagonal; CEM gated MLP at T = 1, 2
+vs SwiGLU at equal d_ff; a full block and a full model (tokens/s, forward and forward+backward);
+the fast path vs the autograd reference; activation memory (bytes saved for backward) and
+KV-cache bytes per token.
 """
 from __future__ import annotations
 
