@@ -1,0 +1,171 @@
+"""What keeps a result folder whole: one writer at a time, identities compared field by field,
+and checksums of the files a run depends on.
+
+- `FolderLock(folder)`: an exclusive lock on ``folder/.lock`` held for the life of a run. The
+  operating system releases it when the holder exits, however it exits (SIGKILL included), so a
+  crashed run never leaves a folder locked. A second process (or thread) is refused at once
+  with `FolderBusy`, whose message names the holder (pid, command, start time).
+- `identity_differences(recorded, wanted)`: the dotted names of the fields that differ between
+  two identity records, for refusals that say exactly what changed.
+- `file_sha256(path)`: the checksum recorded when a file is written and verified when it is read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+LOCK_NAME = ".lock"
+
+
+class FolderBusy(ValueError):
+    """Another process is writing to the folder (a ValueError: the CLI and the app show the message)."""
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive, non-blocking lock on the open file; False when someone else holds it."""
+    try:
+        import fcntl
+    except ImportError:                                  # Windows
+        import msvcrt
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # per open file: threads of one process exclude each other too
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:
+        import msvcrt
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+class FolderLock:
+    """Exclusive use of a folder for the life of a run: ``with FolderLock(out, "LM run"): ...``.
+
+    ``timeout`` > 0 waits that many seconds for the holder to finish (for short critical
+    sections such as starting a job); the default refuses at once."""
+
+    def __init__(self, folder, what: str = "run", timeout: float = 0.0):
+        self.folder, self.what, self.timeout = Path(folder), what, timeout
+        self.path = self.folder / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> "FolderLock":
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ValueError(f"{self.folder} is a file, not a folder: choose a folder for the {self.what}")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        while not _try_lock(fd):
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise FolderBusy(f"{self.folder} is in use ({self.holder()}): only one "
+                                 f"{self.what} may write to a folder at a time; wait for it to finish, "
+                                 "or choose another folder")
+            time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, json.dumps(holder_record()).encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        os.ftruncate(fd, 0)
+        _unlock(fd)
+        os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it (best effort: it may be mid-write)."""
+        try:
+            h = json.loads(self.path.read_text())
+            return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "holder unknown"
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def holder_record() -> dict:
+    """This process, as a lock holder names itself."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    if program == "__main__.py":                             # python -m cem_core
+        program = "python -m cem_core"
+    command = " ".join([program, *sys.argv[1:]])
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": command[:300]}
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT = _Absent()
+
+
+def identity_differences(recorded: dict, wanted: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the fields whose values differ (or that only one side has)."""
+    names = []
+    for key in sorted(set(recorded) | set(wanted)):
+        a, b = recorded.get(key, ABSENT), wanted.get(key, ABSENT)
+        if isinstance(a, dict) and isinstance(b, dict):
+            names += identity_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            names.append(f"{prefix}{key}")
+    return names
+
+
+def describe_differences(recorded: dict, wanted: dict, limit: int = 6) -> str:
+    """'data.path: 'a' there, 'b' now; ...' for the first `limit` differing fields."""
+    parts = []
+    for name in identity_differences(recorded, wanted)[:limit]:
+        a, b = _lookup(recorded, name), _lookup(wanted, name)
+        parts.append(f"{name}: {_short(a)} there, {_short(b)} now")
+    return "; ".join(parts)
+
+
+def _lookup(record: dict, dotted: str):
+    value = record
+    for key in dotted.split("."):
+        value = value.get(key, ABSENT) if isinstance(value, dict) else ABSENT
+    return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def file_sha256(path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
