@@ -8,6 +8,8 @@ from app_pages.common import explain, load_controls, mirror_to_url, run_safely, 
 from cem_core import gp, gp_sweep, interactive
 from cem_core.config import DIAGONALS
 from cem_core.controls import GPControls
+from cem_core.integrity import FolderBusy
+from cem_core.lm import jobs
 
 KEYS = {name: f"gp_{name}" for name in GPControls.SPECS}
 
@@ -73,23 +75,37 @@ def demo_section(controls: GPControls) -> None:
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
     if st.button("Train a small model now", icon=":material/play_arrow:", help="About 5 s at the defaults, up to about 40 s at T = 8 with D+LR and 1,000 steps (2 cores)"):
-        bar = st.progress(0.0, text="training")
-        steps = controls.train().steps
-
-        def progress(step, loss):
-            if step % 10 == 0 or step == steps - 1:
-                bar.progress((step + 1) / steps, text=f"step {step + 1}/{steps}, loss {loss:.4f}")
-
-        result = gp.train_gp(controls.task(), controls.model(), controls.train(), progress=progress)
-        st.session_state.gp_model = result.model
-        base = gp.baseline_rmses(controls.task(), controls.train())
-        st.session_state.gp_result = (f"Trained CEM attention, T={controls.T}, diagonal {controls.diagonal}, "
-                                      f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
-                                      f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
-                                      f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
+        lock = jobs.live_training_lock()
+        try:
+            lock.acquire()
+        except FolderBusy:
+            st.warning("Another session is training a model right now; one runs at a time, so that each "
+                       "finishes quickly. Try again in a few seconds.")
+            return
+        try:
+            train_live(controls)
+        finally:
+            lock.release()
         st.rerun()
     if "gp_result" in st.session_state:
         st.success(st.session_state.gp_result)
+
+
+def train_live(controls: GPControls) -> None:
+    bar = st.progress(0.0, text="training")
+    steps = controls.train().steps
+
+    def progress(step, loss):
+        if step % 10 == 0 or step == steps - 1:
+            bar.progress((step + 1) / steps, text=f"step {step + 1}/{steps}, loss {loss:.4f}")
+
+    result = gp.train_gp(controls.task(), controls.model(), controls.train(), progress=progress)
+    st.session_state.gp_model = result.model
+    base = gp.baseline_rmses(controls.task(), controls.train())
+    st.session_state.gp_result = (f"Trained CEM attention, T={controls.T}, diagonal {controls.diagonal}, "
+                                  f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
+                                  f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
+                                  f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
 
 
 def body() -> None:

@@ -7,6 +7,7 @@ import torch
 from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
 from cem_core import interactive
 from cem_core.lm import jobs
+from cem_core.lm.compare import data_line
 from cem_core.lm.data import DEMO_LABEL
 from cem_core.model import VARIANTS
 
@@ -32,14 +33,19 @@ def launcher() -> None:
     if not HAS_GPU:
         st.caption("No GPU here: the cpu-tiny preset (about 2 minutes a variant on 2 cores).")
     if st.button("Start", type="primary", icon=":material/play_arrow:"):
-        jobs.start(spec)
+        try:
+            jobs.start(spec)
+        except ValueError as err:                      # another run is going (or just started elsewhere)
+            st.warning(str(err))
+            return
         st.rerun()
 
 
 @st.fragment(run_every=2.0)
 def live(job: dict) -> None:
     state = jobs.progress(job)
-    running = jobs.current()["running"]
+    now = jobs.current()
+    running = bool(now and now.get("pid") == job["pid"] and now["running"])
     st.markdown(f"**Run started {job['started']}** ({', '.join(job['spec']['variants'])}, preset "
                 f"{job['spec']['preset']}, data {job['spec']['data']}): "
                 + ("running…" if running else "finished." if state["table"] else "stopped."))
@@ -57,6 +63,7 @@ def live(job: dict) -> None:
     if state["table"]:
         st.dataframe([{k: r[k] for k in ("variant", "params", "tokens_per_s", "val_ppl")} for r in state["table"]],
                      hide_index=True)
+        st.caption(data_line(state["table"][0]["data_stats"]))
         for r in state["table"]:
             st.markdown(f"**{r['variant']}** sample: `{r['sample'][:300]!s}`")
         explain("The CEM variants use about half of Llama's attention weights and two thirds of its MLP weights. "
@@ -79,10 +86,21 @@ def body() -> None:
                 "parameters, tokens/s and validation perplexity. Runs go on in the background: you can move "
                 "around the app and come back.")
     job = jobs.current()
+    if job is not None and job["status"] in ("stale", "corrupt"):
+        st.warning(stale_message(job))
+        jobs.clear()
+        job = None
     if job is None or not job["running"]:
         launcher()
     if job is not None:
         live(job)
+
+
+def stale_message(job: dict) -> str:
+    if job["status"] == "corrupt":
+        return f"The record of the last run could not be used ({job['problem']}); it has been cleared."
+    return (f"The record of the last run names process {job['pid']}, which is no longer that run (the run "
+            f"ended and its process id was reused); the record has been cleared. Its files are in {job['out']}.")
 
 
 run_safely(body)

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from .config import DIAGONALS, KINDS, PRECONDITIONERS
+from .config import DIAGONALS, KINDS, PRECONDITIONERS, check_device
 from .model import VARIANTS, ModelConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -123,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
                             "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards)")
         p.add_argument("--dataset-id", default="DKYoon/SlimPajama-6B")
-        p.add_argument("--source-filter", nargs="*", help="keep only these meta.redpajama_set_name values")
+        p.add_argument("--source-filter", nargs="+", metavar="NAME",
+                       help="keep only records whose meta.redpajama_set_name is one of these")
+        p.add_argument("--max-document-bytes", type=int, default=None,
+                       help="skip (and count) documents longer than this many bytes (default 16 MiB)")
         p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
         p.add_argument("--steps", type=int)
         p.add_argument("--batch-size", type=int)
@@ -217,11 +220,12 @@ def gp_report(args) -> int:
 
 def _lm_data(args):
     from .lm.data import DataConfig
+    common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None)
+    if args.max_document_bytes is not None:
+        common["max_document_bytes"] = args.max_document_bytes
     if args.data in ("demo", "slimpajama"):
-        return DataConfig(source=args.data, dataset_id=args.dataset_id,
-                          source_filter=tuple(args.source_filter) if args.source_filter else None)
-    return DataConfig(source="path", path=args.data,
-                      source_filter=tuple(args.source_filter) if args.source_filter else None)
+        return DataConfig(source=args.data, dataset_id=args.dataset_id, **common)
+    return DataConfig(source="path", path=args.data, **common)
 
 
 def _lm_overrides(args) -> dict:
@@ -231,14 +235,16 @@ def _lm_overrides(args) -> dict:
 
 
 def lm_train(args) -> int:
+    from .lm.compare import data_line
     from .lm.data import describe
     from .lm.train import LMTrainConfig, train
     data = _lm_data(args)
     cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, **_lm_overrides(args))
-    out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.hash[:8]}"
+    out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.run_hash(data)[:8]}"
     print(f"training {args.variant} ({args.preset}) on {describe(data)} into {out}", flush=True)
     summary = train(cfg, data, out, device=args.device).summary
     if summary:
+        print(data_line(summary["data_stats"]))
         print(f"{summary['variant']}: {summary['params']:,} parameters, {summary['tokens_per_s']:,.0f} tokens/s, "
               f"validation perplexity {summary['val_ppl']:.3f}"
               + (f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else ""))
@@ -254,7 +260,8 @@ def lm_compare(args) -> int:
     from .lm.compare import compare, table, write_json
     data = _lm_data(args)
     out = args.out or f"runs/lm/{args.preset}/compare"
-    records = compare(args.preset, data, out, variants=tuple(args.variants), **_lm_overrides(args))
+    records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
+                      **_lm_overrides(args))
     print(table(records, data))
     if args.json:
         write_json(records, args.json)
@@ -276,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             print(info_table(args))
         elif args.command == "gp":
             from .gp_sweep import main_sweep
+            if args.gp_command != "report":
+                check_device(args.device)
             return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
         elif args.command == "lm":
             return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
@@ -287,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConnectionError, FileNotFoundError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished work is kept; run the same command again to resume", file=sys.stderr)
+        return 130
     return 0
 
 

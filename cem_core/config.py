@@ -44,6 +44,27 @@ def _check_bool(field: str, value) -> None:
         _fail(field, value, "must be True or False")
 
 
+def check_device(value):
+    """A torch.device from 'cpu', 'cuda', 'cuda:N' or 'mps' that exists on this machine."""
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        _fail("device", value, "must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        _fail("device", value, "MPS is not available here (use 'cpu')")
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            _fail("device", value, "no CUDA device is available here (use 'cpu')")
+        if device.index is not None and device.index >= count:
+            _fail("device", value, f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
+    return device
+
+
 @dataclass(frozen=True, kw_only=True)
 class DescentConfig:
     """Options shared by every CEM layer: the recursion x <- x - eta P grad E, T times."""

@@ -1,5 +1,7 @@
+import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -58,3 +60,23 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"WARNING: {reason.removeprefix('Skipped: ')}", red=True, bold=True)
         terminalreporter.write_line("Install the packages or run .ci/run.", red=True, bold=True)
         terminalreporter.write_line(bar, red=True, bold=True)
+
+
+def shard_corpus(folder: Path, n_docs: int = 300, name: str = "shard.jsonl"):
+    """A SlimPajama-format shard of simple, learnable text, as a DataConfig."""
+    from cem_core.lm.data import DataConfig
+
+    lines = [json.dumps({"text": f"the cat number {i % 7} sat on mat {i % 5}. " * 3,
+                         "meta": {"redpajama_set_name": "RedPajamaC4"}}) for i in range(n_docs)]
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return DataConfig(source="path", path=str(path), validation_fraction=0.1)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (the tests' own timings and determinism), restored after."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -9,32 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import free_port
+from conftest import free_port, shard_corpus as corpus
 
 from cem_core.__main__ import main
-from cem_core.lm.data import DataConfig
-from cem_core.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, read_metrics, train
+from cem_core.lm.run_folder import read_metrics
+from cem_core.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, train
 from cem_core.model import VARIANTS, LanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
-
-
-def corpus(tmp_path: Path, n_docs: int = 300) -> DataConfig:
-    """A SlimPajama-format shard of simple, learnable text."""
-    lines = [json.dumps({"text": f"the cat number {i % 7} sat on mat {i % 5}. " * 3,
-                         "meta": {"redpajama_set_name": "RedPajamaC4"}}) for i in range(n_docs)]
-    path = tmp_path / "shard.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return DataConfig(source="path", path=str(path), validation_fraction=0.1)
-
-
-@pytest.fixture
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
@@ -46,9 +29,9 @@ def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
     assert evals[-1]["val_ppl"] < 0.5 * evals[0]["val_ppl"]
     assert summary["val_ppl"] == pytest.approx(evals[-1]["val_ppl"])
     assert set(summary["val_ppl_by_T"]) == {"1", "3"} and summary["params"] > 0
-    assert (tmp_path / "run" / "summary.json").exists() and (tmp_path / "run" / "checkpoint.pt").exists()
+    assert (tmp_path / "run" / "summary.json").exists() and (tmp_path / "run" / "checkpoint-00000060.pt").exists()
     header = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
-    assert header["config_hash"] == cfg.hash and header["provenance"]["torch"] == torch.__version__
+    assert header["identity_hash"] == cfg.run_hash(data) and header["provenance"]["torch"] == torch.__version__
 
 
 # One run of train() in a fresh process (to be killed, or under torchrun).
@@ -71,12 +54,12 @@ def test_killed_run_resumes_with_exactly_the_same_loss_curve(tmp_path, one_threa
     proc = subprocess.Popen([sys.executable, str(script), str(killed)], cwd=ROOT,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 120
-    while not (killed / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+    while not (killed / "checkpoints.json").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)                                    # no chance to clean up
     proc.wait()
-    assert (killed / "checkpoint.pt").exists()
-    step = torch.load(killed / "checkpoint.pt", weights_only=True)["step"]
+    newest = json.loads((killed / "checkpoints.json").read_text())[-1]
+    step = torch.load(killed / newest["file"], weights_only=True)["step"]
     assert 10 <= step < 40, step                                        # killed part-way
     train(LMTrainConfig(**cfg), data, killed, progress=False)           # resume
     train(LMTrainConfig(**cfg), data, tmp_path / "whole", progress=False)
@@ -91,7 +74,7 @@ def test_resume_refuses_another_configuration(tmp_path, one_thread):
     cfg = LMTrainConfig(variant="llama", steps=2, eval_every=2, ckpt_every=2, sample_tokens=0,
                         **{k: v for k, v in TINY.items() if k != "sample_tokens"})
     train(cfg, data, tmp_path / "run", progress=False)
-    with pytest.raises(ValueError, match="another configuration"):
+    with pytest.raises(ValueError, match="holds another run: config.lr: 0.003 there, 0.0001 now"):
         train(LMTrainConfig(**{**cfg.__dict__, "lr": 1e-4}), data, tmp_path / "run", progress=False)
 
 

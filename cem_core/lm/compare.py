@@ -4,21 +4,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..integrity import FolderLock
 from ..model import VARIANTS
-from .data import DataConfig, describe
+from ..records import atomic_write_text
+from .data import DataConfig, DataStats, describe
 from .train import LMTrainConfig, chinchilla_tokens, train
 
 
 def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), progress: bool = True,
-            **overrides) -> list[dict]:
-    """Train (or resume) each variant into out_root/<variant>; return one record per variant."""
+            device: str | None = None, **overrides) -> list[dict]:
+    """Train (or resume) each variant into out_root/<variant>; return one record per variant.
+    The comparison holds out_root for its whole life (each run also holds its own folder)."""
+    configs = [LMTrainConfig.from_preset(preset, variant=variant, **overrides) for variant in variants]
     records = []
-    for variant in variants:
-        cfg = LMTrainConfig.from_preset(preset, variant=variant, **overrides)
-        summary = train(cfg, data, Path(out_root) / variant, progress=progress).summary
-        records.append({k: summary[k] for k in ("variant", "params", "tokens_per_s", "val_loss", "val_ppl",
-                                                "tokens", "chinchilla_tokens", "val_ppl_by_T", "sample")}
-                       | {"mfu": summary.get("mfu")})
+    with FolderLock(out_root, "LM comparison"):
+        for cfg in configs:
+            summary = train(cfg, data, Path(out_root) / cfg.variant, progress=progress, device=device).summary
+            records.append({k: summary[k] for k in ("variant", "params", "tokens_per_s", "val_loss", "val_ppl",
+                                                    "tokens", "chinchilla_tokens", "val_ppl_by_T", "sample",
+                                                    "data_stats")}
+                           | {"mfu": summary.get("mfu")})
     return records
 
 
@@ -32,6 +37,7 @@ def table(records: list[dict], data: DataConfig) -> str:
         lines.append(f"{r['variant']:<10} {r['params']:>12,} {r['params'] / base['params']:>8.3f} "
                      f"{r['tokens_per_s']:>10,.0f} {r['val_ppl']:>9.3f} {r['tokens']:>12,} "
                      f"{chinchilla_tokens(r['params']):>13,}")
+    lines.append(data_line(records[0]["data_stats"]))
     for r in records:
         if r["val_ppl_by_T"]:
             lines.append(f"{r['variant']}: val ppl at other T: " +
@@ -39,5 +45,11 @@ def table(records: list[dict], data: DataConfig) -> str:
     return "\n".join(lines)
 
 
+def data_line(data_stats: dict) -> str:
+    """What the data readers read and skipped (every variant reads the same records)."""
+    train, validation = (DataStats(**data_stats[split]) for split in ("train", "validation"))
+    return f"data read: train {train.summary()}; validation {validation.summary()}"
+
+
 def write_json(records: list[dict], path) -> None:
-    Path(path).write_text(json.dumps(records, indent=1))
+    atomic_write_text(Path(path), json.dumps(records, indent=1))

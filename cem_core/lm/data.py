@@ -11,7 +11,9 @@ Sources (`DataConfig.source`):
   {"text": ..., "meta": {"redpajama_set_name": "RedPajamaC4"}}. `path` is one shard or a folder;
   files are read in sorted order. A folder with `train/` and `validation/` subfolders (SlimPajama's
   layout) gives those splits. Record k (k-th non-blank line over all files) goes to rank
-  k % world_size.
+  k % world_size. A .jsonl.zst is decompressed as it is read, its concatenated zstd frames in
+  turn; one that is empty, ends mid-frame (a cut download) or does not decode raises ValueError
+  naming the file, the compressed byte where it failed and the lines read before.
 - "demo": the source text and docstrings of the Python standard library installed here (PSF
   licence): sorted module files, test suites, site-packages and the codec tables of
   encodings/ left out, the first `demo_max_bytes` bytes. It is NOT SlimPajama; `DEMO_LABEL`
@@ -24,18 +26,23 @@ out the ceil(fraction * n) documents with the smallest hashes, so its validation
 empty. Identical texts always land in the same split.
 
 Optionally only records whose meta.redpajama_set_name is in `source_filter` are kept. Malformed
-records (bad JSON or UTF-8, not an object, text missing or not a string) are skipped and counted
-in a `DataStats` the iterator updates; blank lines are not records.
+records (bad JSON or UTF-8, not an object, text missing or not a string, a lone surrogate) are skipped and counted
+in a `DataStats` the iterator updates; blank lines are not records. So are oversized records,
+longer than `max_document_bytes` (default 16 MiB): a local shard line of more bytes, whatever it
+holds, or a text of more bytes of UTF-8. A long line is never held whole: its bytes are dropped
+as they are read, so reading a shard holds at most max_document_bytes plus one decompressed piece
+(at most 16 MiB). An oversized line still counts as a record for the rank assignment.
 
 API:
     DataConfig(source=..., path=..., dataset_id=..., source_filter=..., validation_fraction=...,
-               demo_max_bytes=...)
+               demo_max_bytes=..., max_document_bytes=...)
+    DataStats(): documents, malformed, oversized, filtered; .summary() -> str, .as_dict()
     iter_documents(config, split, rank=0, world_size=1, stats=None) -> Iterator[str]
     describe(config) -> str
     pack_blocks(documents, tokenizer, block_len) -> Iterator[list[int]]
     batches(config, tokenizer, split, seq_len, batch_size, rank=0, world_size=1, stats=None)
         -> Iterator[LongTensor (batch_size, seq_len + 1)]
-    validation_blocks(config, tokenizer, seq_len, n_blocks, rank=0, world_size=1)
+    validation_blocks(config, tokenizer, seq_len, n_blocks, rank=0, world_size=1, stats=None)
         -> LongTensor (n, seq_len + 1), n <= n_blocks
 
 Packing: each document's ids followed by the end-of-text id form one stream, cut into
@@ -56,7 +63,7 @@ import math
 import os
 import sysconfig
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache, partial
 from itertools import islice
 from pathlib import Path
@@ -70,11 +77,17 @@ from .tokenizer import Tokenizer, first_bytes
 SOURCES = ("demo", "slimpajama", "path")
 SPLITS = ("train", "validation")
 DEFAULT_DATASET_ID = "DKYoon/SlimPajama-6B"
+DEFAULT_MAX_DOCUMENT_BYTES = 16 * 2 ** 20
 SHARD_SUFFIXES = (".jsonl", ".jsonl.zst")
 DEMO_LABEL = ("demo corpus: Python standard library source and docstrings (PSF licence), "
               "not SlimPajama")
 DEMO_SKIPPED_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages",
                                "__pycache__", "encodings"})   # encodings/: generated codec tables
+READ_BYTES = 2 ** 20            # shard bytes read from disk at a time
+# Compressed bytes given to the zstd decompressor at a time. zstd expands at most 32,768-fold (a
+# 4-byte RLE block gives 128 KiB), so one call yields at most 16 MiB, whatever the file holds.
+ZSTD_FEED_BYTES = 512
+OVERSIZED = object()            # stands for a line or record longer than max_document_bytes
 LOCAL_SHARDS_HINT = ("use local shards instead: --data PATH, where PATH is a folder of SlimPajama "
                      "*.jsonl or *.jsonl.zst shards (or one shard file), or --data demo for the "
                      "offline demo corpus (not SlimPajama)")
@@ -90,6 +103,10 @@ class DataConfig:
     source_filter: tuple[str, ...] | None = None  # keep only these redpajama_set_name; None = all
     validation_fraction: float = 0.01            # held out where a source has no validation split
     demo_max_bytes: int = 4_000_000              # source="demo": size cap of the corpus
+    # Longer records are skipped and counted, never held in memory. 16 MiB is far above ordinary
+    # documents (a long novel is about 1 MB of UTF-8) while bounding what one record costs
+    # downstream: its str, JSON parse and token list take some 10-30x its bytes, hundreds of MB.
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
         _check_choice("source", self.source, SOURCES)
@@ -110,6 +127,7 @@ class DataConfig:
         if self.validation_fraction >= 1:
             _fail("validation_fraction", self.validation_fraction, "must be in (0, 1)")
         _check_int("demo_max_bytes", self.demo_max_bytes, 1, 1 << 30)
+        _check_int("max_document_bytes", self.max_document_bytes, 1, 1 << 31)
 
 
 def _check_shard_path(path) -> None:
@@ -125,13 +143,32 @@ def _check_shard_path(path) -> None:
 @dataclass
 class DataStats:
     """Counts kept by the document iterators over the records this rank reads; summing the
-    ranks' stats gives the totals. `malformed` and `filtered` count records of either split
-    (under a hash split every record is read before its split is known), `documents` only
-    those yielded."""
+    ranks' stats gives the totals. `malformed`, `oversized` and `filtered` count records of
+    either split (under a hash split every record is read before its split is known),
+    `documents` only those yielded."""
 
     documents: int = 0   # documents yielded
-    malformed: int = 0   # records skipped: bad JSON or UTF-8, not an object, text missing/not a string
+    malformed: int = 0   # records skipped: bad JSON or UTF-8, not an object, text missing/not a string/not text
+    oversized: int = 0   # records skipped for exceeding max_document_bytes
     filtered: int = 0    # well-formed records dropped by source_filter
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """E.g. "1,234 documents; 3 malformed, 1 oversized and 40 filtered records skipped"."""
+        counts = {"malformed": self.malformed, "oversized": self.oversized, "filtered": self.filtered}
+        skipped = [f"{n:,} {kind}" for kind, n in counts.items() if n]
+        documents = f"{self.documents:,} document{'' if self.documents == 1 else 's'}"
+        if not skipped:
+            return f"{documents}; no records skipped"
+        records = "record" if sum(counts.values()) == 1 else "records"
+        return f"{documents}; {_and_list(skipped)} {records} skipped"
+
+
+def _and_list(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def describe(config: DataConfig) -> str:
@@ -142,6 +179,8 @@ def describe(config: DataConfig) -> str:
              if config.source == "slimpajama" else f"local SlimPajama-format shards: {config.path}")
     if config.source_filter is not None:
         where += f" (only {', '.join(config.source_filter)})"
+    if config.max_document_bytes != DEFAULT_MAX_DOCUMENT_BYTES:
+        where += f" (documents over {config.max_document_bytes:,} bytes skipped)"
     return where
 
 
@@ -177,13 +216,38 @@ def _set_name(record: dict) -> str | None:
     return meta.get("redpajama_set_name") if isinstance(meta, dict) else None
 
 
+def _too_long(text: str, max_bytes: int) -> bool:
+    """Whether `text` takes more than `max_bytes` bytes of UTF-8, encoding it only when its length
+    leaves a doubt (a code point takes 1 to 4 bytes; a lone surrogate, which JSON allows, 3)."""
+    if 4 * len(text) <= max_bytes:
+        return False
+    if len(text) > max_bytes:
+        return True
+    return len(text.encode("utf-8", "surrogatepass")) > max_bytes
+
+
+def _is_text(text: str) -> bool:
+    """False for a string holding a lone surrogate (JSON's \\ud800 escape allows one): not text."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _select(records: Iterable[object], config: DataConfig, split: str, hash_split: bool,
             stats: DataStats) -> Iterator[str]:
     """The texts of well-formed records that pass the source filter and, with `hash_split`,
-    fall in `split`; malformed and filtered records are counted."""
+    fall in `split`; malformed, oversized (a record that is OVERSIZED or whose text is too long)
+    and filtered records are counted."""
     for record in records:
         text = record.get("text") if isinstance(record, dict) else None
-        if not isinstance(text, str):
+        if record is OVERSIZED or (isinstance(text, str) and _too_long(text, config.max_document_bytes)):
+            stats.oversized += 1
+            continue
+        if not isinstance(text, str) or not _is_text(text):
             stats.malformed += 1
             continue
         if config.source_filter is not None and _set_name(record) not in config.source_filter:
@@ -260,7 +324,8 @@ def _rows(dataset, name: str) -> Iterator[dict]:
 def _local_documents(config: DataConfig, split: str, rank: int, world_size: int,
                      stats: DataStats) -> Iterator[str]:
     files, hash_split = _shard_layout(Path(config.path), split)
-    return _select(_shard_records(files, rank, world_size), config, split, hash_split, stats)
+    records = _shard_records(files, rank, world_size, config.max_document_bytes)
+    return _select(records, config, split, hash_split, stats)
 
 
 def _shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
@@ -283,18 +348,17 @@ def find_shards(folder: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 
 
-def _shard_records(files: list[Path], rank: int, world_size: int) -> Iterator[object]:
+def _shard_records(files: list[Path], rank: int, world_size: int, max_bytes: int) -> Iterator[object]:
     """Parsed records of this rank (record k goes to rank k % world_size); None where a line
-    is not valid JSON in UTF-8."""
+    is not valid JSON in UTF-8, OVERSIZED where it is longer than `max_bytes`."""
     k = 0
     for file in files:
-        with _open_binary(file) as lines:
-            for line in lines:
-                if not line.strip():
-                    continue
-                if k % world_size == rank:
-                    yield _parse(line)
-                k += 1
+        for line in _shard_lines(file, max_bytes):
+            if line is not OVERSIZED and not line.strip():
+                continue
+            if k % world_size == rank:
+                yield line if line is OVERSIZED else _parse(line)
+            k += 1
 
 
 def _parse(line: bytes) -> object:
@@ -304,12 +368,75 @@ def _parse(line: bytes) -> object:
         return None
 
 
-def _open_binary(file: Path) -> io.BufferedIOBase:
-    """The file's bytes, decompressed on the fly for .zst; iterating it gives lines."""
-    raw = open(file, "rb")
-    if not file.name.endswith(".zst"):
-        return raw
-    return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+class _BadStream(Exception):
+    """A compressed stream that is empty, ends mid-frame or does not decode (the message says
+    where)."""
+
+
+def _shard_lines(file: Path, max_bytes: int) -> Iterator[bytearray | object]:
+    """The lines of one shard, decompressed on the fly for .zst; OVERSIZED for a line longer than
+    `max_bytes`. A truncated or corrupt .zst raises ValueError naming the file and the place."""
+    n_lines = 0
+    with open(file, "rb", buffering=READ_BYTES) as raw:
+        pieces = _zstd_pieces(raw) if file.name.endswith(".zst") else _pieces(raw, READ_BYTES)
+        try:
+            for line in _lines(pieces, max_bytes):
+                yield line
+                n_lines += 1
+        except _BadStream as err:
+            raise ValueError(f"{file} is truncated or corrupt: {err} ({n_lines:,} lines read); "
+                             "download or write this shard again") from err.__cause__
+
+
+def _pieces(raw: io.BufferedIOBase, size: int) -> Iterator[bytes]:
+    """The file's bytes, `size` at a time."""
+    return iter(partial(raw.read, size), b"")
+
+
+def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
+    """The decompressed bytes of every zstd frame in the file, in turn, in pieces of at most 16 MiB
+    (see ZSTD_FEED_BYTES). Raises _BadStream where the data does not decode, where it ends
+    mid-frame, or for an empty file (no frame at all)."""
+    decompressor = zstandard.ZstdDecompressor()
+    frame = None        # the decompressor of the frame being read; None between frames
+    consumed = 0        # compressed bytes fed so far
+    for feed in _pieces(raw, ZSTD_FEED_BYTES):
+        consumed += len(feed)
+        while feed:     # a feed may end one frame and begin the next
+            if frame is None:
+                frame = decompressor.decompressobj()
+            try:
+                piece = frame.decompress(feed)
+            except zstandard.ZstdError as err:
+                raise _BadStream(f"zstd finds it corrupt ({err}) on reading compressed bytes "
+                                 f"{consumed - len(feed):,} to {consumed:,}") from err
+            yield piece
+            feed, frame = (frame.unused_data, None) if frame.eof else (b"", frame)
+    if frame is not None:
+        raise _BadStream(f"the zstd stream ends mid-frame after {consumed:,} compressed bytes")
+    if consumed == 0:
+        raise _BadStream("it is empty (0 bytes), not a zstd stream")
+
+
+def _lines(pieces: Iterable[bytes], max_bytes: int) -> Iterator[bytearray | object]:
+    """The lines of a byte stream, newline removed; OVERSIZED stands for a line longer than
+    `max_bytes`, whose bytes are dropped as they arrive, so no more than max_bytes of a line
+    (besides the piece at hand) is ever held."""
+    line = bytearray()      # the line being read
+    oversized = False       # that line is already longer than max_bytes (its bytes are dropped)
+    for piece in pieces:
+        parts = piece.split(b"\n")        # every part but the last ends a line
+        for i, part in enumerate(parts):
+            oversized = oversized or len(line) + len(part) > max_bytes
+            if oversized:
+                line.clear()
+            else:
+                line += part
+            if i < len(parts) - 1:
+                yield OVERSIZED if oversized else line
+                line, oversized = bytearray(), False
+    if line or oversized:
+        yield OVERSIZED if oversized else line
 
 
 # --- (c) the demo corpus --------------------------------------------------------------------
@@ -344,6 +471,9 @@ def _demo_split(config: DataConfig, split: str, rank: int, world_size: int,
     threshold = sorted(scores)[n_validation - 1]
     chosen = [doc for doc, score in zip(docs, scores) if (score <= threshold) == (split == "validation")]
     for doc in chosen[rank::world_size]:
+        if _too_long(doc, config.max_document_bytes):
+            stats.oversized += 1
+            continue
         stats.documents += 1
         yield doc
 
@@ -400,12 +530,13 @@ def _repeat(one_pass, config: DataConfig, seq_len: int, batch_size: int) -> Iter
 
 
 def validation_blocks(config: DataConfig, tokenizer: Tokenizer, seq_len: int, n_blocks: int,
-                      rank: int = 0, world_size: int = 1) -> torch.Tensor:
+                      rank: int = 0, world_size: int = 1, stats: DataStats | None = None) -> torch.Tensor:
     """A fixed validation set: the first `n_blocks` blocks (fewer if the split is smaller) of
-    this rank's validation documents, LongTensor (n, seq_len + 1)."""
+    this rank's validation documents, LongTensor (n, seq_len + 1). `stats` counts the records
+    read to make them."""
     _check_int("seq_len", seq_len, 1)
     _check_int("n_blocks", n_blocks, 1)
-    docs = iter_documents(config, "validation", rank, world_size)
+    docs = iter_documents(config, "validation", rank, world_size, stats)
     blocks = list(islice(pack_blocks(docs, tokenizer, seq_len + 1), n_blocks))
     if not blocks:
         raise ValueError(f"the validation split of {describe(config)} holds less than one block "

@@ -1,14 +1,26 @@
 """One supervised background run of ``lm compare`` for the app: start, watch, stop.
 
 The job lives in a subprocess with its own session, so page reruns (and even restarting the
-app) do not touch it; ``runs/app/job.json`` records it. Only one job runs at a time. The data
-choices are the demo corpus, SlimPajama streaming, or shard folders inside one configured data
-directory (``CEM_LAB_DATA_DIR``, default ``data/``): the app never reads arbitrary paths.
+app) do not touch it; ``runs/app/job.json`` records it. Only one job runs at a time, and a job
+start is atomic: the check and the spawn happen under the lock of ``runs/app``, so concurrent
+Starts (several tabs or users) make exactly one job.
+
+A job record holds the process id together with the process's start time and a random token
+passed to the job in its environment (``CEM_LAB_JOB_TOKEN``). The job counts as running only
+if a process with that id exists, started at that time and carries that token; Stop signals
+only such a verified process. A record whose id now belongs to another process is "stale", one
+that cannot be read is "corrupt": the page reports either and clears it, so neither blocks a
+new run.
+
+The data choices are the demo corpus, SlimPajama streaming, or shard folders inside one
+configured data directory (``CEM_LAB_DATA_DIR``, default ``data/``): the app never reads a
+path that resolves outside it (a symbolic link pointing elsewhere is refused).
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -16,25 +28,59 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
 from ..controls import _Controls
+from ..integrity import FolderLock
 from ..model import VARIANTS
 from ..records import atomic_write_text
 from .data import find_shards
-from .train import PRESETS, read_metrics
+from .run_folder import read_metrics
+from .train import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS_DIR = ROOT / "runs" / "app"
+TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
+RECORD_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 
 
 def data_dir() -> Path:
     return Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")).resolve()
 
 
-def data_choices() -> list[str]:
-    """'demo', 'slimpajama', and each folder of the data directory that holds shards."""
+def _outside(path: Path, root: Path) -> bool:
+    return not path.resolve().is_relative_to(root)
+
+
+def data_folder(name: str) -> Path:
+    """The shard folder `name` of the data directory; ValueError if it, or a shard in it,
+    resolves outside the data directory, or if it holds no shards."""
     root = data_dir()
-    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and find_shards(p)) if root.is_dir() else []
-    return ["demo", "slimpajama", *folders]
+    folder = root / name
+    if "/" in name or name in ("", ".", "..") or _outside(folder, root):
+        raise ValueError(f"data={name!r} is invalid: it resolves outside the data folder {root}")
+    shards = find_shards(folder) if folder.is_dir() else []
+    escaping = [p.name for p in shards if _outside(p, root)]
+    if escaping:
+        raise ValueError(f"data={name!r} is invalid: {', '.join(escaping[:3])} resolve(s) outside the data "
+                         f"folder {root}")
+    if not shards:
+        raise ValueError(f"data={name!r} is invalid: no *.jsonl or *.jsonl.zst shards in {folder}")
+    return folder.resolve()
+
+
+def data_choices() -> list[str]:
+    """'demo', 'slimpajama', and each folder of the data directory that holds shards, all of
+    them inside the data directory."""
+    root = data_dir()
+    names = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            data_folder(entry.name)
+        except ValueError:
+            continue
+        names.append(entry.name)
+    return ["demo", "slimpajama", *names]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,52 +102,101 @@ class JobSpec(_Controls):
         self._validate()
 
     def command(self, out: Path) -> list[str]:
-        data = self.data if self.data in ("demo", "slimpajama") else str(data_dir() / self.data)
+        data = self.data if self.data in ("demo", "slimpajama") else str(data_folder(self.data))
         return [sys.executable, "-m", "cem_core", "lm", "compare", "--preset", self.preset, "--data", data,
                 "--variants", *self.variants, "--out", str(out), "--json", str(out / "compare.json")]
 
 
-def _alive(pid: int) -> bool:
+# -- the job record and its process ----------------------------------------------------------------
+
+
+def _record_problem(job) -> str | None:
+    if not isinstance(job, dict):
+        return "it is not a JSON object"
+    for name, kind in RECORD_FIELDS.items():
+        if not isinstance(job.get(name), kind) or isinstance(job.get(name), bool):
+            return f"its field {name!r} is missing or not a {kind.__name__}"
+    return None
+
+
+def _status(job: dict) -> str:
+    """'running' (the recorded process, verified), 'ended', or 'stale' (the id is another process's)."""
     try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:   # a finished child we started is a zombie until reaped: reap it
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+        process = psutil.Process(job["pid"])
+        if process.status() == psutil.STATUS_ZOMBIE:
+            _reap(job["pid"])
+            return "ended"
+        same = (abs(process.create_time() - job["create_time"]) < 0.05
+                and process.environ().get(TOKEN_ENV) == job["token"])
+    except psutil.NoSuchProcess:
+        return "ended"
+    except psutil.AccessDenied:        # another user's process: not ours
+        same = False
+    return "running" if same else "stale"
+
+
+def _reap(pid: int) -> None:
+    """A finished child of this process stays a zombie until waited for."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        return True
+        pass
 
 
 def current() -> dict | None:
-    """The last job's record (with 'running'), or None."""
+    """The last job's record with 'status' ('running', 'ended', 'stale' or 'corrupt') and
+    'running', or None when there is none. A corrupt record comes back with 'problem'."""
     path = JOBS_DIR / "job.json"
     if not path.exists():
         return None
-    job = json.loads(path.read_text())
-    job["running"] = _alive(job["pid"])
-    return job
+    try:
+        job = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return {"status": "corrupt", "running": False, "problem": f"{path} is not valid JSON ({err})"}
+    problem = _record_problem(job)
+    if problem:
+        return {"status": "corrupt", "running": False, "problem": f"{path} is not a job record: {problem}"}
+    status = _status(job)
+    return job | {"status": status, "running": status == "running"}
+
+
+def clear() -> None:
+    """Forget a stale or corrupt job record (a verified running job is never cleared)."""
+    job = current()
+    if job is not None and not job["running"]:
+        (JOBS_DIR / "job.json").unlink(missing_ok=True)
 
 
 def start(spec: JobSpec) -> dict:
-    """Start a job; refused (ValueError) while another one runs."""
-    job = current()
-    if job and job["running"]:
-        raise ValueError(f"a run is already going (started {job['started']}, pid {job['pid']}); "
-                         "wait for it or stop it first")
-    out = JOBS_DIR / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    log = (out / "log.txt").open("w")
-    proc = subprocess.Popen(spec.command(out), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    job = {"pid": proc.pid, "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    atomic_write_text(JOBS_DIR / "job.json", json.dumps(job))
-    return job | {"running": True}
+    """Start a job; refused (ValueError) while another one runs. Check and spawn are atomic."""
+    with FolderLock(JOBS_DIR, "job start", timeout=30):
+        job = current()
+        if job and job["running"]:
+            raise ValueError(f"a run is already going (started {job['started']}, pid {job['pid']}); "
+                             "wait for it or stop it first")
+        token = secrets.token_hex(16)
+        out = JOBS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{token[:6]}"
+        command = spec.command(out)
+        out.mkdir(parents=True)
+        with (out / "log.txt").open("w") as log:
+            proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env={**os.environ, TOKEN_ENV: token})
+        job = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "token": token,
+               "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        atomic_write_text(JOBS_DIR / "job.json", json.dumps(job))
+    return job | {"status": "running", "running": True}
 
 
 def stop() -> None:
+    """SIGTERM to the job's process group, only if the recorded process is verified to be the job."""
     job = current()
     if job and job["running"]:
         os.killpg(job["pid"], signal.SIGTERM)
+
+
+def live_training_lock() -> FolderLock:
+    """The lock that lets one live training (the GP page's) run at a time across all sessions."""
+    return FolderLock(JOBS_DIR / "live-training", "live training")
 
 
 def progress(job: dict) -> dict:

@@ -1,13 +1,12 @@
 """Language-model training: presets, the loop, atomic checkpoints with exact resume, and DDP.
 
-One run trains one variant (llama, cem-attn, cem-mlp, cem-full) into an output directory:
-  metrics.jsonl   one JSON line per step (loss, lr, tokens/s) and per evaluation (val loss/ppl),
-                  the first line the run's header (config, its hash, provenance)
-  checkpoint.pt   model, optimizer and step, written to a temporary file and renamed (atomic)
-  tokenizer.json  the BPE tokenizer when one is trained
-  summary.json    parameters, tokens/s, validation perplexity (also at other T), samples
-Starting the same run again resumes from the checkpoint and reproduces the uninterrupted run
+One run trains one variant (llama, cem-attn, cem-mlp, cem-full) into a run folder (its files,
+identity, checkpoints and metrics: `run_folder`). The run holds the folder's lock for its whole
+life; a folder made by a run with another configuration or other data is refused. Starting the
+same run again resumes from its newest intact checkpoint and reproduces the uninterrupted run
 exactly (the data stream is deterministic and fast-forwarded to the checkpointed step).
+summary.json holds parameters, tokens/s, validation perplexity (also at other T), samples and
+the data readers' counts of skipped records.
 
 Scale-out: ``torchrun --nproc_per_node=N -m cem_core lm train ...`` runs DistributedDataParallel
 (gloo on CPU, NCCL on GPU). The documents are split into ``data_shards`` shards (one per rank);
@@ -16,7 +15,6 @@ rank r draws its rows of every global batch from shard r, so a single process wi
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -29,12 +27,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..config import _check_bool, _check_choice, _check_float, _check_int, _fail
+from ..config import _check_bool, _check_choice, _check_float, _check_int, _fail, check_device
 from ..flops import attention_flops, mlp_flops
-from ..records import atomic_write, atomic_write_text, provenance
+from ..integrity import FolderLock
 from ..model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
+from ..records import atomic_write, atomic_write_text, provenance
 from ..schedule import adamw, warmup_cosine
-from .data import DataConfig, batches, describe, iter_documents, validation_blocks
+from . import run_folder
+from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
 from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
@@ -116,9 +116,11 @@ class LMTrainConfig:
         if not (self.tokenizer == "byte" or (self.tokenizer.startswith("bpe:") and self.tokenizer[4:].isdigit()
                                              and 300 <= int(self.tokenizer[4:]) <= 200000)):
             _fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
-        object.__setattr__(self, "eval_T", tuple(int(t) for t in self.eval_T))
+        if not isinstance(self.eval_T, (tuple, list)):
+            _fail("eval_T", self.eval_T, "must be a tuple of integers in [1, 16]")
         for t in self.eval_T:
-            _check_int("eval_T", t, 1, 16)
+            _check_int("eval_T", t, 1, 16)                       # 2.5 is refused, never truncated
+        object.__setattr__(self, "eval_T", tuple(self.eval_T))
         if self.eval_T and self.variant == "llama":
             _fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
         self.model_config(vocab_size=257)   # validate the model sizes now
@@ -138,9 +140,12 @@ class LMTrainConfig:
                                    n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len,
                                    attention_options=attention_options, mlp_options=mlp_options)
 
-    @property
-    def hash(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+    def identity(self, data: DataConfig) -> dict:
+        """What determines this run's numbers: the configuration and the data (see run_folder)."""
+        return run_folder.run_identity(asdict(self), data)
+
+    def run_hash(self, data: DataConfig) -> str:
+        return run_folder.identity_hash(self.identity(data))
 
 
 def chinchilla_tokens(params: int) -> int:
@@ -186,10 +191,10 @@ class BatchStream:
     Shard s yields batches of batch_size / shards blocks from data shard s; a global batch is
     those of every shard, in shard order. A rank of a torchrun job reads its own shard only."""
 
-    def __init__(self, data: DataConfig, tokenizer, cfg: LMTrainConfig, shards: list[int]):
+    def __init__(self, data: DataConfig, tokenizer, cfg: LMTrainConfig, shards: list[int], stats: DataStats):
         per_shard = cfg.batch_size // cfg.data_shards
-        self.streams = [batches(data, tokenizer, "train", cfg.seq_len, per_shard, rank=s, world_size=cfg.data_shards)
-                        for s in shards]
+        self.streams = [batches(data, tokenizer, "train", cfg.seq_len, per_shard, rank=s, world_size=cfg.data_shards,
+                                stats=stats) for s in shards]
 
     def skip(self, steps: int) -> None:
         """Fast-forward past the batches a checkpointed run has already consumed."""
@@ -200,59 +205,20 @@ class BatchStream:
         return torch.cat([next(stream) for stream in self.streams])
 
 
-def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist):
+def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist, record: dict | None):
+    """The byte tokenizer, or the run's BPE tokenizer (trained once, saved atomically, its sha256
+    recorded in run.json and checked on every resume)."""
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
-    path = out / "tokenizer.json"
-    if d.main and not path.exists():
-        train_bpe(iter_documents(data, "train"), vocab_size=int(cfg.tokenizer[4:]), max_bytes=8_000_000).save(path)
+    path = out / run_folder.TOKENIZER
+    if d.main:
+        if not path.exists():
+            bpe = train_bpe(iter_documents(data, "train"), vocab_size=int(cfg.tokenizer[4:]), max_bytes=8_000_000)
+            atomic_write(path, bpe.save)
+        run_folder.check_tokenizer(out, record)
     if d.active:
         dist.barrier()
     return load_tokenizer(path)
-
-
-# -- checkpoints and metrics -----------------------------------------------------------------------
-
-
-def save_checkpoint(path: Path, model, optimizer, step: int, cfg_hash: str) -> None:
-    """Written atomically: a crash never leaves a half-written checkpoint."""
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "config_hash": cfg_hash}
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
-
-
-def load_checkpoint(path: Path, model, optimizer, cfg_hash: str) -> int:
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if state["config_hash"] != cfg_hash:
-        raise ValueError(f"{path.parent} holds a run with another configuration (hash {state['config_hash']}, "
-                         f"this one {cfg_hash}): choose another --out or delete it")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    return int(state["step"])
-
-
-class Metrics:
-    """metrics.jsonl: a header line, then one line per step and per evaluation. On resume, lines
-    after the checkpointed step are dropped, so the file always equals an uninterrupted run's."""
-
-    def __init__(self, path: Path, header: dict, resume_step: int, enabled: bool):
-        self.path, self.enabled = path, enabled
-        if not enabled:
-            return
-        kept = []
-        if resume_step and path.exists():
-            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            kept = [r for r in lines[1:] if r["step"] <= resume_step]
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in [header] + kept))
-
-    def write(self, record: dict) -> None:
-        if self.enabled:
-            with self.path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-
-
-def read_metrics(out_dir) -> list[dict]:
-    path = Path(out_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -287,13 +253,29 @@ class RunResult:
 
 
 def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, device: str | None = None) -> RunResult:
-    """Train one run, or resume it from out_dir/checkpoint.pt; the summary comes back when it finishes."""
+    """Train one run into out_dir, or resume it there; the summary comes back when it finishes.
+
+    Refused (ValueError) when another process holds the folder, when the folder holds another
+    run (other configuration or data), or when no checkpoint in it is intact."""
     d = init_distributed()
     if d.active and cfg.data_shards != d.world_size:
         cfg = replace(cfg, data_shards=d.world_size)
+    device = check_device(device or (f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu"))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    device = torch.device(device or (f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu"))
+    lock = FolderLock(out, "LM run")
+    if d.main:
+        lock.acquire()                       # rank 0 holds the folder for the whole job
+    try:
+        record = run_folder.claim(out, cfg.identity(data)) if d.main else None
+        if d.active:
+            dist.barrier()
+        return _train(cfg, data, out, record, d, device, progress)
+    finally:
+        lock.release()
+
+
+def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict | None, d: Dist, device: torch.device,
+           progress: bool) -> RunResult:
     dtype = DTYPES[cfg.dtype]
     param_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
     use_autocast = dtype == torch.bfloat16 and device.type == "cuda"
@@ -301,22 +283,24 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
     def autocast():
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_autocast)
 
-    tokenizer = build_tokenizer(cfg, data, out, d)
+    run_hash = cfg.run_hash(data)
+    tokenizer = build_tokenizer(cfg, data, out, d, record)
     model_cfg = cfg.model_config(tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
     model.check_token_ids = device.type == "cpu"   # ids come from the tokenizer; no per-step sync on a GPU
     params = sum(p.numel() for p in model.parameters())
     optimizer = adamw(model, cfg.lr, cfg.weight_decay)
-    ckpt = out / "checkpoint.pt"
-    start = load_checkpoint(ckpt, model, optimizer, cfg.hash) if ckpt.exists() else 0
+    start = run_folder.load_latest_checkpoint(out, model, optimizer, run_hash, announce=d.main)
     shards = [d.rank] if d.active else list(range(cfg.data_shards))
-    stream = BatchStream(data, tokenizer, cfg, shards)
+    train_stats, val_stats = DataStats(), DataStats()
+    stream = BatchStream(data, tokenizer, cfg, shards, train_stats)
     stream.skip(start)
-    val = validation_blocks(data, tokenizer, cfg.seq_len, cfg.eval_batches * cfg.batch_size) if d.main else None
-    header = {"config": asdict(cfg), "config_hash": cfg.hash, "data": describe(data), "params": params,
+    val = (validation_blocks(data, tokenizer, cfg.seq_len, cfg.eval_batches * cfg.batch_size, stats=val_stats)
+           if d.main else None)
+    header = {"config": asdict(cfg), "identity_hash": run_hash, "data": describe(data), "params": params,
               "provenance": provenance(), "world_size": d.world_size, "device": str(device)}
-    metrics = Metrics(out / "metrics.jsonl", header, start, enabled=d.main)
+    metrics = run_folder.Metrics(out / run_folder.METRICS, header, start, enabled=d.main)
     net = torch.nn.parallel.DistributedDataParallel(model) if d.active else model
     if cfg.compile:
         net = torch.compile(net)
@@ -360,22 +344,35 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
                                                             if "val_ppl" in record else {}))
         if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
             if d.main:
-                save_checkpoint(ckpt, model, optimizer, step + 1, cfg.hash)
+                run_folder.save_checkpoint(out, model, optimizer, step + 1, run_hash)
             if d.active:
                 dist.barrier()
     if bar:
         bar.close()
+    data_stats = {"train": _all_ranks(train_stats, d).as_dict(), "validation": val_stats.as_dict()}
     result = RunResult(out_dir=out)
     if d.main:
-        result.summary = finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d)
+        result.summary = finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d,
+                                run_hash, data_stats)
     if d.active:
         dist.barrier()
     return result
 
 
-def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d) -> dict:
+def _all_ranks(stats: DataStats, d: Dist) -> DataStats:
+    """The training readers' counts summed over the ranks (each rank reads its own records)."""
+    if not d.active:
+        return stats
+    names = list(stats.as_dict())
+    counts = torch.tensor([getattr(stats, name) for name in names], dtype=torch.float64)
+    dist.all_reduce(counts)
+    return DataStats(**{name: int(c) for name, c in zip(names, counts.tolist())})
+
+
+def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d, run_hash,
+           data_stats) -> dict:
     """Final evaluation (also at other T), samples, and summary.json."""
-    records = read_metrics(out)
+    records = run_folder.read_metrics(out)
     speeds = [r["tokens_per_s"] for r in records[len(records) // 2:]] or [0.0]
     val_loss = evaluate(model, val, cfg.batch_size, device, autocast)
     by_T = {}
@@ -392,10 +389,10 @@ def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params,
         sample = tokenizer.decode(gen.tokens[0].tolist())
     tokens_per_s = sorted(speeds)[len(speeds) // 2]
     summary = {"variant": cfg.variant, "preset": cfg.preset, "params": params, "data": describe(data),
-               "steps": cfg.steps, "tokens": cfg.steps * cfg.batch_size * cfg.seq_len,
+               "data_stats": data_stats, "steps": cfg.steps, "tokens": cfg.steps * cfg.batch_size * cfg.seq_len,
                "chinchilla_tokens": chinchilla_tokens(params), "tokens_per_s": tokens_per_s,
                "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_ppl_by_T": by_T, "sample": sample,
-               "world_size": d.world_size, "device": str(device), "config_hash": cfg.hash}
+               "world_size": d.world_size, "device": str(device), "identity_hash": run_hash}
     if device.type == "cuda":
         peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
         summary["mfu"] = tokens_per_s * train_flops_per_token(model_cfg, cfg.seq_len) / (peak * d.world_size)

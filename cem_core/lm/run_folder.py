@@ -1,0 +1,238 @@
+"""What an LM run folder holds and how it is kept whole.
+
+  .lock             held by the run's process for its whole life (`integrity.FolderLock`)
+  run.json          the run's identity: its training configuration and its data source, written
+                    when the run begins, plus the sha256 of the tokenizer file once there is one
+  checkpoints.json  the last two checkpoints, newest last: file, step and sha256 of each
+  checkpoint-NNNNNNNN.pt   model, optimizer and step (written to a temporary file, then renamed)
+  metrics.jsonl     a header line, then one JSON line per step and per evaluation
+  tokenizer.json    the BPE tokenizer when one is trained
+  summary.json      written when the run finishes
+
+A folder holds one run: starting a run whose identity differs from run.json is refused with the
+fields that differ. A checkpoint is loaded only if its checksum matches the one recorded when it
+was written; a damaged newest checkpoint falls back to the one before it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from ..integrity import describe_differences, file_sha256, identity_differences
+from ..records import atomic_write, atomic_write_text, provenance
+from .data import DataConfig
+
+RUN_FILE = "run.json"
+MANIFEST = "checkpoints.json"
+METRICS = "metrics.jsonl"
+TOKENIZER = "tokenizer.json"
+KEEP_CHECKPOINTS = 2
+RUN_FILES = (RUN_FILE, MANIFEST, METRICS, TOKENIZER, "summary.json")   # what marks a folder as a run's
+
+
+def data_identity(data: DataConfig) -> dict:
+    """The data settings that decide what a run reads (a local path made absolute)."""
+    identity = asdict(data)
+    if data.path is not None:
+        identity["path"] = str(Path(data.path).resolve())
+    return identity
+
+
+def run_identity(config: dict, data: DataConfig) -> dict:
+    """Everything that determines a run's numbers: the training configuration and the data, as
+    JSON holds them (tuples become lists), so a recorded identity compares equal to a new one."""
+    return json.loads(json.dumps({"config": config, "data": data_identity(data)}))
+
+
+def identity_hash(identity: dict) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _fresh_start_hint(out: Path) -> str:
+    return f"to keep that run, choose another --out; to start afresh, delete {out} (or move it away)"
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is unreadable ({type(err).__name__}: {err}): the {what} is damaged; "
+                         f"{_fresh_start_hint(path.parent)}") from None
+
+
+def claim(out: Path, identity: dict) -> dict:
+    """Make `out` this run's folder, or check that it already is: returns the run record.
+
+    Refuses (ValueError) a folder whose run.json records another identity, naming the fields
+    that differ, and a folder holding run files without a run.json."""
+    path = out / RUN_FILE
+    if not path.exists():
+        stray = sorted(p.name for p in out.iterdir() if p.name in RUN_FILES or p.name.startswith("checkpoint"))
+        if stray:
+            raise ValueError(f"{out} holds run files ({', '.join(stray)}) but no {RUN_FILE} saying which run made "
+                             f"them (a run from before run identities were recorded, or not from lm train); "
+                             f"{_fresh_start_hint(out)}")
+        record = {"identity": identity, "identity_hash": identity_hash(identity), "tokenizer_sha256": None,
+                  "provenance": provenance()}
+        atomic_write_text(path, json.dumps(record, indent=1))
+        return record
+    record = _read_json(path, "run record")
+    if not isinstance(record, dict) or not isinstance(record.get("identity"), dict):
+        raise ValueError(f"{path} does not hold a run record (no 'identity'); {_fresh_start_hint(out)}")
+    if identity_differences(record["identity"], identity):
+        raise ValueError(f"{out} holds another run: {describe_differences(record['identity'], identity)}; "
+                         f"{_fresh_start_hint(out)}")
+    return record
+
+
+def check_tokenizer(out: Path, record: dict) -> None:
+    """Record the tokenizer file's sha256 on first use; refuse a file changed since then."""
+    path = out / TOKENIZER
+    if not path.exists():
+        return
+    sha = file_sha256(path)
+    if record.get("tokenizer_sha256") is None:
+        record["tokenizer_sha256"] = sha
+        atomic_write_text(out / RUN_FILE, json.dumps(record, indent=1))
+    elif record["tokenizer_sha256"] != sha:
+        raise ValueError(f"{path} has changed since the run trained it (sha256 {sha[:12]}…, recorded "
+                         f"{record['tokenizer_sha256'][:12]}…); {_fresh_start_hint(out)}")
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+def _checkpoint_name(step: int) -> str:
+    return f"checkpoint-{step:08d}.pt"
+
+
+def _manifest(out: Path) -> list[dict]:
+    path = out / MANIFEST
+    if not path.exists():
+        return []
+    entries = _read_json(path, "checkpoint list")
+    if not (isinstance(entries, list) and all(isinstance(e, dict) and isinstance(e.get("file"), str)
+                                              and isinstance(e.get("sha256"), str) and isinstance(e.get("step"), int)
+                                              for e in entries)):
+        raise ValueError(f"{path} is not a list of checkpoints (file, step, sha256); {_fresh_start_hint(out)}")
+    return entries
+
+
+def save_checkpoint(out: Path, model, optimizer, step: int, run_hash: str) -> None:
+    """Write checkpoint-<step>.pt atomically, record its sha256, keep the last two."""
+    name = _checkpoint_name(step)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "identity_hash": run_hash}
+    atomic_write(out / name, lambda tmp: torch.save(state, tmp))
+    entry = {"file": name, "step": step, "sha256": file_sha256(out / name)}
+    kept = ([e for e in _manifest(out) if e["file"] != name] + [entry])[-KEEP_CHECKPOINTS:]
+    atomic_write_text(out / MANIFEST, json.dumps(kept, indent=1))
+    for old in out.glob("checkpoint-*.pt"):
+        if old.name not in {e["file"] for e in kept}:
+            old.unlink()
+
+
+def _problem(out: Path, entry: dict) -> str | None:
+    """Why this checkpoint cannot be used, or None if it is intact."""
+    path = out / entry["file"]
+    if not path.exists():
+        return f"{path} is missing"
+    if file_sha256(path) != entry["sha256"]:
+        return f"{path} is corrupt (its sha256 differs from the one recorded when it was written)"
+    return None
+
+
+def load_latest_checkpoint(out: Path, model, optimizer, run_hash: str, announce: bool = True) -> int:
+    """Load the newest intact checkpoint into model and optimizer and return its step (0: none).
+
+    A damaged newest checkpoint is reported and the previous one used; with none intact the
+    error names every file and says how to restart."""
+    entries = _manifest(out)
+    if not entries:
+        if any(out.glob("checkpoint-*.pt")):
+            raise ValueError(f"{out} holds checkpoint files but no {MANIFEST} recording their checksums; "
+                             f"{_fresh_start_hint(out)}")
+        return 0
+    problems = []
+    for entry in reversed(entries):
+        problem = _problem(out, entry)
+        if problem:
+            problems.append(problem)
+            continue
+        state = torch.load(out / entry["file"], map_location="cpu", weights_only=True)
+        if state.get("identity_hash") != run_hash:
+            raise ValueError(f"{out / entry['file']} belongs to another run (identity {state.get('identity_hash')}, "
+                             f"this run {run_hash}); {_fresh_start_hint(out)}")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if problems and announce:
+            print(f"warning: {'; '.join(problems)}: resuming from {entry['file']} (step {entry['step']}) instead",
+                  file=sys.stderr, flush=True)
+        return int(state["step"])
+    raise ValueError(f"no intact checkpoint in {out}: {'; '.join(problems)}. To restart this run from step 0, "
+                     f"delete {out / MANIFEST} and the checkpoint files (or the whole folder)")
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def _json_object(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _parse_lines(path: Path, text: str) -> tuple[list[dict], bool]:
+    """The JSON lines of a metrics file and whether an incomplete last line was dropped.
+
+    The last line may be cut short by an interrupted append (a JSON object is complete only with
+    its closing brace): it is dropped. A damaged line anywhere else is an error naming the file
+    and the line."""
+    numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    records = []
+    for i, (number, line) in enumerate(numbered):
+        record = _json_object(line)
+        if record is None:
+            if i == len(numbered) - 1:
+                return records, True
+            raise ValueError(f"{path}, line {number}: not a JSON object ({line[:60]!r}); the metrics file is "
+                             f"damaged; {_fresh_start_hint(path.parent)}")
+        records.append(record)
+    return records, False
+
+
+class Metrics:
+    """metrics.jsonl: a header line, then one line per step and per evaluation. On resume, lines
+    after the checkpointed step are dropped (and an incomplete last line repaired, with a note),
+    so the file always equals an uninterrupted run's."""
+
+    def __init__(self, path: Path, header: dict, resume_step: int, enabled: bool):
+        self.path, self.enabled = path, enabled
+        if not enabled:
+            return
+        kept = []
+        if resume_step and path.exists():
+            records, dropped = _parse_lines(path, path.read_text())
+            if dropped:
+                print(f"note: {path}: dropped an incomplete last line left by an interrupted write",
+                      file=sys.stderr, flush=True)
+            kept = [r for r in records[1:] if r.get("step", 0) <= resume_step]
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in [header] + kept))
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def read_metrics(out_dir) -> list[dict]:
+    """The step and evaluation records of a run (without the header); safe to call while the
+    run is appending (a line still being written is left out)."""
+    path = Path(out_dir) / METRICS
+    return _parse_lines(path, path.read_text())[0][1:]

@@ -1,0 +1,215 @@
+"""Fault injection on the data readers: each test reproduces an attack and asserts the outcome.
+Every test builds its own tiny data in tmp_path; nothing touches the network."""
+import io
+import json
+import random
+import re
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from cem_core.lm import DataConfig, DataStats, iter_documents, stream_hub_documents
+
+N_RECORDS = 2_000
+
+
+def _record(text: str) -> bytes:
+    return json.dumps({"text": text, "meta": {"redpajama_set_name": "RedPajamaC4"}}).encode() + b"\n"
+
+
+def _texts(n: int = N_RECORDS) -> list[str]:
+    """Texts of little redundancy, so that a shard of them spans several zstd blocks."""
+    rng = random.Random(0)
+    return [f"record {i}: {rng.randbytes(60).hex()}" for i in range(n)]
+
+
+def _zstd(data: bytes, **compressor_options) -> bytes:
+    """One streamed (size-less) zstd frame, as SlimPajama's shards are written."""
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(**compressor_options).stream_writer(out, closefd=False) as writer:
+        writer.write(data)
+    return out.getvalue()
+
+
+def _shard(texts: list[str]) -> bytes:
+    return _zstd(b"".join(_record(t) for t in texts))
+
+
+def _read_all(config: DataConfig, stats: DataStats | None = None) -> list[str]:
+    """Both splits, as a run reads them (a hash split reads every record for each split)."""
+    return [doc for split in ("train", "validation") for doc in iter_documents(config, split, stats=stats)]
+
+
+def _local(path: Path, **kw) -> DataConfig:
+    return DataConfig(source="path", path=str(path), **kw)
+
+
+# --- truncated and corrupt .zst shards -------------------------------------------------------
+
+@pytest.mark.parametrize("cut", ["half", "one byte short", "just past the header"])
+@pytest.mark.parametrize("layout", ["one shard", "folder"])
+def test_truncated_zst_shard_is_an_error_naming_the_file(tmp_path, cut, layout):
+    """A download cut short: zstandard's stream_reader used to stop silently at the end of the
+    input, so a part of the shard (or nothing) was read as if it were all."""
+    whole = _shard(_texts())
+    keep = {"half": len(whole) // 2, "one byte short": len(whole) - 1,
+            "just past the header": zstandard.frame_header_size(whole) + 1}[cut]
+    shard = tmp_path / "b.jsonl.zst"
+    shard.write_bytes(whole[:keep])
+    if layout == "folder":
+        (tmp_path / "a.jsonl.zst").write_bytes(_shard(["an intact shard read first"]))
+    config = _local(shard if layout == "one shard" else tmp_path)
+    with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt")) as caught:
+        _read_all(config)
+    message = str(caught.value)
+    assert f"ends mid-frame after {keep:,} compressed bytes" in message
+    lines_read = int(re.search(r"\(([\d,]+) lines read\)", message).group(1).replace(",", ""))
+    assert lines_read < N_RECORDS
+    if cut == "half":
+        assert lines_read > 0            # the intact blocks before the cut were read
+
+
+@pytest.mark.parametrize("attack", ["bytes overwritten", "not zstd at all", "garbage after the frame"])
+def test_corrupt_zst_is_an_error_naming_the_file_not_a_zstd_traceback(tmp_path, attack):
+    """Damaged data used to surface as a raw zstandard.ZstdError (not a ValueError, naming no
+    file). The frame carries a checksum, as the zstd command line writes by default: without one,
+    damaged literals can decode silently."""
+    raw = b"".join(_record(t) for t in _texts())
+    whole = _zstd(raw, write_checksum=True)
+    middle = len(whole) // 2
+    data = {"bytes overwritten": whole[:middle] + b"\xff" * 64 + whole[middle + 64:],
+            "not zstd at all": raw,
+            "garbage after the frame": whole + b"not a zstd frame"}[attack]
+    shard = tmp_path / "shard.jsonl.zst"
+    shard.write_bytes(data)
+    with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt: zstd finds it "
+                                                   "corrupt")) as caught:
+        _read_all(_local(shard))
+    assert re.search(r"on reading compressed bytes [\d,]+ to [\d,]+", str(caught.value))
+
+
+def test_empty_zst_is_an_error(tmp_path):
+    """A 0-byte .zst (a write or download that never started) used to read as an empty shard."""
+    shard = tmp_path / "shard.jsonl.zst"
+    shard.write_bytes(b"")
+    with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt: it is empty")):
+        _read_all(_local(shard))
+
+
+def test_concatenated_zst_frames_are_read_completely(tmp_path):
+    """Frames written one after another (appended shards, a checksum on some): the reader feeds the
+    decompressor itself, so the bytes after the end of a frame must begin the next one."""
+    texts = _texts(300)
+    frames = [_shard(texts[:100]), _zstd(b"".join(_record(t) for t in texts[100:200]), write_checksum=True,
+                                         write_content_size=True)]
+    frames += [_shard([t]) for t in texts[200:]]         # many small frames: several per 512-byte feed
+    shard = tmp_path / "shard.jsonl.zst"
+    shard.write_bytes(b"".join(frames))
+    stats = DataStats()
+    assert sorted(_read_all(_local(shard), stats)) == sorted(texts)
+    assert (stats.documents, stats.malformed) == (300, 0)
+
+
+# --- a maximum document size -----------------------------------------------------------------
+
+def test_one_enormous_line_is_skipped_in_bounded_memory(tmp_path):
+    """A 13 KB .zst holding one 400 MiB line used to be read whole (a MemoryError on a small
+    machine). The test writes the shard in 1 MiB steps, so it never holds the line itself."""
+    before, after = _texts(3), _texts(5)[3:]
+    long_but_allowed = "b" * (3 * 2 ** 20)               # crosses many decompressed pieces, kept
+    shard = tmp_path / "bomb.jsonl.zst"
+    with open(shard, "wb") as fh, zstandard.ZstdCompressor().stream_writer(fh) as writer:
+        writer.write(b"".join(_record(t) for t in before) + b'{"text": "')
+        for _ in range(400):
+            writer.write(b"a" * 2 ** 20)
+        writer.write(b'"}\n' + b"".join(_record(t) for t in after + [long_but_allowed]))
+    assert shard.stat().st_size < 100_000
+
+    stats = DataStats()
+    tracemalloc.start()
+    try:
+        start, baseline = time.perf_counter(), tracemalloc.get_traced_memory()[0]
+        docs = _read_all(_local(shard), stats)
+        peak = tracemalloc.get_traced_memory()[1] - baseline
+        seconds = time.perf_counter() - start
+    finally:
+        tracemalloc.stop()
+    assert sorted(docs) == sorted(before + after + [long_but_allowed])
+    assert stats.oversized == 2                          # once for each split's pass over the shard
+    assert peak < 64 * 2 ** 20, f"peak {peak / 2 ** 20:.1f} MiB"
+    assert seconds < 20
+
+
+def test_the_cap_applies_to_plain_jsonl_and_keeps_the_rank_assignment(tmp_path):
+    """A line just over max_document_bytes is skipped and counted, yet still takes its place
+    (record k -> rank k % world_size), so every rank keeps the same records as before."""
+    cap = 100
+    filler = cap - len(_record("").rstrip(b"\n"))
+    exactly, over = "x" * filler, "y" * (filler + 1)            # a line of cap and cap + 1 bytes
+    texts = ["r0", "r1", over, "r3", exactly, "r5", "r6"]
+    shard = tmp_path / "train" / "0.jsonl"
+    shard.parent.mkdir()
+    shard.write_bytes(b"".join(_record(t) for t in texts))
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / "0.jsonl").write_bytes(_record("v"))
+    config = _local(tmp_path, max_document_bytes=cap)
+
+    stats = [DataStats() for _ in range(2)]
+    parts = [list(iter_documents(config, "train", rank, 2, stats[rank])) for rank in range(2)]
+    assert parts == [["r0", exactly, "r6"], ["r1", "r3", "r5"]]
+    assert [s.oversized for s in stats] == [1, 0]
+
+
+def test_the_cap_applies_to_hub_streaming(tmp_path):
+    """The `datasets` path reads a text whole (json through pyarrow), but one over the cap is then
+    skipped and counted instead of being tokenised."""
+    texts = ["short", "é" * 60, "also short"]                    # 120 bytes of UTF-8 in 60 characters
+    files = {"train": [str(tmp_path / "train.jsonl")], "validation": [str(tmp_path / "validation.jsonl")]}
+    Path(files["train"][0]).write_bytes(b"".join(_record(t) for t in texts))
+    Path(files["validation"][0]).write_bytes(_record("v"))
+    stats = DataStats()
+    config = DataConfig(source="slimpajama", max_document_bytes=100)
+    docs = list(stream_hub_documents(config, "train", stats=stats, data_files=files))
+    assert docs == ["short", "also short"]
+    assert (stats.documents, stats.oversized) == (2, 1)
+
+
+def test_the_cap_applies_to_the_demo_corpus():
+    config = DataConfig(source="demo", demo_max_bytes=300_000, max_document_bytes=20_000)
+    stats = DataStats()
+    docs = _read_all(config, stats)
+    assert docs and all(len(doc.encode()) <= 20_000 for doc in docs)
+    assert stats.oversized > 0 and stats.documents == len(docs)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2 ** 31 + 1, 1.5, True, "16MiB", None])
+def test_max_document_bytes_is_validated(value):
+    with pytest.raises(ValueError, match=r"^max_document_bytes=.* is invalid: "):
+        DataConfig(max_document_bytes=value)
+    assert DataConfig(max_document_bytes=1).max_document_bytes == 1
+    assert DataConfig(max_document_bytes=2 ** 31).max_document_bytes == 2 ** 31
+
+
+# --- what is reported ------------------------------------------------------------------------
+
+def test_data_stats_summary_names_only_what_was_skipped():
+    assert DataStats().summary() == "0 documents; no records skipped"
+    assert (DataStats(documents=1234, malformed=3, oversized=1, filtered=40).summary()
+            == "1,234 documents; 3 malformed, 1 oversized and 40 filtered records skipped")
+    assert DataStats(documents=1, oversized=1).summary() == "1 document; 1 oversized record skipped"
+    assert DataStats(documents=2, malformed=1, filtered=5).summary() == (
+        "2 documents; 1 malformed and 5 filtered records skipped")
+    stats = DataStats(documents=7, oversized=2)
+    assert DataStats(**stats.as_dict()) == stats
+
+
+def test_a_lone_surrogate_is_a_malformed_record_not_a_crash(tmp_path):
+    """JSON allows the escape \\ud800 alone, which is not text: hashing it for the split crashed."""
+    shard = tmp_path / "s.jsonl"
+    shard.write_bytes(b'{"text": "bad \\ud800 text"}\n' + _record("good text"))
+    stats = DataStats()
+    assert _read_all(_local(shard), stats) == ["good text"]
+    assert stats.malformed == 2 and stats.documents == 1          # read once per split

@@ -1,0 +1,211 @@
+"""Fault injection on the language-model trainer and its CLI: each test reproduces an attack
+(mixing runs in one folder, two writers, damaged checkpoints and metrics, bad arguments) and
+asserts the outcome: a refusal with a message, nothing lost, no traceback."""
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import shard_corpus
+
+from cem_core.__main__ import main
+from cem_core.lm.run_folder import read_metrics
+from cem_core.lm.train import LMTrainConfig, train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, eval_batches=1, sample_tokens=0)
+SMALL = ["--steps", "2", "--batch-size", "4", "--seq-len", "16"]     # CLI runs of the cpu-tiny preset, cut short
+
+
+def tiny(**changes) -> LMTrainConfig:
+    return LMTrainConfig(**({"variant": "llama", "steps": 4, "eval_every": 2, "ckpt_every": 2} | TINY | changes))
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- run identity -----------------------------------------------------------------------------------
+
+
+def test_other_data_into_a_run_folder_is_refused(tmp_path, capsys, one_thread):
+    first, second = shard_corpus(tmp_path, name="a.jsonl"), shard_corpus(tmp_path, name="b.jsonl")
+    out = str(tmp_path / "run")
+    assert cli(capsys, "lm", "train", "--variant", "llama", "--data", first.path, "--out", out, *SMALL)[0] == 0
+    before = (tmp_path / "run" / "metrics.jsonl").read_text()
+    code, _, err = cli(capsys, "lm", "train", "--variant", "llama", "--data", second.path, "--out", out, *SMALL)
+    assert code == 2
+    assert "holds another run: data.path:" in err and "b.jsonl" in err and "choose another --out" in err
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before               # nothing relabelled
+
+
+@pytest.mark.parametrize("change,field", [(dict(source_filter=("RedPajamaBook",)), "data.source_filter"),
+                                          (dict(validation_fraction=0.2), "data.validation_fraction"),
+                                          (dict(dataset_id="someone/else"), "data.dataset_id"),
+                                          (dict(max_document_bytes=1000), "data.max_document_bytes")])
+def test_every_data_setting_is_part_of_the_identity(tmp_path, one_thread, change, field):
+    data = shard_corpus(tmp_path)
+    train(tiny(steps=2), data, tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match=rf"holds another run: {field}:"):
+        train(tiny(steps=2), replace(data, **change), tmp_path / "run", progress=False)
+
+
+def test_a_changed_tokenizer_is_refused(tmp_path, one_thread):
+    data = shard_corpus(tmp_path)
+    train(tiny(steps=2, tokenizer="bpe:300"), data, tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match="config.tokenizer: 'bpe:300' there, 'bpe:400' now"):
+        train(tiny(steps=2, tokenizer="bpe:400"), data, tmp_path / "run", progress=False)
+    tokenizer = tmp_path / "run" / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text() + "\n")                          # changed behind the run's back
+    with pytest.raises(ValueError, match="tokenizer.json has changed since the run trained it"):
+        train(tiny(steps=2, tokenizer="bpe:300"), data, tmp_path / "run", progress=False)
+
+
+def test_a_folder_of_unknown_origin_is_refused(tmp_path, one_thread):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint.pt").write_bytes(b"from an older version")
+    with pytest.raises(ValueError, match="holds run files .*checkpoint.pt.* but no run.json"):
+        train(tiny(), shard_corpus(tmp_path), tmp_path / "run", progress=False)
+
+
+# -- one writer per folder --------------------------------------------------------------------------
+
+
+def test_two_concurrent_runs_into_one_folder_exactly_one_runs(tmp_path):
+    data = shard_corpus(tmp_path)
+    command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
+               "--out", str(tmp_path / "run"), "--steps", "30", "--batch-size", "4", "--seq-len", "16"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    refused = next(err for code, err in results if code == 2)
+    assert "is in use (pid" in refused and "only one LM run may write to a folder" in refused
+    assert "Traceback" not in refused
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == list(range(1, 31))   # one run's lines, once
+
+
+# -- checkpoints and metrics ------------------------------------------------------------------------
+
+
+def _finished_run(tmp_path, **changes):
+    data = shard_corpus(tmp_path)
+    cfg = tiny(**changes)
+    train(cfg, data, tmp_path / "run", progress=False)
+    return cfg, data, tmp_path / "run"
+
+
+def _newest(out: Path) -> Path:
+    return out / json.loads((out / "checkpoints.json").read_text())[-1]["file"]
+
+
+@pytest.mark.parametrize("damage", ["zero 8 KB", "truncate", "empty"])
+def test_a_damaged_checkpoint_is_detected_and_the_previous_one_used(tmp_path, capsys, one_thread, damage):
+    cfg, data, out = _finished_run(tmp_path, steps=6)
+    whole = read_metrics(out)
+    newest = _newest(out)
+    raw = bytearray(newest.read_bytes())
+    if damage == "zero 8 KB":
+        middle = len(raw) // 2
+        raw[middle:middle + 8192] = bytes(min(8192, len(raw) - middle))
+    newest.write_bytes({"zero 8 KB": bytes(raw), "truncate": bytes(raw[:len(raw) // 2]), "empty": b""}[damage])
+    train(cfg, data, out, progress=False)                                   # resume: redo steps 5 and 6
+    err = capsys.readouterr().err
+    assert f"{newest} is corrupt" in err and "resuming from checkpoint-00000004.pt (step 4)" in err
+    for key in ("step", "loss", "val_ppl"):                                  # nothing lost, exactly
+        assert [r.get(key) for r in read_metrics(out)] == [r.get(key) for r in whole]
+
+
+def test_no_intact_checkpoint_is_an_error_that_says_how_to_restart(tmp_path, one_thread):
+    cfg, data, out = _finished_run(tmp_path, steps=6)
+    for entry in json.loads((out / "checkpoints.json").read_text()):
+        (out / entry["file"]).write_bytes(b"")
+    with pytest.raises(ValueError, match=r"no intact checkpoint in .*checkpoint-00000006.pt is corrupt.*"
+                                         r"checkpoint-00000004.pt is corrupt.*To restart this run from step 0"):
+        train(cfg, data, out, progress=False)
+
+
+def test_only_the_last_two_checkpoints_are_kept(tmp_path, one_thread):
+    _, _, out = _finished_run(tmp_path, steps=8)
+    assert sorted(p.name for p in out.glob("checkpoint-*.pt")) == ["checkpoint-00000006.pt", "checkpoint-00000008.pt"]
+    assert [e["step"] for e in json.loads((out / "checkpoints.json").read_text())] == [6, 8]
+
+
+def test_a_partial_last_metrics_line_is_repaired_on_resume(tmp_path, capsys, one_thread):
+    cfg, data, out = _finished_run(tmp_path, steps=4, ckpt_every=2)
+    whole = read_metrics(out)
+    metrics = out / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(lines[:4]) + lines[4][:17])              # header, steps 1-3, half of step 4's line
+    assert [r["step"] for r in read_metrics(out)] == [1, 2, 3]           # a reader skips the line being written
+    _newest(out).write_bytes(b"")                                        # the kill came before checkpoint 4
+    train(cfg, data, out, progress=False)
+    assert f"{metrics}: dropped an incomplete last line" in capsys.readouterr().err
+    assert [r["loss"] for r in read_metrics(out)] == [r["loss"] for r in whole]
+
+
+def test_a_damaged_metrics_line_is_reported_with_the_file_and_line(tmp_path, one_thread):
+    cfg, data, out = _finished_run(tmp_path, steps=4)
+    metrics = out / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    lines[2] = "{garbage\n"
+    metrics.write_text("".join(lines))
+    with pytest.raises(ValueError, match=rf"{metrics}, line 3: not a JSON object"):
+        train(cfg, data, out, progress=False)
+
+
+# -- clear CLI errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["lm", "train", "--device", "nonsense"], "device='nonsense' is invalid"),
+    (["lm", "compare", "--device", "cuda:7"], "device='cuda:7' is invalid"),
+    (["gp", "train", "--device", "nonsense"], "device='nonsense' is invalid"),
+    (["gp", "sweep", "--out", "{tmp}/sweep", "--device", "gpu"], "device='gpu' is invalid"),
+])
+def test_a_bad_device_is_a_clear_error(tmp_path, capsys, argv, message):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv[0] == "lm":
+        argv += ["--data", shard_corpus(tmp_path).path, "--out", str(tmp_path / "run"), *SMALL]
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys, command):
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes")
+    code, _, err = cli(capsys, "lm", command, "--data", shard_corpus(tmp_path).path, "--out", str(target), *SMALL)
+    assert code == 2 and f"{target} is a file, not a folder" in err
+    assert target.read_text() == "my notes"
+
+
+def test_an_empty_source_filter_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["lm", "train", "--data", shard_corpus(tmp_path).path, "--source-filter", "--out", str(tmp_path / "r")])
+    assert exit_.value.code == 2
+    assert "--source-filter: expected at least one argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values", [(2.5,), (1, 2.0), ("2",), (True,)])
+def test_non_integral_eval_T_is_refused_not_truncated(values):
+    with pytest.raises(ValueError, match=r"^eval_T=.* is invalid: must be an integer"):
+        LMTrainConfig(variant="cem-attn", eval_T=values)
+
+
+def test_skipped_records_are_shown_by_the_cli_and_kept_in_the_summary(tmp_path, capsys, one_thread):
+    data = shard_corpus(tmp_path)
+    shard = Path(data.path)
+    shard.write_text("{not json\n" + json.dumps({"no_text": 1}) + "\n" + shard.read_text())   # read first
+    code, out, _ = cli(capsys, "lm", "train", "--variant", "llama", "--data", data.path,
+                       "--out", str(tmp_path / "run"), *SMALL)
+    assert code == 0
+    stats = json.loads((tmp_path / "run" / "summary.json").read_text())["data_stats"]
+    assert stats["train"]["malformed"] == stats["validation"]["malformed"] == 2
+    assert "data read: train" in out and "2 malformed" in out
