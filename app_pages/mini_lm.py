@@ -63,7 +63,8 @@ def live(job: dict) -> None:
     if state["table"]:
         st.dataframe([{k: r[k] for k in ("variant", "params", "tokens_per_s", "val_ppl")} for r in state["table"]],
                      hide_index=True)
-        st.caption(data_line(state["table"][0]["data_stats"]))
+        if "data_stats" in state["table"][0]:                          # runs from before the counts were kept lack them
+            st.caption(data_line(state["table"][0]["data_stats"]))
         for r in state["table"]:
             st.markdown(f"**{r['variant']}** sample: `{r['sample'][:300]!s}`")
         explain("The CEM variants use about half of Llama's attention weights and two thirds of its MLP weights. "

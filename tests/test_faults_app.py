@@ -157,3 +157,18 @@ def test_live_gp_training_runs_one_at_a_time_across_sessions(sandbox):
     next(b for b in at.button if b.label == "Train a small model now").click().run()
     assert not at.exception and not at.error
     assert "Trained CEM attention" in at.session_state["gp_result"]
+
+
+def test_the_page_shows_what_the_data_readers_skipped(sandbox, monkeypatch):
+    monkeypatch.setattr(jobs.JobSpec, "command", lambda self, out: [sys.executable, "-c", "pass"])
+    job = jobs.start(jobs.JobSpec(variants=("llama",)))
+    stats = {"train": {"documents": 90, "malformed": 3, "oversized": 1, "filtered": 0},
+             "validation": {"documents": 9, "malformed": 0, "oversized": 0, "filtered": 0}}
+    (Path(job["out"]) / "compare.json").write_text(json.dumps([{"variant": "llama", "params": 1, "tokens_per_s": 2.0,
+                                                                "val_ppl": 5.0, "sample": "x", "data_stats": stats}]))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/mini_lm.py").run()
+    assert not at.exception and not at.error
+    captions = " ".join(c.value for c in at.caption)
+    assert "train 90 documents; 3 malformed and 1 oversized records skipped" in captions

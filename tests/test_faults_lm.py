@@ -3,8 +3,10 @@
 asserts the outcome: a refusal with a message, nothing lost, no traceback."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,3 +211,22 @@ def test_skipped_records_are_shown_by_the_cli_and_kept_in_the_summary(tmp_path, 
     stats = json.loads((tmp_path / "run" / "summary.json").read_text())["data_stats"]
     assert stats["train"]["malformed"] == stats["validation"]["malformed"] == 2
     assert "data read: train" in out and "2 malformed" in out
+
+
+def test_ctrl_c_stops_a_run_without_a_traceback_keeping_its_checkpoint(tmp_path):
+    data = shard_corpus(tmp_path)
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
+               "--out", str(out), "--steps", "3000", "--batch-size", "4", "--seq-len", "16"]
+    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "checkpoints.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)                                  # what a terminal's Ctrl-C sends
+    sent = time.time()
+    _, err = proc.communicate(timeout=30)
+    assert time.time() - sent < 5 and proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    step = json.loads((out / "checkpoints.json").read_text())[-1]["step"]
+    assert step >= 100 and (out / ".lock").read_text() == ""              # a checkpoint kept, the lock let go
