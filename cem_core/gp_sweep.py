@@ -1,8 +1,21 @@
 """The Gaussian-process sweep: presets, resumable results, provenance and summaries.
 
-Each run is identified by a hash of its full configuration (task, model, training). Results
-live in DIR/results.json (a list of run records, rewritten atomically after every finished
-run) and DIR/results.csv. A run whose hash is already in results.json is never retrained.
+Each run is identified by a hash of its full configuration (task, model, training). A sweep
+folder DIR holds one sweep:
+
+- DIR/sweep.json, its manifest: the preset and the task configurations. Runs of another preset
+  or task, and records that are not runs of the sweep (say, after its definition changed), are
+  refused, so two sweeps never mix in one table. A folder made before manifests existed is
+  adopted only when every run in it is one of the requested sweep's runs.
+- DIR/results.json (a list of run records, rewritten atomically after every finished run) and
+  DIR/results.csv. A run whose hash is already there is never retrained. `load_results` checks
+  every record: its fields and their types, that its hash is the hash of its configuration, and
+  that no run appears twice (a copy is never counted as another seed).
+- DIR/.lock: one sweep writes to a folder at a time (`FolderLock`); a second is refused at once.
+
+Worker processes (``jobs`` > 1) leave Ctrl-C to the sweep's process, and exit within a second
+when it dies, however it dies (SIGKILL included). On Ctrl-C or an error the sweep terminates its
+workers at once; every finished run is already saved, and the same command resumes.
 """
 from __future__ import annotations
 
@@ -11,9 +24,14 @@ import hashlib
 import io
 import json
 import math
+import os
+import signal
 import statistics
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import closing
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,9 +40,10 @@ import numpy as np
 import torch
 
 from .config import _check_choice, _check_int
-from .records import atomic_write_text, provenance
 from .gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T,
                  train_gp)
+from .integrity import FolderLock, describe_differences, identity_differences, short_repr
+from .records import atomic_write_text, provenance
 
 PRESETS = ("quick", "default", "gpu")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -39,12 +58,16 @@ class RunSpec:
     group: str                     # which part of the sweep the run belongs to (for tables and plots)
 
     def config(self) -> dict:
-        return config_dict(self.task, self.model, self.train)
+        """The full configuration as results.json holds it (tuples become lists)."""
+        return json.loads(json.dumps(config_dict(self.task, self.model, self.train)))
 
     @property
     def hash(self) -> str:
-        text = json.dumps(self.config(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return config_hash(self.config())
+
+
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def preset_runs(preset: str) -> list[RunSpec]:
@@ -124,22 +147,96 @@ def _worker(spec: RunSpec, device: str) -> dict:
     return run_spec(spec, device=device, threads=1)
 
 
+def _start_worker(parent: int) -> None:
+    """In each worker process: leave Ctrl-C to the parent (the terminal sends it to the whole process
+    group), and exit as soon as the parent is gone, however it ended."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="exit-with-parent", daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 0.2) -> None:
+    while os.getppid() == parent:           # an orphan is adopted by another process
+        time.sleep(every)
+    os._exit(1)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued runs and terminate the running ones now, not when they finish."""
+    workers = list(pool._processes.values())    # Python < 3.14 has no public terminate_workers()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
+
+
+# -- results and the folder's identity -------------------------------------------------------
+
+# what each field of a run record must be: those results.csv (the scalars) and the summaries read
+RECORD_FIELDS = {
+    "hash": str, "group": str, "attention": str, "mlp": str, "depth": int, "width": int, "T": int,
+    "diagonal": str, "preconditioner": str, "eta_mode": str, "eta": float, "anchor": float, "seed": int,
+    "steps": int, "kernel": str, "d_x": int, "n_points": int, "params": int, "rmse": float, "rmse_gp": float,
+    "rmse_ratio": float, "rmse_zero": float, "rmse_nearest_neighbour": float, "diverged": bool,
+    "train_seconds": float, "config": dict, "rmse_by_position": list, "rmse_gp_by_position": list}
+CSV_FIELDS = tuple(name for name, kind in RECORD_FIELDS.items() if kind not in (dict, list))
+KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+              dict: "an object with task, model and train objects", list: "a list of numbers"}
+MANIFEST = "sweep.json"
+MANIFEST_FORMAT = 1
+
+
+def _is_kind(value, kind) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is dict:
+        return isinstance(value, dict) and all(isinstance(value.get(k), dict) for k in ("task", "model", "train"))
+    if kind is list:
+        return isinstance(value, list) and all(_is_kind(v, float) for v in value)
+    return isinstance(value, kind)
+
+
+def _record_problem(record) -> str:
+    """What is wrong with one run record ('' when nothing)."""
+    if not isinstance(record, dict):
+        return f"{short_repr(record)} is not an object (a run record)"
+    for name, kind in RECORD_FIELDS.items():
+        if name not in record:
+            return f"the field {name!r} is missing"
+        if not _is_kind(record[name], kind):
+            return f"{name}={short_repr(record[name])} is invalid: must be {KIND_NAMES[kind]}"
+    if config_hash(record["config"]) != record["hash"]:
+        return f"hash={record['hash']!r} is invalid: it is not the hash of the record's config (the record was edited)"
+    return ""
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
+
+
 def load_results(path: Path) -> list[dict]:
+    """The run records in results.json ([] when there is none), each checked; a ValueError names the
+    file, the record and the field of the first problem."""
     path = Path(path)
     if not path.exists():
         return []
-    try:
-        records = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
+    records = _read_json(path)
     if not isinstance(records, list):
-        raise ValueError(f"{path} must hold a list of run records")
+        raise ValueError(f"{path} must hold a list of run records; move it away to start a sweep afresh")
+    first: dict[str, int] = {}
+    for i, record in enumerate(records):
+        if problem := _record_problem(record):
+            raise ValueError(f"{path}: record {i}: {problem}; fix it, or move the file away to start a sweep afresh")
+        if record["hash"] in first:
+            raise ValueError(f"{path}: run {record['hash']} appears twice (records {first[record['hash']]} "
+                             f"and {i}); a copy is not another seed: remove one")
+        first[record["hash"]] = i
     return records
-
-
-CSV_FIELDS = ("hash", "group", "attention", "mlp", "depth", "width", "T", "diagonal", "preconditioner",
-              "eta_mode", "eta", "anchor", "seed", "steps", "kernel", "d_x", "n_points", "params", "rmse",
-              "rmse_gp", "rmse_ratio", "rmse_zero", "rmse_nearest_neighbour", "diverged", "train_seconds")
 
 
 def save_results(out_dir: Path, records: list[dict]) -> None:
@@ -154,31 +251,110 @@ def save_results(out_dir: Path, records: list[dict]) -> None:
     atomic_write_text(out_dir / "results.csv", table.getvalue())
 
 
+def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
+    """What sweep.json records: the preset (None for a list of runs of the caller's) and its tasks."""
+    tasks = []
+    for spec in specs:
+        if (task := spec.config()["task"]) not in tasks:
+            tasks.append(task)
+    return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks}
+
+
+def read_manifest(path: Path) -> dict:
+    manifest = _read_json(Path(path))
+    if not (isinstance(manifest, dict) and manifest.get("format") == MANIFEST_FORMAT and "preset" in manifest
+            and isinstance(manifest["preset"], (str, type(None))) and isinstance(manifest.get("tasks"), list)
+            and all(isinstance(task, dict) for task in manifest["tasks"])):
+        raise ValueError(f"{path} is not a sweep manifest of format {MANIFEST_FORMAT} (an object with format, "
+                         "preset and tasks); move its folder away to start a sweep afresh")
+    return manifest
+
+
+def _by_field(identity: dict) -> dict:
+    """The identity with its tasks by position, so that differences name the field ('tasks.0.n_points')."""
+    return {**identity, "tasks": {str(i): task for i, task in enumerate(identity["tasks"])}}
+
+
+def _strangers(records: list[dict], specs: list[RunSpec], preset: str | None) -> str:
+    """What the records that are not runs of the requested sweep are ('' when there are none)."""
+    wanted = {s.hash for s in specs}
+    strangers = [r for r in records if r["hash"] not in wanted]
+    if not strangers:
+        return ""
+    text = f"{len(strangers)} of its runs are not in {f'preset {preset!r}' if preset else 'the requested runs'}"
+    hashes = {r["hash"] for r in strangers}
+    owners = [p for p in PRESETS if hashes <= {s.hash for s in preset_runs(p)}]
+    if owners:
+        text += f": they are runs of preset {owners[0]!r}"
+    if specs:
+        config = strangers[0]["config"]
+        nearest = min(specs, key=lambda s: len(identity_differences(config, s.config())))
+        text += (f"; run {strangers[0]['hash']} differs from the nearest requested run in "
+                 f"{describe_differences(config, nearest.config(), limit=3)}")
+    return text
+
+
+def _claim_folder(out: Path, preset: str | None, specs: list[RunSpec], records: list[dict]) -> None:
+    """Refuse a folder that holds another sweep; adopt one that holds (part of) this one, writing its
+    manifest when it has none."""
+    wanted = sweep_identity(preset, specs)
+    path = out / MANIFEST
+    if path.exists() and (differences := describe_differences(_by_field(read_manifest(path)), _by_field(wanted))):
+        problem = f"its {MANIFEST} records {differences}"
+    else:
+        problem = _strangers(records, specs, preset)
+    if problem:
+        raise ValueError(f"{out} holds another sweep ({problem}); runs of two sweeps must not mix in one "
+                         f"folder: start afresh with another --out, or move {out} away")
+    if not path.exists():
+        atomic_write_text(path, json.dumps(wanted, indent=1))
+
+
+# -- running a sweep -------------------------------------------------------------------------
+
+
 def _finished_runs(todo: list[RunSpec], jobs: int, device: str):
-    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes."""
+    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes, which
+    are terminated at once when anything goes wrong (Ctrl-C included) or the caller closes this."""
     if jobs == 1 or len(todo) <= 1:
         yield from (run_spec(spec, device=device) for spec in todo)
         return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+                               initargs=(os.getpid(),))
+    try:
         futures = [pool.submit(_worker, spec, device) for spec in todo]
         yield from (future.result() for future in as_completed(futures))
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
 
 
-def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", on_done=None) -> list[dict]:
-    """Run every spec not yet in out_dir/results.json; return all records. Resumable."""
+def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
+              on_start=None, on_done=None) -> list[dict]:
+    """Run every spec not yet in out_dir/results.json; return all records, in spec order. Resumable.
+
+    Holds the folder's lock throughout and refuses a folder of another sweep (``preset`` names the
+    sweep in its manifest). ``on_start(todo)`` is called with the runs to do once the folder is
+    claimed, ``on_done(record)`` after each finished run (already saved)."""
     _check_int("jobs", jobs, 1, 64)
     out_dir = Path(out_dir)
-    records = load_results(out_dir / "results.json")
-    done = {r["hash"] for r in records}
-    todo = [s for s in specs if s.hash not in done]
-    for record in _finished_runs(todo, jobs, device):
-        records.append(record)
+    with FolderLock(out_dir, "GP sweep"):
+        records = load_results(out_dir / "results.json")
+        _claim_folder(out_dir, preset, specs, records)
+        done = {r["hash"] for r in records}
+        todo = [s for s in specs if s.hash not in done]
+        if on_start:
+            on_start(todo)
+        with closing(_finished_runs(todo, jobs, device)) as finished:
+            for record in finished:
+                records.append(record)
+                save_results(out_dir, records)
+                if on_done:
+                    on_done(record)
+        order = {s.hash: i for i, s in enumerate(specs)}
+        records.sort(key=lambda r: order[r["hash"]])
         save_results(out_dir, records)
-        if on_done:
-            on_done(record)
-    order = {s.hash: i for i, s in enumerate(specs)}
-    records.sort(key=lambda r: order.get(r["hash"], len(order)))
-    save_results(out_dir, records)
     return records
 
 
@@ -247,19 +423,44 @@ def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     return want - have, have - want
 
 
+class _Progress:
+    """What `gp sweep` shows: a header once the folder is claimed, then a bar over the runs to do."""
+
+    def __init__(self, args, n_runs: int):
+        self.args, self.n_runs, self.bar = args, n_runs, None
+
+    def start(self, todo: list[RunSpec]) -> None:
+        from tqdm import tqdm
+        a = self.args
+        print(f"preset {a.preset}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {a.out}, "
+              f"{len(todo)} to run with {a.jobs} worker(s) on {a.device}", flush=True)
+        self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
+
+    def done(self, record: dict) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{run_label(record)}: {record['rmse_ratio']:.3f}")
+
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar:
+            self.bar.close()
+
+
 def main_sweep(args) -> int:
-    from tqdm import tqdm
     specs = preset_runs(args.preset)
     out = Path(args.out)
-    done = {r["hash"] for r in load_results(out / "results.json")}
-    todo = sum(s.hash not in done for s in specs)
-    print(f"preset {args.preset}: {len(specs)} runs, {len(specs) - todo} already finished in {out}, {todo} to run "
-          f"with {args.jobs} worker(s) on {args.device}", flush=True)
-    bar = tqdm(total=todo, unit="run", file=sys.stdout)
-    records = run_sweep(out, specs, jobs=args.jobs, device=args.device,
-                        on_done=lambda r: (bar.update(1), bar.set_postfix_str(f"{run_label(r)}: {r['rmse_ratio']:.3f}")))
-    bar.close()
-    print(markdown_table([r for r in records if r["hash"] in {s.hash for s in specs}]))
+    try:
+        with _Progress(args, len(specs)) as progress:
+            records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
+                                on_start=progress.start, on_done=progress.done)
+    except KeyboardInterrupt:
+        kept = {r["hash"] for r in load_results(out / "results.json")} & {s.hash for s in specs}
+        print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
+    print(markdown_table(records))
     print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
     return 0
 

@@ -147,7 +147,7 @@ def describe_differences(recorded: dict, wanted: dict, limit: int = 6) -> str:
     parts = []
     for name in identity_differences(recorded, wanted)[:limit]:
         a, b = _lookup(recorded, name), _lookup(wanted, name)
-        parts.append(f"{name}: {_short(a)} there, {_short(b)} now")
+        parts.append(f"{name}: {short_repr(a)} there, {short_repr(b)} now")
     return "; ".join(parts)
 
 
@@ -158,7 +158,7 @@ def _lookup(record: dict, dotted: str):
     return value
 
 
-def _short(value) -> str:
+def short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
