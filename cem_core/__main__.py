@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -166,6 +167,7 @@ def gp_train(args) -> int:
 
     from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig
     from .gp_sweep import RunSpec, run_label, run_spec
+    from .records import atomic_write_text
 
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
@@ -184,6 +186,8 @@ def gp_train(args) -> int:
         if args.eta_mode == "per_step" and T != args.T:
             raise ValueError(f"eval_T={T} is invalid: eta_mode='per_step' learned {args.T} step sizes "
                              "and can only be evaluated at that T")
+    if args.out and (Path(args.out).is_dir() or not Path(args.out).resolve().parent.is_dir()):
+        raise ValueError(f"out={args.out!r} is invalid: must be a file path in an existing folder (the run record)")
     bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
 
     def progress(step, loss):
@@ -202,8 +206,7 @@ def gp_train(args) -> int:
         for T, value in record["rmse_by_eval_T"].items():
             print(f"  {int(T):<4d} {value:.4f}  {value / record['rmse_gp']:.3f}")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f, indent=1)
+        atomic_write_text(args.out, json.dumps(record, indent=1))
         print(f"record written to {args.out}")
     return 0
 

@@ -230,3 +230,8 @@ def test_ctrl_c_stops_a_run_without_a_traceback_keeping_its_checkpoint(tmp_path)
     assert "interrupted" in err and "Traceback" not in err
     step = json.loads((out / "checkpoints.json").read_text())[-1]["step"]
     assert step >= 100 and (out / ".lock").read_text() == ""              # a checkpoint kept, the lock let go
+
+
+def test_gp_train_out_pointing_at_a_folder_is_a_clear_error_before_training(tmp_path, capsys):
+    code, out, err = cli(capsys, "gp", "train", "--steps", "2", "--out", str(tmp_path))
+    assert code == 2 and f"out={str(tmp_path)!r} is invalid" in err and "held-out RMSE" not in out
