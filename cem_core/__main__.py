@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parallel worker processes (one thread each)")
     sweep.add_argument("--device", default="cpu")
     report = gp.add_parser("report", help="print the summary table of a results.json")
-    report.add_argument("results", nargs="?", default=None, help="default: the committed default sweep")
+    report.add_argument("results", nargs="?", default=None,
+                        help="a sweep folder or its results.json (default: the committed default sweep)")
 
     lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
         dest="lm_command", required=True)
@@ -186,8 +187,9 @@ def gp_train(args) -> int:
         if args.eta_mode == "per_step" and T != args.T:
             raise ValueError(f"eval_T={T} is invalid: eta_mode='per_step' learned {args.T} step sizes "
                              "and can only be evaluated at that T")
-    if args.out and (Path(args.out).is_dir() or not Path(args.out).resolve().parent.is_dir()):
-        raise ValueError(f"out={args.out!r} is invalid: must be a file path in an existing folder (the run record)")
+    if args.out and (Path(args.out).exists() or not Path(args.out).resolve().parent.is_dir()):
+        raise ValueError(f"out={args.out!r} is invalid: must be a new file in an existing folder (the run record "
+                         "is never written over another file)")
     bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
 
     def progress(step, loss):
@@ -213,7 +215,9 @@ def gp_train(args) -> int:
 
 def gp_report(args) -> int:
     from .gp_sweep import RESULTS_DIR, load_results, markdown_table
-    path = args.results or RESULTS_DIR / "results.json"
+    path = Path(args.results or RESULTS_DIR)
+    if path.is_dir():                                   # a sweep folder
+        path = path / "results.json"
     records = load_results(path)
     if not records:
         raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
@@ -293,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
         elif args.command == "bench":
             from .bench import main as bench_main
+            if args.device is not None:
+                check_device(args.device)
             return bench_main(args)
         elif args.command == "figures":
             return write_figures(args)

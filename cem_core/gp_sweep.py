@@ -20,7 +20,6 @@ workers at once; every finished run is already saved, and the same command resum
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -37,12 +36,14 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 
 from .config import _check_choice, _check_int
 from .gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T,
                  train_gp)
-from .integrity import FolderLock, describe_differences, identity_differences, short_repr
+from .integrity import (FolderLock, describe_differences, foreign_files, identity_differences, json_hash,
+                        short_repr)
 from .records import atomic_write_text, provenance
 
 PRESETS = ("quick", "default", "gpu")
@@ -63,11 +64,7 @@ class RunSpec:
 
     @property
     def hash(self) -> str:
-        return config_hash(self.config())
-
-
-def config_hash(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        return json_hash(self.config())
 
 
 def preset_runs(preset: str) -> list[RunSpec]:
@@ -151,18 +148,32 @@ def _start_worker(parent: int) -> None:
     """In each worker process: leave Ctrl-C to the parent (the terminal sends it to the whole process
     group), and exit as soon as the parent is gone, however it ended."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="exit-with-parent", daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(psutil.Process(parent),), name="exit-with-parent",
+                     daemon=True).start()
 
 
-def _exit_with_parent(parent: int, every: float = 0.2) -> None:
-    while os.getppid() == parent:           # an orphan is adopted by another process
+def _exit_with_parent(parent: psutil.Process, every: float = 0.2) -> None:
+    while _alive(parent):
         time.sleep(every)
     os._exit(1)
 
 
+def _alive(process: psutil.Process) -> bool:
+    """Whether the process still runs: is_running() also compares its start time, so a reused pid
+    does not count (this works on every OS; Windows, unlike POSIX, does not give an orphan a new
+    parent that getppid() would show). A killed parent that is not yet reaped is a zombie: gone."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """Cancel the queued runs and terminate the running ones now, not when they finish."""
-    workers = list(pool._processes.values())    # Python < 3.14 has no public terminate_workers()
+    if hasattr(pool, "terminate_workers"):        # Python >= 3.14
+        pool.terminate_workers()
+        return
+    workers = list(pool._processes.values())      # before 3.14 there is no public way
     pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         worker.terminate()
@@ -207,15 +218,17 @@ def _record_problem(record) -> str:
             return f"the field {name!r} is missing"
         if not _is_kind(record[name], kind):
             return f"{name}={short_repr(record[name])} is invalid: must be {KIND_NAMES[kind]}"
-    if config_hash(record["config"]) != record["hash"]:
+    if json_hash(record["config"]) != record["hash"]:
         return f"hash={record['hash']!r} is invalid: it is not the hash of the record's config (the record was edited)"
     return ""
 
 
 def _read_json(path: Path):
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a results or manifest file")
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
 
 
@@ -299,6 +312,10 @@ def _claim_folder(out: Path, preset: str | None, specs: list[RunSpec], records: 
     manifest when it has none."""
     wanted = sweep_identity(preset, specs)
     path = out / MANIFEST
+    stray = foreign_files(out, (MANIFEST, "results.json", "results.csv"))
+    if stray:
+        raise ValueError(f"{out} holds files that are not a GP sweep's ({', '.join(stray[:6])}): choose a new or "
+                         "empty folder with --out")
     if path.exists() and (differences := describe_differences(_by_field(read_manifest(path)), _by_field(wanted))):
         problem = f"its {MANIFEST} records {differences}"
     else:

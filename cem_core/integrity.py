@@ -7,7 +7,9 @@ and checksums of the files a run depends on.
   with `FolderBusy`, whose message names the holder (pid, command, start time).
 - `identity_differences(recorded, wanted)`: the dotted names of the fields that differ between
   two identity records, for refusals that say exactly what changed.
-- `file_sha256(path)`: the checksum recorded when a file is written and verified when it is read.
+- `foreign_files(folder, own)`: what in a folder belongs to no run of the kind that claims it.
+- `json_hash(value)`, `file_sha256(path)`: the hash that identifies a configuration, and the
+  checksum recorded when a file is written and verified when it is read.
 """
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ import os
 import socket
 import sys
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 
 LOCK_NAME = ".lock"
+LOCK_OFFSET = 1 << 20     # Windows locks a byte range: one far past the holder's note, which stays readable
 
 
 class FolderBusy(ValueError):
@@ -32,6 +36,7 @@ def _try_lock(fd: int) -> bool:
         import fcntl
     except ImportError:                                  # Windows
         import msvcrt
+        os.lseek(fd, LOCK_OFFSET, os.SEEK_SET)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         except OSError:
@@ -49,7 +54,7 @@ def _unlock(fd: int) -> None:
         import fcntl
     except ImportError:
         import msvcrt
-        os.lseek(fd, 0, os.SEEK_SET)
+        os.lseek(fd, LOCK_OFFSET, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
         return
     fcntl.flock(fd, fcntl.LOCK_UN)
@@ -67,35 +72,41 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> "FolderLock":
-        if self.folder.exists() and not self.folder.is_dir():
-            raise ValueError(f"{self.folder} is a file, not a folder: choose a folder for the {self.what}")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:                   # a file where the folder or a parent should be, no permission
+            reason = "it is a file, not a folder" if self.folder.is_file() else err.strerror or str(err)
+            raise ValueError(f"out={str(self.folder)!r} is invalid: {reason} (the {self.what}'s folder)") from None
+        try:
+            self._wait_for(fd)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, json.dumps(holder_record()).encode())
+        except BaseException:
+            os.close(fd)                         # closing also lets go of the lock
+            raise
+        self._fd = fd
+        return self
+
+    def _wait_for(self, fd: int) -> None:
         deadline = time.monotonic() + self.timeout
         while not _try_lock(fd):
             if time.monotonic() >= deadline:
-                os.close(fd)
                 raise FolderBusy(f"{self.folder} is in use ({self.holder()}): only one "
                                  f"{self.what} may write to a folder at a time; wait for it to finish, "
                                  "or choose another folder")
             time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(holder_record()).encode())
-        self._fd = fd
-        return self
 
     def release(self) -> None:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        os.ftruncate(fd, 0)
-        _unlock(fd)
-        os.close(fd)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
+        try:
+            os.ftruncate(fd, 0)
+            _unlock(fd)
+        finally:
+            os.close(fd)
 
     def holder(self) -> str:
         """Who holds the lock, as its holder wrote it (best effort: it may be mid-write)."""
@@ -161,6 +172,18 @@ def _lookup(record: dict, dotted: str):
 def short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def foreign_files(folder: Path, own: tuple[str, ...]) -> list[str]:
+    """Names in `folder` that match none of the glob patterns `own` (nor the lock or a temporary
+    file): what another tool, or another kind of run, left there."""
+    own = (*own, LOCK_NAME, "*.tmp")
+    return sorted(p.name for p in Path(folder).iterdir() if not any(fnmatch(p.name, pattern) for pattern in own))
+
+
+def json_hash(value) -> str:
+    """A short, stable hash of a JSON-able value (sorted keys): the identity of a configuration."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def file_sha256(path, chunk: int = 1 << 20) -> str:

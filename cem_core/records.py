@@ -24,11 +24,23 @@ def provenance() -> dict:
 
 
 def atomic_write(path, write) -> None:
-    """Call write(tmp_path), then rename tmp_path onto path."""
+    """Call write(tmp_path), flush it to disk, then rename tmp_path onto path (and flush the
+    folder), so that neither a crash nor a power cut leaves a half-written or empty file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
+    _fsync(tmp, os.O_RDWR)
     os.replace(tmp, path)
+    if os.name == "posix":                   # a folder can be opened and synced on POSIX only
+        _fsync(path.parent, os.O_RDONLY)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path, text: str) -> None:

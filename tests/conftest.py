@@ -1,5 +1,6 @@
 import json
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -80,3 +81,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8):
+    """A GP sweep run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a test)."""
+    from cem_core import gp_sweep
+    from cem_core.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+
+    return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points),
+                            model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
+                            train=GPTrainConfig(steps=steps, eval_size=16, batch_size=8, seed=seed), group="depth1")
+
+
+def interruptible() -> None:
+    """preexec_fn for a child that a test interrupts with SIGINT: a shell starts background jobs
+    (and so, maybe, this test run) with SIGINT ignored, and a Python started that way ignores
+    Ctrl-C too. Restore the default so the child's Ctrl-C handling is what gets tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

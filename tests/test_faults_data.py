@@ -5,13 +5,15 @@ import json
 import random
 import re
 import time
+from itertools import islice
 import tracemalloc
 from pathlib import Path
 
 import pytest
 import zstandard
 
-from cem_core.lm import DataConfig, DataStats, iter_documents, stream_hub_documents
+from cem_core.lm import (ByteTokenizer, DataConfig, DataStats, batches, iter_documents, pack_blocks,
+                         stream_hub_documents)
 
 N_RECORDS = 2_000
 
@@ -213,3 +215,16 @@ def test_a_lone_surrogate_is_a_malformed_record_not_a_crash(tmp_path):
     stats = DataStats()
     assert _read_all(_local(shard), stats) == ["good text"]
     assert stats.malformed == 2 and stats.documents == 1          # read once per split
+
+
+def test_skip_counts_count_each_record_once_however_many_passes(tmp_path):
+    """Attack: a long run. Old: the train stream counted its bad records again on every pass over the
+    data (2 bad lines read 3 times printed as '6 malformed')."""
+    shard = tmp_path / "s.jsonl"
+    shard.write_bytes(b"{not json\n" + b"".join(_record(t) for t in _texts(40)) + b'{"no_text": 1}\n')
+    config, tokenizer = _local(shard, validation_fraction=1e-9), ByteTokenizer()
+    per_pass = len(list(pack_blocks(iter_documents(config, "train"), tokenizer, 33))) // 4
+    stats = DataStats()
+    stream = batches(config, tokenizer, "train", seq_len=32, batch_size=4, stats=stats)
+    list(islice(stream, 3 * per_pass + 1))                            # into the fourth pass
+    assert per_pass > 0 and (stats.malformed, stats.documents) == (2, 40)

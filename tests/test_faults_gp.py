@@ -11,20 +11,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import interruptible, tiny_gp_spec as tiny_spec
 
 from cem_core import gp_sweep
 from cem_core.__main__ import main
-from cem_core.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
 from cem_core.integrity import FolderLock
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def tiny_spec(steps: int, seed: int = 0, n_points: int = 8) -> gp_sweep.RunSpec:
-    """A run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a test)."""
-    return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points),
-                            model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
-                            train=GPTrainConfig(steps=steps, eval_size=16, batch_size=8, seed=seed), group="depth1")
 
 
 SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
@@ -59,6 +52,7 @@ def start_sweep(tmp_path: Path, specs: list, *args: str) -> subprocess.Popen:
     script.write_text(SCRIPT.format(started=str(tmp_path / "started"), specs=str(tmp_path / "specs.pkl"),
                                     out=str(tmp_path / "sweep")))
     return subprocess.Popen([sys.executable, str(script), *args], cwd=ROOT, start_new_session=True,
+                            preexec_fn=interruptible,
                             stdout=open(tmp_path / "stdout", "w"), stderr=open(tmp_path / "stderr", "w"))
 
 
@@ -270,3 +264,14 @@ def test_committed_sweep_folder_is_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: pytest.fail(f"retrained {spec.hash}"))
     records = gp_sweep.run_sweep(copy, gp_sweep.preset_runs("default"), preset="default")
     assert [r["hash"] for r in records] == [s.hash for s in gp_sweep.preset_runs("default")]
+
+
+def test_gp_report_takes_a_sweep_folder_and_refuses_other_folders_clearly(tmp_path, capsys):
+    """Attack: `gp report FOLDER`. Old: IsADirectoryError traceback. Now a sweep folder is read and
+    any other folder is a one-line error."""
+    assert main(["gp", "report", str(gp_sweep.RESULTS_DIR)]) == 0
+    assert "RMSE / GP optimum" in capsys.readouterr().out
+    (tmp_path / "results.json").mkdir()
+    assert main(["gp", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is a folder, not a results or manifest file" in err

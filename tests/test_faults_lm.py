@@ -11,9 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import shard_corpus
+from conftest import free_port, interruptible, shard_corpus, tiny_gp_spec
 
 from cem_core.__main__ import main
+from cem_core.gp_sweep import run_sweep
+from cem_core.integrity import FolderLock
 from cem_core.lm.run_folder import read_metrics
 from cem_core.lm.train import LMTrainConfig, train
 
@@ -71,8 +73,33 @@ def test_a_changed_tokenizer_is_refused(tmp_path, one_thread):
 def test_a_folder_of_unknown_origin_is_refused(tmp_path, one_thread):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "checkpoint.pt").write_bytes(b"from an older version")
-    with pytest.raises(ValueError, match="holds run files .*checkpoint.pt.* but no run.json"):
+    with pytest.raises(ValueError, match=r"is not empty \(checkpoint.pt\) and holds no run.json"):
         train(tiny(), shard_corpus(tmp_path), tmp_path / "run", progress=False)
+
+
+def test_an_lm_run_and_a_gp_sweep_never_share_a_folder(tmp_path, capsys, one_thread):
+    data = shard_corpus(tmp_path)
+    train(tiny(steps=2), data, tmp_path / "lm", progress=False)
+    with pytest.raises(ValueError, match=r"holds files that are not a GP sweep's \(checkpoint-00000002.pt"):
+        run_sweep(tmp_path / "lm", [tiny_gp_spec(2)])
+    run_sweep(tmp_path / "gp", [tiny_gp_spec(2)])
+    with pytest.raises(ValueError, match=r"is not empty \(results.csv, results.json, sweep.json\)"):
+        train(tiny(steps=2), data, tmp_path / "gp", progress=False)
+    code, _, err = cli(capsys, "lm", "compare", "--variants", "llama", "--data", data.path, "--out",
+                       str(tmp_path / "lm"), *SMALL)
+    assert code == 2 and "holds files that are not a comparison's" in err
+
+
+def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_path, one_thread):
+    data = shard_corpus(tmp_path)
+    train(tiny(steps=2), data, tmp_path / "run", progress=False)
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    del record["identity"]["config"]["grad_clip"]                  # as written before grad_clip existed
+    del record["identity"]["data"]["max_document_bytes"]
+    (tmp_path / "run" / "run.json").write_text(json.dumps(record))
+    train(tiny(steps=2), data, tmp_path / "run", progress=False)   # the defaults: the same run
+    with pytest.raises(ValueError, match="config.grad_clip: 1.0 there, 0.5 now"):
+        train(tiny(steps=2, grad_clip=0.5), data, tmp_path / "run", progress=False)
 
 
 # -- one writer per folder --------------------------------------------------------------------------
@@ -170,6 +197,7 @@ def test_a_damaged_metrics_line_is_reported_with_the_file_and_line(tmp_path, one
     (["lm", "compare", "--device", "cuda:7"], "device='cuda:7' is invalid"),
     (["gp", "train", "--device", "nonsense"], "device='nonsense' is invalid"),
     (["gp", "sweep", "--out", "{tmp}/sweep", "--device", "gpu"], "device='gpu' is invalid"),
+    (["bench", "--device", "nonsense", "--repeats", "1"], "device='nonsense' is invalid"),
 ])
 def test_a_bad_device_is_a_clear_error(tmp_path, capsys, argv, message):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
@@ -180,12 +208,15 @@ def test_a_bad_device_is_a_clear_error(tmp_path, capsys, argv, message):
 
 
 @pytest.mark.parametrize("command", ["train", "compare"])
-def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys, command):
-    target = tmp_path / "notes.txt"
-    target.write_text("my notes")
+@pytest.mark.parametrize("below", [False, True])
+def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys, command, below):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    target = notes / "run" if below else notes
     code, _, err = cli(capsys, "lm", command, "--data", shard_corpus(tmp_path).path, "--out", str(target), *SMALL)
-    assert code == 2 and f"{target} is a file, not a folder" in err
-    assert target.read_text() == "my notes"
+    assert code == 2 and f"out={str(target)!r} is invalid: " in err and "Traceback" not in err
+    assert ("Not a directory" if below else "it is a file, not a folder") in err
+    assert notes.read_text() == "my notes"
 
 
 def test_an_empty_source_filter_is_refused(tmp_path, capsys):
@@ -219,6 +250,7 @@ def test_ctrl_c_stops_a_run_without_a_traceback_keeping_its_checkpoint(tmp_path)
     command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
                "--out", str(out), "--steps", "3000", "--batch-size", "4", "--seq-len", "16"]
     proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                            preexec_fn=interruptible,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while not (out / "checkpoints.json").exists() and time.time() < deadline:
@@ -232,6 +264,25 @@ def test_ctrl_c_stops_a_run_without_a_traceback_keeping_its_checkpoint(tmp_path)
     assert step >= 100 and (out / ".lock").read_text() == ""              # a checkpoint kept, the lock let go
 
 
-def test_gp_train_out_pointing_at_a_folder_is_a_clear_error_before_training(tmp_path, capsys):
-    code, out, err = cli(capsys, "gp", "train", "--steps", "2", "--out", str(tmp_path))
-    assert code == 2 and f"out={str(tmp_path)!r} is invalid" in err and "held-out RMSE" not in out
+@pytest.mark.parametrize("target", ["folder", "existing file"])
+def test_gp_train_never_writes_over_a_folder_or_a_file(tmp_path, capsys, target):
+    out = tmp_path if target == "folder" else tmp_path / "results.json"
+    if target == "existing file":
+        out.write_text("[]")
+    code, printed, err = cli(capsys, "gp", "train", "--steps", "2", "--out", str(out))
+    assert code == 2 and f"out={str(out)!r} is invalid" in err and "held-out RMSE" not in printed
+    assert target == "folder" or out.read_text() == "[]"
+
+
+def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
+    data = shard_corpus(tmp_path)
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
+               "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "cem_core", "lm", "train",
+               "--variant", "llama", "--data", data.path, "--out", str(out), *SMALL]
+    with FolderLock(out, "LM run"):                                   # another run holds the folder
+        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                              text=True, timeout=300)
+    assert done.returncode != 0
+    assert done.stderr.count("is in use (pid") == 2, done.stderr[-3000:]   # rank 0 and rank 1 say why
+    assert "barrier" not in done.stderr                                   # nobody was left waiting

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..integrity import FolderLock
+from ..config import check_device
+from ..integrity import FolderLock, foreign_files
 from ..model import VARIANTS
 from ..records import atomic_write_text
 from .data import DataConfig, DataStats, describe
@@ -16,8 +17,14 @@ def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), p
     """Train (or resume) each variant into out_root/<variant>; return one record per variant.
     The comparison holds out_root for its whole life (each run also holds its own folder)."""
     configs = [LMTrainConfig.from_preset(preset, variant=variant, **overrides) for variant in variants]
+    if device is not None:
+        check_device(device)
     records = []
     with FolderLock(out_root, "LM comparison"):
+        stray = foreign_files(Path(out_root), (*VARIANTS, "compare.json", "log.txt"))
+        if stray:
+            raise ValueError(f"{out_root} holds files that are not a comparison's ({', '.join(stray[:6])}): "
+                             "choose a new or empty folder with --out")
         for cfg in configs:
             summary = train(cfg, data, Path(out_root) / cfg.variant, progress=progress, device=device).summary
             records.append({k: summary[k] for k in ("variant", "params", "tokens_per_s", "val_loss", "val_ppl",

@@ -498,13 +498,14 @@ def pack_blocks(documents: Iterable[str], tokenizer: Tokenizer, block_len: int) 
 def batches(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: int, batch_size: int,
             rank: int = 0, world_size: int = 1, stats: DataStats | None = None) -> Iterator[torch.Tensor]:
     """LongTensors (batch_size, seq_len + 1) of this rank's blocks: forever (pass after pass)
-    for "train", one pass for "validation". `stats` accumulates over passes."""
+    for "train", one pass for "validation". `stats` counts the first pass only, so each record
+    read is counted once however long a run trains."""
     _check_int("seq_len", seq_len, 1)
     _check_int("batch_size", batch_size, 1)
     _check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
-    one_pass = partial(_batch_pass, config, tokenizer, split, seq_len, batch_size, rank, world_size, stats)
-    return one_pass() if split == "validation" else _repeat(one_pass, config, seq_len, batch_size)
+    one_pass = partial(_batch_pass, config, tokenizer, split, seq_len, batch_size, rank, world_size)
+    return one_pass(stats) if split == "validation" else _repeat(one_pass, stats, config, seq_len, batch_size)
 
 
 def _batch_pass(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: int, batch_size: int,
@@ -518,15 +519,17 @@ def _batch_pass(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: i
             group = []
 
 
-def _repeat(one_pass, config: DataConfig, seq_len: int, batch_size: int) -> Iterator[torch.Tensor]:
+def _repeat(one_pass, stats: DataStats | None, config: DataConfig, seq_len: int,
+            batch_size: int) -> Iterator[torch.Tensor]:
     while True:
         empty = True
-        for batch in one_pass():
+        for batch in one_pass(stats):
             empty = False
             yield batch
         if empty:
             raise ValueError(f"the train split of {describe(config)} holds less than one batch "
                              f"of {batch_size} x {seq_len + 1} tokens for this rank")
+        stats = None                     # later passes read the same records again
 
 
 def validation_blocks(config: DataConfig, tokenizer: Tokenizer, seq_len: int, n_blocks: int,

@@ -41,6 +41,7 @@ from .train import PRESETS
 ROOT = Path(__file__).resolve().parents[2]
 JOBS_DIR = ROOT / "runs" / "app"
 TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
+CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
 RECORD_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 
 
@@ -126,8 +127,8 @@ def _status(job: dict) -> str:
         if process.status() == psutil.STATUS_ZOMBIE:
             _reap(job["pid"])
             return "ended"
-        same = (abs(process.create_time() - job["create_time"]) < 0.05
-                and process.environ().get(TOKEN_ENV) == job["token"])
+        same = (process.environ().get(TOKEN_ENV) == job["token"]          # the proof: a random token it was given
+                and abs(process.create_time() - job["create_time"]) < CREATE_TIME_SLACK)
     except psutil.NoSuchProcess:
         return "ended"
     except psutil.AccessDenied:        # another user's process: not ours
@@ -162,9 +163,10 @@ def current() -> dict | None:
 
 def clear() -> None:
     """Forget a stale or corrupt job record (a verified running job is never cleared)."""
-    job = current()
-    if job is not None and not job["running"]:
-        (JOBS_DIR / "job.json").unlink(missing_ok=True)
+    with FolderLock(JOBS_DIR, "job start", timeout=30):   # not while another session starts a job
+        job = current()
+        if job is not None and not job["running"]:
+            (JOBS_DIR / "job.json").unlink(missing_ok=True)
 
 
 def start(spec: JobSpec) -> dict:

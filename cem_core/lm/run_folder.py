@@ -15,7 +15,6 @@ was written; a damaged newest checkpoint falls back to the one before it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import asdict
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ..integrity import describe_differences, file_sha256, identity_differences
+from ..integrity import describe_differences, file_sha256, foreign_files, identity_differences, json_hash
 from ..records import atomic_write, atomic_write_text, provenance
 from .data import DataConfig
 
@@ -32,7 +31,6 @@ MANIFEST = "checkpoints.json"
 METRICS = "metrics.jsonl"
 TOKENIZER = "tokenizer.json"
 KEEP_CHECKPOINTS = 2
-RUN_FILES = (RUN_FILE, MANIFEST, METRICS, TOKENIZER, "summary.json")   # what marks a folder as a run's
 
 
 def data_identity(data: DataConfig) -> dict:
@@ -50,7 +48,7 @@ def run_identity(config: dict, data: DataConfig) -> dict:
 
 
 def identity_hash(identity: dict) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return json_hash(identity)
 
 
 def _fresh_start_hint(out: Path) -> str:
@@ -65,18 +63,22 @@ def _read_json(path: Path, what: str):
                          f"{_fresh_start_hint(path.parent)}") from None
 
 
-def claim(out: Path, identity: dict) -> dict:
+def claim(out: Path, identity: dict, defaults: dict) -> dict:
     """Make `out` this run's folder, or check that it already is: returns the run record.
 
-    Refuses (ValueError) a folder whose run.json records another identity, naming the fields
-    that differ, and a folder holding run files without a run.json."""
+    Refuses (ValueError) a folder whose run.json records another identity, naming the fields that
+    differ (a field the record lacks, because it was added to the configuration later, counts as
+    its value in `defaults`), and a folder without run.json that is not empty. Leftover temporary
+    files of an interrupted write are removed."""
+    for tmp in out.glob("*.tmp"):
+        tmp.unlink()
     path = out / RUN_FILE
     if not path.exists():
-        stray = sorted(p.name for p in out.iterdir() if p.name in RUN_FILES or p.name.startswith("checkpoint"))
+        stray = foreign_files(out, ())
         if stray:
-            raise ValueError(f"{out} holds run files ({', '.join(stray)}) but no {RUN_FILE} saying which run made "
-                             f"them (a run from before run identities were recorded, or not from lm train); "
-                             f"{_fresh_start_hint(out)}")
+            raise ValueError(f"{out} is not empty ({', '.join(stray[:6])}) and holds no {RUN_FILE} saying which run "
+                             f"made it (a run from before run identities were recorded, another kind of run, or "
+                             f"other files): choose a new or empty folder with --out")
         record = {"identity": identity, "identity_hash": identity_hash(identity), "tokenizer_sha256": None,
                   "provenance": provenance()}
         atomic_write_text(path, json.dumps(record, indent=1))
@@ -84,10 +86,17 @@ def claim(out: Path, identity: dict) -> dict:
     record = _read_json(path, "run record")
     if not isinstance(record, dict) or not isinstance(record.get("identity"), dict):
         raise ValueError(f"{path} does not hold a run record (no 'identity'); {_fresh_start_hint(out)}")
-    if identity_differences(record["identity"], identity):
-        raise ValueError(f"{out} holds another run: {describe_differences(record['identity'], identity)}; "
+    recorded = _with_defaults(record["identity"], defaults)
+    if identity_differences(recorded, identity):
+        raise ValueError(f"{out} holds another run: {describe_differences(recorded, identity)}; "
                          f"{_fresh_start_hint(out)}")
     return record
+
+
+def _with_defaults(recorded: dict, defaults: dict) -> dict:
+    """The recorded identity, with the fields it lacks taken from `defaults` (section by section)."""
+    return {section: {**defaults.get(section, {}), **values} if isinstance(values, dict) else values
+            for section, values in recorded.items()}
 
 
 def check_tokenizer(out: Path, record: dict) -> None:

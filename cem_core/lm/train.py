@@ -205,19 +205,21 @@ class BatchStream:
         return torch.cat([next(stream) for stream in self.streams])
 
 
-def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist, record: dict | None):
+def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist, device: torch.device,
+                    record: dict | None):
     """The byte tokenizer, or the run's BPE tokenizer (trained once, saved atomically, its sha256
     recorded in run.json and checked on every resume)."""
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
     path = out / run_folder.TOKENIZER
-    if d.main:
+
+    def make_and_check():
         if not path.exists():
             bpe = train_bpe(iter_documents(data, "train"), vocab_size=int(cfg.tokenizer[4:]), max_bytes=8_000_000)
             atomic_write(path, bpe.save)
         run_folder.check_tokenizer(out, record)
-    if d.active:
-        dist.barrier()
+
+    on_rank0(d, device, make_and_check)
     return load_tokenizer(path)
 
 
@@ -263,15 +265,34 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
     device = check_device(device or (f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu"))
     out = Path(out_dir)
     lock = FolderLock(out, "LM run")
-    if d.main:
-        lock.acquire()                       # rank 0 holds the folder for the whole job
+
+    def take_folder():                       # rank 0 holds the folder for the whole job
+        lock.acquire()
+        return run_folder.claim(out, cfg.identity(data), LMTrainConfig().identity(DataConfig()))
+
     try:
-        record = run_folder.claim(out, cfg.identity(data)) if d.main else None
-        if d.active:
-            dist.barrier()
+        record = on_rank0(d, device, take_folder)
         return _train(cfg, data, out, record, d, device, progress)
     finally:
         lock.release()
+
+
+def on_rank0(d: Dist, device: torch.device, step):
+    """Run `step` on rank 0 only; every rank returns its result or raises its ValueError, so a
+    refusal ends all ranks with the same message instead of leaving them waiting at a barrier."""
+    result, error = None, None
+    if d.main:
+        try:
+            result = step()
+        except ValueError as err:
+            error = str(err)
+    if d.active:
+        shared = [error]
+        dist.broadcast_object_list(shared, src=0, device=device if device.type == "cuda" else None)
+        error = shared[0]
+    if error is not None:
+        raise ValueError(error)
+    return result
 
 
 def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict | None, d: Dist, device: torch.device,
@@ -284,7 +305,7 @@ def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict | None,
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_autocast)
 
     run_hash = cfg.run_hash(data)
-    tokenizer = build_tokenizer(cfg, data, out, d, record)
+    tokenizer = build_tokenizer(cfg, data, out, d, device, record)
     model_cfg = cfg.model_config(tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
