@@ -11,11 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import free_port, interruptible, shard_corpus, tiny_gp_spec
 
 from cem_core.__main__ import main
 from cem_core.gp_sweep import run_sweep
-from cem_core.integrity import FolderLock
+from cem_core.integrity import FolderLock, file_sha256, json_hash
 from cem_core.lm.run_folder import read_metrics
 from cem_core.lm.train import LMTrainConfig, train
 
@@ -91,15 +92,24 @@ def test_an_lm_run_and_a_gp_sweep_never_share_a_folder(tmp_path, capsys, one_thr
 
 
 def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_path, one_thread):
-    data = shard_corpus(tmp_path)
-    train(tiny(steps=2), data, tmp_path / "run", progress=False)
-    record = json.loads((tmp_path / "run" / "run.json").read_text())
-    del record["identity"]["config"]["grad_clip"]                  # as written before grad_clip existed
+    """A folder as an older version wrote it: its identity (and the hash its checkpoints carry)
+    lacks fields added since. Resuming it is the same run when those fields have their defaults."""
+    _, data, out = _finished_run(tmp_path, steps=4)
+    record = json.loads((out / "run.json").read_text())
+    del record["identity"]["config"]["grad_clip"]
     del record["identity"]["data"]["max_document_bytes"]
-    (tmp_path / "run" / "run.json").write_text(json.dumps(record))
-    train(tiny(steps=2), data, tmp_path / "run", progress=False)   # the defaults: the same run
+    record["identity_hash"] = json_hash(record["identity"])
+    (out / "run.json").write_text(json.dumps(record))
+    entries = json.loads((out / "checkpoints.json").read_text())
+    for entry in entries:
+        state = torch.load(out / entry["file"], weights_only=True)
+        torch.save(state | {"identity_hash": record["identity_hash"]}, out / entry["file"])
+        entry["sha256"] = file_sha256(out / entry["file"])
+    (out / "checkpoints.json").write_text(json.dumps(entries))
+    summary = train(tiny(), data, out, progress=False).summary          # resumes at step 4: nothing to redo
+    assert summary["identity_hash"] == record["identity_hash"]
     with pytest.raises(ValueError, match="config.grad_clip: 1.0 there, 0.5 now"):
-        train(tiny(steps=2, grad_clip=0.5), data, tmp_path / "run", progress=False)
+        train(tiny(grad_clip=0.5), data, out, progress=False)
 
 
 # -- one writer per folder --------------------------------------------------------------------------

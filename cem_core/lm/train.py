@@ -206,7 +206,7 @@ class BatchStream:
 
 
 def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist, device: torch.device,
-                    record: dict | None):
+                    record: dict):
     """The byte tokenizer, or the run's BPE tokenizer (trained once, saved atomically, its sha256
     recorded in run.json and checked on every resume)."""
     if cfg.tokenizer == "byte":
@@ -287,15 +287,15 @@ def on_rank0(d: Dist, device: torch.device, step):
         except ValueError as err:
             error = str(err)
     if d.active:
-        shared = [error]
+        shared = [error, result]
         dist.broadcast_object_list(shared, src=0, device=device if device.type == "cuda" else None)
-        error = shared[0]
+        error, result = shared
     if error is not None:
         raise ValueError(error)
     return result
 
 
-def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict | None, d: Dist, device: torch.device,
+def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dist, device: torch.device,
            progress: bool) -> RunResult:
     dtype = DTYPES[cfg.dtype]
     param_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
@@ -304,7 +304,7 @@ def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict | None,
     def autocast():
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_autocast)
 
-    run_hash = cfg.run_hash(data)
+    run_hash = record["identity_hash"]        # as recorded when the run began (checkpoints carry it)
     tokenizer = build_tokenizer(cfg, data, out, d, device, record)
     model_cfg = cfg.model_config(tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
