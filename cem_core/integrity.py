@@ -108,13 +108,18 @@ class FolderLock:
         finally:
             os.close(fd)
 
-    def holder(self) -> str:
-        """Who holds the lock, as its holder wrote it (best effort: it may be mid-write)."""
-        try:
-            h = json.loads(self.path.read_text())
-            return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "holder unknown"
+    def holder(self, wait: float = 1.0) -> str:
+        """Who holds the lock, as its holder wrote it. A holder that has just taken the lock may not
+        have written its note yet: wait up to `wait` seconds for it."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                h = json.loads(self.path.read_text())
+                return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h['command']}"
+            except (OSError, ValueError, KeyError, TypeError):
+                if time.monotonic() >= deadline:
+                    return "holder unknown"
+            time.sleep(0.02)
 
     def __enter__(self) -> "FolderLock":
         return self.acquire()

@@ -118,16 +118,17 @@ def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_p
 def test_two_concurrent_runs_into_one_folder_exactly_one_runs(tmp_path):
     data = shard_corpus(tmp_path)
     command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
-               "--out", str(tmp_path / "run"), "--steps", "30", "--batch-size", "4", "--seq-len", "16"]
+               "--out", str(tmp_path / "run"), "--steps", "300", "--batch-size", "4", "--seq-len", "16"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    logs = [tmp_path / f"stderr{i}" for i in range(2)]
+    procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+             for log in logs]
+    results = [(p.wait(timeout=300), log.read_text()) for p, log in zip(procs, logs)]
     assert sorted(code for code, _ in results) == [0, 2], results
     refused = next(err for code, err in results if code == 2)
     assert "is in use (pid" in refused and "only one LM run may write to a folder" in refused
     assert "Traceback" not in refused
-    assert [r["step"] for r in read_metrics(tmp_path / "run")] == list(range(1, 31))   # one run's lines, once
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == list(range(1, 301))  # one run's lines, once
 
 
 # -- checkpoints and metrics ------------------------------------------------------------------------
