@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import streamlit as st
 
-from cem_core import interactive
+from cem_core.ui import interactive
 
 log = logging.getLogger("cem_lab.app")
+ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
 
 
 def teacher_mode() -> bool:

@@ -5,12 +5,12 @@ import streamlit as st
 import torch
 
 from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core import figdata, interactive
-from cem_core.config import DIAGONALS, PRECONDITIONERS
-from cem_core.controls import DesignControls
-from cem_core.equations import update_latex
-from cem_core.flops import attention_flops, mlp_flops
-from cem_core.model import VARIANTS
+from cem_core.nn.config import DIAGONALS, PRECONDITIONERS
+from cem_core.nn.flops import attention_flops, mlp_flops
+from cem_core.nn.model import VARIANTS
+from cem_core.ui import figdata, interactive
+from cem_core.ui.controls import DesignControls
+from cem_core.ui.equations import update_latex
 
 KEYS = {name: f"ds_{name}" for name in DesignControls.SPECS}
 SPECTRUM_MAX_D = 256

@@ -4,11 +4,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core import interactive
-from cem_core.config import DIAGONALS, PRECONDITIONERS
-from cem_core.controls import LAYERS, EnergyControls
-from cem_core.equations import update_latex
-from cem_core.explore import diagnose, explore
+from cem_core.nn.config import DIAGONALS, PRECONDITIONERS
+from cem_core.ui import interactive
+from cem_core.ui.controls import LAYERS, EnergyControls
+from cem_core.ui.equations import update_latex
+from cem_core.ui.explore import diagnose, explore
 
 KEYS = {name: f"en_{name}" for name in EnergyControls.SPECS}
 LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}

@@ -4,19 +4,19 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core import gp, gp_sweep, interactive
-from cem_core.config import DIAGONALS
-from cem_core.controls import GPControls
-from cem_core.integrity import FolderBusy
-from cem_core.lm import jobs
+from app_pages.common import ROOT, explain, load_controls, mirror_to_url, run_safely, show_figure
+from cem_core.experiments import gp, gp_sweep
+from cem_core.experiments.integrity import FolderBusy
+from cem_core.nn.config import DIAGONALS
+from cem_core.ui import interactive, jobs
+from cem_core.ui.controls import GPControls
 
 KEYS = {name: f"gp_{name}" for name in GPControls.SPECS}
 
 
 @st.cache_data(show_spinner=False)
 def sweep_records():
-    return gp_sweep.load_results(gp_sweep.RESULTS_DIR / "results.json")
+    return gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
 
 
 @st.cache_data(show_spinner=False)

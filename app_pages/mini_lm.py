@@ -5,11 +5,10 @@ import streamlit as st
 import torch
 
 from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core import interactive
-from cem_core.lm import jobs
-from cem_core.lm.compare import data_line
-from cem_core.lm.data import DEMO_LABEL
-from cem_core.model import VARIANTS
+from cem_core.experiments.lm.compare import data_line
+from cem_core.experiments.lm.data import DEMO_LABEL
+from cem_core.nn.model import VARIANTS
+from cem_core.ui import interactive, jobs
 
 HAS_GPU = torch.cuda.is_available()
 KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}

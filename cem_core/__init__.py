@@ -3,12 +3,12 @@
 A CEM layer is T steps of (preconditioned) gradient descent on a causal conditional energy
 (arXiv 2605.07588). Importable without Streamlit or Jupyter.
 """
-from .attention import AttentionCache, CEMAttention, LlamaAttention
-from .config import AttentionConfig, MLPConfig
-from .descent import Trace, assert_exact, exactness_error, reference_forward
-from .mlp import CEMGatedMLP, SwiGLU
-from .model import VARIANTS, Block, Generation, LanguageModel, ModelConfig, param_breakdown
-from .precondition import Preconditioner
+from cem_core.nn.attention import AttentionCache, CEMAttention, LlamaAttention
+from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.descent import Trace, assert_exact, exactness_error, reference_forward
+from cem_core.nn.mlp import CEMGatedMLP, SwiGLU
+from cem_core.nn.model import VARIANTS, Block, Generation, LanguageModel, ModelConfig, param_breakdown
+from cem_core.nn.precondition import Preconditioner
 
 __version__ = "0.1.0"
 

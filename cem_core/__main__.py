@@ -8,8 +8,9 @@ from pathlib import Path
 
 import torch
 
-from .config import DIAGONALS, KINDS, PRECONDITIONERS, check_device
-from .model import VARIANTS, ModelConfig
+from cem_core.experiments.gp_sweep import COMMITTED_SWEEP
+from cem_core.nn.config import DIAGONALS, KINDS, PRECONDITIONERS, check_device
+from cem_core.nn.model import VARIANTS, ModelConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -109,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parallel worker processes (one thread each)")
     sweep.add_argument("--device", default="cpu")
     report = gp.add_parser("report", help="print the summary table of a results.json")
-    report.add_argument("results", nargs="?", default=None,
-                        help="a sweep folder or its results.json (default: the committed default sweep)")
+    report.add_argument("results", nargs="?", default=str(COMMITTED_SWEEP),
+                        help="a sweep folder or its results.json (default: the committed sweep, from the repository "
+                             "root)")
 
     lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
         dest="lm_command", required=True)
@@ -157,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
     figures.add_argument("--out", default="figures")
-    figures.add_argument("--gp-results", default=None, help="default: the committed default sweep")
+    figures.add_argument("--gp-results", default=str(COMMITTED_SWEEP / "results.json"),
+                         help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
     return parser
 
 
@@ -166,9 +169,9 @@ def gp_train(args) -> int:
 
     from tqdm import tqdm
 
-    from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig
-    from .gp_sweep import RunSpec, run_label, run_spec
-    from .records import atomic_write_text
+    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+    from cem_core.experiments.gp_sweep import RunSpec, run_label, run_spec
+    from cem_core.experiments.records import atomic_write_text
 
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
@@ -214,8 +217,8 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from .gp_sweep import RESULTS_DIR, load_results, markdown_table
-    path = Path(args.results or RESULTS_DIR)
+    from cem_core.experiments.gp_sweep import load_results, markdown_table
+    path = Path(args.results)
     if path.is_dir():                                   # a sweep folder
         path = path / "results.json"
     records = load_results(path)
@@ -226,7 +229,7 @@ def gp_report(args) -> int:
 
 
 def _lm_data(args):
-    from .lm.data import DataConfig
+    from cem_core.experiments.lm.data import DataConfig
     common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None)
     if args.max_document_bytes is not None:
         common["max_document_bytes"] = args.max_document_bytes
@@ -242,9 +245,9 @@ def _lm_overrides(args) -> dict:
 
 
 def lm_train(args) -> int:
-    from .lm.compare import data_line
-    from .lm.data import describe
-    from .lm.train import LMTrainConfig, train
+    from cem_core.experiments.lm.compare import data_line
+    from cem_core.experiments.lm.data import describe
+    from cem_core.experiments.lm.train import LMTrainConfig, train
     data = _lm_data(args)
     cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, **_lm_overrides(args))
     out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.run_hash(data)[:8]}"
@@ -264,7 +267,7 @@ def lm_train(args) -> int:
 
 
 def lm_compare(args) -> int:
-    from .lm.compare import compare, table, write_json
+    from cem_core.experiments.lm.compare import compare, table, write_json
     data = _lm_data(args)
     out = args.out or f"runs/lm/{args.preset}/compare"
     records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
@@ -277,7 +280,7 @@ def lm_compare(args) -> int:
 
 
 def write_figures(args) -> int:
-    from .plots import write_all_figures
+    from cem_core.ui.plots import write_all_figures
     for path in write_all_figures(args.out, gp_results=args.gp_results):
         print(path)
     return 0
@@ -289,14 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             print(info_table(args))
         elif args.command == "gp":
-            from .gp_sweep import main_sweep
+            from cem_core.experiments.gp_sweep import main_sweep
             if args.gp_command != "report":
                 check_device(args.device)
             return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
         elif args.command == "lm":
             return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
         elif args.command == "bench":
-            from .bench import main as bench_main
+            from cem_core.experiments.bench import main as bench_main
             if args.device is not None:
                 check_device(args.device)
             return bench_main(args)

@@ -44,14 +44,13 @@ seed = 0
 import inspect
 import math
 
+import nbhelpers
 import numpy as np
 import sympy as sp
 import torch
-
-import cem_core
-import nbhelpers
 from nbhelpers import matrix, show, vector
 
+import cem_core
 
 # %% [markdown]
 # ## 1. Why explicit entries, not `MatrixSymbol`

@@ -30,7 +30,7 @@
 #    `integrate` gives up, and prove the result by differentiating it;
 # 3. show that $-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big)$, so down $= $ up$^\top$;
 # 4. count the parameters: $2\,d\,d_{ff}$ instead of SwiGLU's $3\,d\,d_{ff}$, with the same three matmuls;
-# 5. check the derivation against `CEMGatedMLP` and `cem_core.energy.silu_antiderivative`.
+# 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.energy.silu_antiderivative`.
 
 # %% tags=["parameters"]
 d = 3          # residual width
@@ -41,11 +41,10 @@ seed = 0
 import numpy as np
 import sympy as sp
 import torch
-
-import cem_core
-import cem_core.energy
 from nbhelpers import matrix, show, vector
 
+import cem_core
+import cem_core.nn.energy
 
 # %% [markdown]
 # ## 1. The element-wise energy, for any activation
@@ -158,7 +157,7 @@ assert sp.simplify(Phi_silu.subs(z, 0) + sp.pi ** 2 / 12) == 0
 print("Phi'(z) == z sigmoid(z) and Phi(0) == -pi^2/12: proved")
 
 # %% [markdown]
-# Torch has no dilogarithm, so `cem_core.energy.silu_antiderivative` evaluates $\Phi$ through a
+# Torch has no dilogarithm, so `cem_core.nn.energy.silu_antiderivative` evaluates $\Phi$ through a
 # stable series and an inversion formula for $z > 0$ (see its docstring). Compare it with the
 # SymPy $\Phi$, evaluated in high precision by mpmath, on $z \in [-30, 30]$.
 # **Tolerance: $10^{-12}$ relative (absolute below 1), float64.**
@@ -166,10 +165,10 @@ print("Phi'(z) == z sigmoid(z) and Phi(0) == -pi^2/12: proved")
 # %% tags=["compare-phi"]
 grid = np.linspace(-30, 30, 121)
 exact = np.array([float(v) for v in map(sp.lambdify(z, Phi_silu, "mpmath"), grid)])
-ours = cem_core.energy.silu_antiderivative(torch.from_numpy(grid)).numpy()
+ours = cem_core.nn.energy.silu_antiderivative(torch.from_numpy(grid)).numpy()
 error = np.abs(ours - exact).max() / np.maximum(1.0, np.abs(exact)).max()
 print(f"max |cem_core Phi - SymPy Phi| / max(1, |Phi|) = {error:.1e}")
-assert error < 1e-12, "cem_core.energy.silu_antiderivative disagrees with the SymPy Phi"
+assert error < 1e-12, "cem_core.nn.energy.silu_antiderivative disagrees with the SymPy Phi"
 
 # %% [markdown]
 # ## 4. The parameter count: two thirds
@@ -177,7 +176,7 @@ assert error < 1e-12, "cem_core.energy.silu_antiderivative disagrees with the Sy
 # SwiGLU has three $d \times d_{ff}$ matrices (its `gate_proj`, `up_proj`, `down_proj`); the CEM MLP
 # has two ($U$ = `up_proj`, $G$ = `gate_proj`), because the readout is $U^\top$. It still does the
 # same three matrix products ($Ux$, $Gc$, $U^\top(\cdot)$): the saving is in parameters, not FLOPs.
-# (Hugging Face names the activated branch `gate_proj`; `cem_core.mlp` documents the mapping.)
+# (Hugging Face names the activated branch `gate_proj`; `cem_core.nn.mlp` documents the mapping.)
 
 # %%
 d_s, f_s = sp.symbols("d d_ff", positive=True, integer=True)
@@ -231,7 +230,7 @@ assert max(errors.values()) < 1e-10, "CEMGatedMLP disagrees with the SymPy deriv
 # `cem_core` also offers GELU, $\varphi(z) = z\,N(z)$ with $N$ the standard normal cdf and $n$ its
 # pdf. **Find an antiderivative $\Phi$ of GELU.** (Hint: integrate by parts twice, using
 # $n'(z) = -z\,n(z)$.) Write it in terms of `z`, `N` and `n`, then run the check: it proves
-# $\Phi' = \varphi$ and compares your $\Phi$ with `cem_core.energy.gelu_antiderivative` up to a constant.
+# $\Phi' = \varphi$ and compares your $\Phi$ with `cem_core.nn.energy.gelu_antiderivative` up to a constant.
 
 # %%
 N = (1 + sp.erf(z / sp.sqrt(2))) / 2                      # standard normal cdf
@@ -241,7 +240,7 @@ answer = ((z ** 2 - 1) * N + z * n) / 2                   # your answer here
 # %%
 assert sp.simplify(sp.diff(answer, z) - z * N) == 0, "the derivative of your Phi is not GELU"
 mine = sp.lambdify(z, answer)(grid)
-theirs = cem_core.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
+theirs = cem_core.nn.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
 offset = mine - theirs
 assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not the same function up to a constant"
 print(f"Correct: Phi' = GELU, and Phi matches cem_core up to the constant {offset.mean():.3g}.")

@@ -50,12 +50,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import sympy as sp
 import torch
-
-import cem_core
-from cem_core import figdata, plots
 from nbhelpers import matrix, show, show_figure, vector
 
-
+import cem_core
+from cem_core.ui import figdata, plots
 
 # %% [markdown]
 # ## 1. What the diagonal adds to a low-rank interaction
@@ -209,7 +207,7 @@ print({name: f"{value:+.3e}" for name, value in change.items()})
 assert change["paper (dlr)"] > 0 > change["ours (psd)"]    # the indefinite P raised the energy
 
 # %% [markdown]
-# The spectra tell the same story for random factors (`cem_core.figdata.preconditioner_spectra`,
+# The spectra tell the same story for random factors (`cem_core.ui.figdata.preconditioner_spectra`,
 # the data behind `figures/preconditioner_spectra.png`): the paper's form has negative
 # eigenvalues, ours has none below 1.
 

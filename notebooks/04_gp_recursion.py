@@ -27,13 +27,13 @@
 # **Learning goals.** After this notebook you can
 #
 # 1. state the task and why the GP posterior mean is the best any predictor can do;
-# 2. derive the one-Cholesky formula `cem_core.gp` uses for the posterior mean at every position,
+# 2. derive the one-Cholesky formula `cem_core.experiments.gp` uses for the posterior mean at every position,
 #    and check it against the textbook formula;
 # 3. read RMSE against context length and against $T$, as a ratio to the GP optimum;
 # 4. train a small CEM model and compare it with the optimum yourself.
 
 # %% tags=["parameters"]
-results_path = None   # a results.json; None = the committed default sweep (results/gp-default)
+results_path = "../results/gp-default/results.json"   # the committed default sweep (from notebooks/)
 steps = 40            # training steps of the live model (the sweep used 1500)
 width = 16            # its residual width
 T = 2                 # its in-layer steps
@@ -47,9 +47,10 @@ import numpy as np
 import sympy as sp
 import torch
 from IPython.display import Markdown, display
-
-from cem_core import gp, gp_sweep, plots
 from nbhelpers import show, show_figure
+
+from cem_core.experiments import gp, gp_sweep
+from cem_core.ui import plots
 
 # %% [markdown]
 # ## 1. The task and its optimum
@@ -60,7 +61,7 @@ from nbhelpers import show, show_figure
 # predictor with the least mean squared error is the posterior mean
 # $\mathbb{E}[y_j \mid y_{<j}] = C_{j,<j}\, C_{<j}^{-1} y_{<j}$, with $C = K + \sigma^2 I$.
 #
-# `cem_core.gp` gets it at **every** $j$ from one Cholesky factor $C = LL^\top$: with $y = Lz$, the
+# `cem_core.experiments.gp` gets it at **every** $j$ from one Cholesky factor $C = LL^\top$: with $y = Lz$, the
 # $z_k$ are independent, so $\mathbb{E}[y_j \mid y_{<j}] = \sum_{k<j} L_{jk} z_k$. SymPy proves this
 # equals the textbook formula for three points with symbolic kernel values:
 
@@ -79,7 +80,7 @@ assert sp.simplify(cholesky_mean[1] - C[1, 0] / C[0, 0] * y[0]) == 0
 print("sum_{k<j} L_jk z_k == C_{j,<j} C_{<j}^-1 y_{<j} for j = 2, 3: proved")
 
 # %% [markdown]
-# Numerically: `cem_core.gp.gp_posterior_mean` against the textbook formula solved position by
+# Numerically: `cem_core.experiments.gp.gp_posterior_mean` against the textbook formula solved position by
 # position with numpy, on sampled functions. **Tolerance: $10^{-9}$ absolute, float64.**
 
 # %%
@@ -99,7 +100,7 @@ by_hand = np.array([[textbook_mean(C_b, y_b, j) for j in range(n_points)] for C_
 ours = gp.gp_posterior_mean(task, xs, ys).numpy()
 error = np.abs(ours - by_hand).max()
 print(f"max |gp_posterior_mean - textbook| = {error:.1e}")
-assert error < 1e-9, "cem_core.gp.gp_posterior_mean disagrees with the textbook posterior mean"
+assert error < 1e-9, "cem_core.experiments.gp.gp_posterior_mean disagrees with the textbook posterior mean"
 
 # %% [markdown]
 # ## 2. The committed sweep
@@ -108,7 +109,7 @@ assert error < 1e-9, "cem_core.gp.gp_posterior_mean disagrees with the textbook 
 # or not run at all: everything below works with whatever records exist.
 
 # %%
-records = gp_sweep.load_results(results_path or gp_sweep.RESULTS_DIR / "results.json")
+records = gp_sweep.load_results(results_path)
 missing, _ = gp_sweep.stale_hashes(records, "default")
 print(f"{len(records)} runs loaded; {len(missing)} runs of the default sweep not (yet) in this file")
 if records:
@@ -157,7 +158,7 @@ show_figure(fig)
 #
 # At position $j = 0$ no point has been seen, so the GP optimum predicts the prior mean, 0.
 # **What is the variance of its error there** (the predictive variance of $y_0$)? Express it with
-# the task's `signal_var` and `noise_var`, then run the check against `cem_core.gp.gp_predictive`
+# the task's `signal_var` and `noise_var`, then run the check against `cem_core.experiments.gp.gp_predictive`
 # on the sampled functions above. (And a question to think about: why does the measured RMSE at
 # $j = 0$ in the plot differ from the square root of your answer?)
 

@@ -29,7 +29,7 @@ def show(lhs: str, expr) -> None:
 
 def show_figure(fig) -> None:
     """Display a matplotlib figure as a small PNG and close it (works under any backend,
-    including the Agg backend that cem_core.plots selects)."""
+    including the Agg backend that cem_core.ui.plots selects)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=72)
     plt.close(fig)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]               # the repository
+COMMITTED_SWEEP = ROOT / "results" / "gp-default"          # the committed GP sweep
 NOT_RUN = "DID NOT RUN"
 
 
@@ -65,7 +67,7 @@ def pytest_terminal_summary(terminalreporter):
 
 def shard_corpus(folder: Path, n_docs: int = 300, name: str = "shard.jsonl"):
     """A SlimPajama-format shard of simple, learnable text, as a DataConfig."""
-    from cem_core.lm.data import DataConfig
+    from cem_core.experiments.lm.data import DataConfig
 
     lines = [json.dumps({"text": f"the cat number {i % 7} sat on mat {i % 5}. " * 3,
                          "meta": {"redpajama_set_name": "RedPajamaC4"}}) for i in range(n_docs)]
@@ -85,8 +87,8 @@ def one_thread():
 
 def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8):
     """A GP sweep run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a test)."""
-    from cem_core import gp_sweep
-    from cem_core.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+    from cem_core.experiments import gp_sweep
+    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
 
     return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points),
                             model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cem_core.controls import DesignControls, EnergyControls, GPControls
+from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py", "gp": "app_pages/gp_recursion.py",

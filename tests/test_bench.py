@@ -4,13 +4,13 @@ import shutil
 
 import pytest
 import torch
+from conftest import require_system_package
 
 from cem_core.__main__ import main
-from cem_core.attention import CEMAttention
-from cem_core.bench import BenchConfig, _layer, eager, kernel_ideal
-from cem_core.config import AttentionConfig, MLPConfig
-from cem_core.flops import attention_flops, mlp_flops
-from conftest import require_system_package
+from cem_core.experiments.bench import BenchConfig, _layer, eager, kernel_ideal
+from cem_core.nn.attention import CEMAttention
+from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.flops import attention_flops, mlp_flops
 
 
 def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):

@@ -9,12 +9,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from conftest import free_port, require_system_package
+from conftest import ROOT, free_port, require_system_package
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}
 TITLES = {"energy": "Energy descent", "design": "Design space", "gp": "GP recursion", "lm": "Mini language model"}

@@ -2,7 +2,16 @@
 import pytest
 import torch
 
-from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel, LlamaAttention, MLPConfig, ModelConfig, SwiGLU
+from cem_core import (
+    AttentionConfig,
+    CEMAttention,
+    CEMGatedMLP,
+    LanguageModel,
+    LlamaAttention,
+    MLPConfig,
+    ModelConfig,
+    SwiGLU,
+)
 
 BAD_ATTENTION = [
     (dict(d_model=30, n_heads=4), "d_model"),

@@ -3,10 +3,9 @@ import itertools
 
 import pytest
 import torch
-
-from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel, MLPConfig, ModelConfig, VARIANTS
 from conftest import randomize_
 
+from cem_core import VARIANTS, AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel, MLPConfig, ModelConfig
 
 # -- causality ---------------------------------------------------------------------------------
 

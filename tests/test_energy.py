@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from scipy.special import spence
 
-from cem_core.energy import ACTIVATION_FUNCTIONS, dilog_neg_exp, silu_antiderivative
+from cem_core.nn.energy import ACTIVATION_FUNCTIONS, dilog_neg_exp, silu_antiderivative
 
 
 def test_silu_antiderivative_matches_scipy_spence():

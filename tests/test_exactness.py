@@ -9,10 +9,10 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-
-import cem_core.attention as attention_module
-from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, MLPConfig, assert_exact, exactness_error
 from conftest import randomize_
+
+import cem_core.nn.attention as attention_module
+from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, MLPConfig, assert_exact, exactness_error
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from cem_core.controls import EnergyControls
-from cem_core.explore import build_layers, diagnose, explore
-from cem_core.figdata import descent_input, key_tips
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.explore import build_layers, diagnose, explore
+from cem_core.ui.figdata import descent_input, key_tips
 
 
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])

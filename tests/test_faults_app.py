@@ -13,7 +13,7 @@ import psutil
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cem_core.lm import jobs
+from cem_core.ui import jobs
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

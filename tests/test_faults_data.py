@@ -5,15 +5,22 @@ import json
 import random
 import re
 import time
-from itertools import islice
 import tracemalloc
+from itertools import islice
 from pathlib import Path
 
 import pytest
 import zstandard
 
-from cem_core.lm import (ByteTokenizer, DataConfig, DataStats, batches, iter_documents, pack_blocks,
-                         stream_hub_documents)
+from cem_core.experiments.lm import (
+    ByteTokenizer,
+    DataConfig,
+    DataStats,
+    batches,
+    iter_documents,
+    pack_blocks,
+    stream_hub_documents,
+)
 
 N_RECORDS = 2_000
 

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import interruptible, tiny_gp_spec as tiny_spec
+from conftest import COMMITTED_SWEEP, ROOT, interruptible
+from conftest import tiny_gp_spec as tiny_spec
 
-from cem_core import gp_sweep
 from cem_core.__main__ import main
-from cem_core.integrity import FolderLock
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from cem_core.experiments import gp_sweep
+from cem_core.experiments.integrity import FolderLock
 
 SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
 
@@ -27,7 +25,7 @@ SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
 # file's top level too, as __mp_main__)
 SCRIPT = """
 import os, pickle, sys
-from cem_core import gp_sweep
+from cem_core.experiments import gp_sweep
 
 real_run_spec = gp_sweep.run_spec
 
@@ -257,10 +255,10 @@ def test_second_sweep_into_a_busy_folder_is_refused_at_once(tmp_path, presets, c
 def test_committed_sweep_folder_is_whole(tmp_path, monkeypatch):
     """results/gp-default holds the default preset's manifest, and a default sweep into (a copy of) it
     adopts it without training anything: every committed record passes the checks."""
-    manifest = json.loads((gp_sweep.RESULTS_DIR / "sweep.json").read_text())
+    manifest = json.loads((COMMITTED_SWEEP / "sweep.json").read_text())
     assert manifest == gp_sweep.sweep_identity("default", gp_sweep.preset_runs("default"))
     copy = tmp_path / "gp-default"
-    shutil.copytree(gp_sweep.RESULTS_DIR, copy)
+    shutil.copytree(COMMITTED_SWEEP, copy)
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: pytest.fail(f"retrained {spec.hash}"))
     records = gp_sweep.run_sweep(copy, gp_sweep.preset_runs("default"), preset="default")
     assert [r["hash"] for r in records] == [s.hash for s in gp_sweep.preset_runs("default")]
@@ -269,7 +267,7 @@ def test_committed_sweep_folder_is_whole(tmp_path, monkeypatch):
 def test_gp_report_takes_a_sweep_folder_and_refuses_other_folders_clearly(tmp_path, capsys):
     """Attack: `gp report FOLDER`. Old: IsADirectoryError traceback. Now a sweep folder is read and
     any other folder is a one-line error."""
-    assert main(["gp", "report", str(gp_sweep.RESULTS_DIR)]) == 0
+    assert main(["gp", "report", str(COMMITTED_SWEEP)]) == 0
     assert "RMSE / GP optimum" in capsys.readouterr().out
     (tmp_path / "results.json").mkdir()
     assert main(["gp", "report", str(tmp_path)]) == 2

@@ -1,4 +1,4 @@
-"""Figure data (cem_core.figdata) is what it claims to be, and `make figures` writes every figure
+"""Figure data (cem_core.ui.figdata) is what it claims to be, and `make figures` writes every figure
 that figures/README.md lists."""
 import re
 from pathlib import Path
@@ -6,10 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from cem_core import LanguageModel, ModelConfig, figdata, gp_sweep
-from cem_core.__main__ import main
 from test_gp import _tiny_specs
+
+from cem_core import LanguageModel, ModelConfig
+from cem_core.__main__ import main
+from cem_core.experiments import gp_sweep
+from cem_core.ui import figdata
 
 README = Path(__file__).resolve().parents[1] / "figures" / "README.md"
 

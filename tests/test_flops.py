@@ -3,9 +3,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import cem_core.attention as attention_module
+import cem_core.nn.attention as attention_module
 from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, LlamaAttention, MLPConfig, SwiGLU
-from cem_core.flops import attention_flops, mlp_flops
+from cem_core.nn.flops import attention_flops, mlp_flops
 
 
 def ratio(a, b):

@@ -5,14 +5,30 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from conftest import COMMITTED_SWEEP
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
-from cem_core import gp_sweep
 from cem_core.__main__ import main
-from cem_core.gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, GPTransformer, baseline_rmses, eval_set,
-                         evaluate_at_T, gp_posterior_mean, gp_predictive, make_tokens, nearest_neighbour_predictor,
-                         predict_in_batches, rmse, sample_batch, train_gp, zero_predictor)
+from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import (
+    GPModelConfig,
+    GPTaskConfig,
+    GPTrainConfig,
+    GPTransformer,
+    baseline_rmses,
+    eval_set,
+    evaluate_at_T,
+    gp_posterior_mean,
+    gp_predictive,
+    make_tokens,
+    nearest_neighbour_predictor,
+    predict_in_batches,
+    rmse,
+    sample_batch,
+    train_gp,
+    zero_predictor,
+)
 
 TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=0.5, n_points=12, d_x=2),
          GPTaskConfig(kernel="periodic", lengthscale=0.8, period=0.7, signal_var=2.0, noise_var=0.05, n_points=12)]
@@ -203,7 +219,7 @@ def test_run_hash_covers_every_setting():
 def test_committed_results_match_the_default_sweep():
     """results/gp-default/results.json must hold exactly the default preset's runs (by config hash),
     so a change to the task, models or training cannot leave stale results in the app and README."""
-    records = gp_sweep.load_results(gp_sweep.RESULTS_DIR / "results.json")
+    records = gp_sweep.load_results(COMMITTED_SWEEP / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun the default sweep"
 
@@ -232,7 +248,7 @@ def test_gp_train_cli(tmp_path, capsys):
 def test_posterior_on_grid_agrees_with_the_causal_posterior():
     task = GPTaskConfig(n_points=10)
     xs, ys = sample_batch(task, 2, torch.Generator().manual_seed(5))
-    from cem_core.gp import gp_posterior_on_grid
+    from cem_core.experiments.gp import gp_posterior_on_grid
     mean, std = gp_posterior_on_grid(task, xs[:, :6], ys[:, :6], xs[:, 6:7])
     causal_mean, causal_var = gp_predictive(task, xs, ys)
     torch.testing.assert_close(mean[:, 0], causal_mean[:, 6])
@@ -252,7 +268,7 @@ def test_model_predict_at_equals_its_causal_prediction():
 
 
 def test_sampled_function_for_plots():
-    from cem_core.gp import sample_function_on_grid
+    from cem_core.experiments.gp import sample_function_on_grid
     task = GPTaskConfig(n_points=12)
     xs, ys, grid, f = sample_function_on_grid(task, seed=3, grid_size=50)
     assert xs.shape == ys.shape == (12,) and grid.shape == f.shape == (50,)

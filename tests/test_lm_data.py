@@ -13,11 +13,23 @@ import pytest
 import torch
 import zstandard
 
-from cem_core.lm import (DEMO_LABEL, BPETokenizer, ByteTokenizer, DataConfig, DataStats, batches, describe,
-                         iter_documents, load_tokenizer, pack_blocks, stream_hub_documents, train_bpe,
-                         validation_blocks)
-from cem_core.lm.data import DEMO_SKIPPED_DIRS, _stdlib_modules, _stdlib_root, demo_corpus
-from cem_core.lm.tokenizer import first_bytes
+from cem_core.experiments.lm import (
+    DEMO_LABEL,
+    BPETokenizer,
+    ByteTokenizer,
+    DataConfig,
+    DataStats,
+    batches,
+    describe,
+    iter_documents,
+    load_tokenizer,
+    pack_blocks,
+    stream_hub_documents,
+    train_bpe,
+    validation_blocks,
+)
+from cem_core.experiments.lm.data import DEMO_SKIPPED_DIRS, _stdlib_modules, _stdlib_root, demo_corpus
+from cem_core.experiments.lm.tokenizer import first_bytes
 
 TRICKY = [
     "",
@@ -113,7 +125,7 @@ def test_unreachable_hub_names_the_local_shard_option(tmp_path, monkeypatch):
     in a fresh interpreter with the variable set: no request is attempted at all."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))     # no cached copy can answer
-    script = ("from cem_core.lm import DataConfig, iter_documents\n"
+    script = ("from cem_core.experiments.lm import DataConfig, iter_documents\n"
               "config = DataConfig(source='slimpajama', dataset_id='cem-lab-tests/no-such-dataset')\n"
               "try:\n"
               "    iter_documents(config, 'train')\n"

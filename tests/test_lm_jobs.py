@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from cem_core.lm import jobs
+from cem_core.ui import jobs
 
 
 @pytest.fixture

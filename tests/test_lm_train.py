@@ -5,18 +5,17 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import free_port, shard_corpus as corpus
+from conftest import ROOT, free_port
+from conftest import shard_corpus as corpus
 
 from cem_core.__main__ import main
-from cem_core.lm.run_folder import read_metrics
-from cem_core.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, train
-from cem_core.model import VARIANTS, LanguageModel
+from cem_core.experiments.lm.run_folder import read_metrics
+from cem_core.experiments.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, train
+from cem_core.nn.model import VARIANTS, LanguageModel
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
 
 
@@ -38,8 +37,8 @@ def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
 RUN_SCRIPT = """
 import sys, torch
 torch.set_num_threads(1)
-from cem_core.lm.data import DataConfig
-from cem_core.lm.train import LMTrainConfig, train
+from cem_core.experiments.lm.data import DataConfig
+from cem_core.experiments.lm.train import LMTrainConfig, train
 cfg = LMTrainConfig(**{cfg})
 train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)
 """
@@ -170,7 +169,7 @@ def test_bpe_tokenizer_is_trained_and_saved_with_the_run(tmp_path, one_thread):
     summary = train(cfg, data, tmp_path / "run", progress=False).summary
     saved = tmp_path / "run" / "tokenizer.json"
     assert saved.exists()
-    from cem_core.lm.tokenizer import load_tokenizer
+    from cem_core.experiments.lm.tokenizer import load_tokenizer
     tok = load_tokenizer(saved)
     assert 257 < tok.vocab_size <= 300 and tok.decode(tok.encode("the cat sat")) == "the cat sat"
     assert summary["params"] == sum(p.numel() for p in LanguageModel(cfg.model_config(tok.vocab_size)).parameters())

@@ -5,8 +5,19 @@ import sys
 import pytest
 import torch
 
-from cem_core import (VARIANTS, AttentionCache, AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel,
-                      LlamaAttention, MLPConfig, ModelConfig, SwiGLU, param_breakdown)
+from cem_core import (
+    VARIANTS,
+    AttentionCache,
+    AttentionConfig,
+    CEMAttention,
+    CEMGatedMLP,
+    LanguageModel,
+    LlamaAttention,
+    MLPConfig,
+    ModelConfig,
+    SwiGLU,
+    param_breakdown,
+)
 from cem_core.__main__ import main
 
 OPTIONS = dict(attention_options=dict(T=2, diagonal="per_head", preconditioner="dlr", rank=3, learn_eta=True,

@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-
-from cem_core import gp_sweep
 from test_gp import _tiny_specs
+
+from cem_core.experiments import gp_sweep
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
@@ -114,11 +114,11 @@ setattr(_owner, _name, _negated(getattr(_owner, _name)))
 """
 
 SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comparison cell that must fail)
-    ("01_attention_from_energy", "cem_core.attention", "CEMAttention._readout", "compare-attention"),
-    ("02_gated_mlp_from_energy", "cem_core.energy", "silu_antiderivative", "compare-phi"),
-    ("02_gated_mlp_from_energy", "cem_core.mlp", "CEMGatedMLP._readout", "compare-mlp"),
-    ("03_design_space", "cem_core.attention", "CEMAttention._readout", "compare-dlr-attention"),
-    ("04_gp_recursion", "cem_core.gp", "gp_predictive", "compare-gp"),
+    ("01_attention_from_energy", "cem_core.nn.attention", "CEMAttention._readout", "compare-attention"),
+    ("02_gated_mlp_from_energy", "cem_core.nn.energy", "silu_antiderivative", "compare-phi"),
+    ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._readout", "compare-mlp"),
+    ("03_design_space", "cem_core.nn.attention", "CEMAttention._readout", "compare-dlr-attention"),
+    ("04_gp_recursion", "cem_core.experiments.gp", "gp_predictive", "compare-gp"),
 ]
 
 

@@ -3,7 +3,7 @@ its gradients (gradcheck and gradgradcheck in float64)."""
 import pytest
 import torch
 
-from cem_core.rope import rope_angles, rotate, unrotate
+from cem_core.nn.rope import rope_angles, rotate, unrotate
 
 
 def rotate_half_formula(v, cos, sin):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import CEMAttention
+from cem_core.nn.attention import CEMAttention
+from cem_core.nn.mlp import CEMGatedMLP
+
 from .controls import LANDSCAPE_GRID, EnergyControls
 from .figdata import descent_input, landscape
-from .mlp import CEMGatedMLP
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:

@@ -19,20 +19,21 @@ import json
 import math
 import os
 import time
-from itertools import islice
 from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..config import _check_bool, _check_choice, _check_float, _check_int, _fail, check_device
-from ..flops import attention_flops, mlp_flops
-from ..integrity import FolderLock
-from ..model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
-from ..records import atomic_write, atomic_write_text, provenance
-from ..schedule import adamw, warmup_cosine
+from cem_core.experiments.integrity import FolderLock
+from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
+from cem_core.experiments.schedule import adamw, warmup_cosine
+from cem_core.nn.config import _check_bool, _check_choice, _check_float, _check_int, _fail, check_device
+from cem_core.nn.flops import attention_flops, mlp_flops
+from cem_core.nn.model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
+
 from . import run_folder
 from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
 from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe

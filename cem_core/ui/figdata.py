@@ -2,7 +2,7 @@
 
 Each function takes plain arguments (sizes, seeds, step settings), so the app can cache it,
 builds its layer in float64 from a seed without touching the global random state, and returns
-numpy arrays in a dict. ``cem_core.plots`` draws these dicts with matplotlib for figures/; the
+numpy arrays in a dict. ``cem_core.ui.plots`` draws these dicts with matplotlib for figures/; the
 app draws the same dicts with Plotly.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import CEMAttention
-from .config import AttentionConfig
-from .model import ModelConfig
-from .precondition import Preconditioner
-from .rope import unrotate
+from cem_core.nn.attention import CEMAttention
+from cem_core.nn.config import AttentionConfig
+from cem_core.nn.model import ModelConfig
+from cem_core.nn.precondition import Preconditioner
+from cem_core.nn.rope import unrotate
 
 
 def attention_layer(d_model: int = 16, n_heads: int = 2, T: int = 8, eta: float = 1.0, anchor: float = 0.0,

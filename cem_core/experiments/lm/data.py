@@ -71,7 +71,8 @@ from pathlib import Path
 import torch
 import zstandard
 
-from ..config import _check_choice, _check_float, _check_int, _fail
+from cem_core.nn.config import _check_choice, _check_float, _check_int, _fail
+
 from .tokenizer import Tokenizer, first_bytes
 
 SOURCES = ("demo", "slimpajama", "path")

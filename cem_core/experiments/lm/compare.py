@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import check_device
-from ..integrity import FolderLock, foreign_files
-from ..model import VARIANTS
-from ..records import atomic_write_text
+from cem_core.experiments.integrity import FolderLock, foreign_files
+from cem_core.experiments.records import atomic_write_text
+from cem_core.nn.config import check_device
+from cem_core.nn.model import VARIANTS
+
 from .data import DataConfig, DataStats, describe
 from .train import LMTrainConfig, chinchilla_tokens, train
 

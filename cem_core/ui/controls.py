@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .config import (DIAGONALS, PRECONDITIONERS, AttentionConfig, MLPConfig, _check_bool, _check_choice,
-                     _check_float, _check_int, _fail)
-from .gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
-from .model import VARIANTS, ModelConfig
+from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
+from cem_core.nn.config import (
+    DIAGONALS,
+    PRECONDITIONERS,
+    AttentionConfig,
+    MLPConfig,
+    _check_bool,
+    _check_choice,
+    _check_float,
+    _check_int,
+    _fail,
+)
+from cem_core.nn.model import VARIANTS, ModelConfig
 
 LAYERS = ("attention", "mlp", "block")
 COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above it we refuse. Measured on 2 cores:

@@ -20,7 +20,7 @@ from typing import Protocol
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from ..config import _check_int, _fail
+from cem_core.nn.config import _check_int, _fail
 
 EOT_TOKEN = "<|endoftext|>"
 MAX_VOCAB_SIZE = 1 << 20

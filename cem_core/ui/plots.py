@@ -1,7 +1,7 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, design.md §7); the app builds Plotly figures from the same data
-functions. Builders only draw: the numbers come from cem_core.figdata (CEM figures) and
-cem_core.gp_sweep (GP figures).
+functions. Builders only draw: the numbers come from cem_core.ui.figdata (CEM figures) and
+cem_core.experiments.gp_sweep (GP figures).
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-from . import figdata, gp_sweep
+from cem_core.experiments import gp_sweep
+from cem_core.ui import figdata
 
 
 def _finish(fig, ax, log2_x=False, **labels):
@@ -144,16 +145,16 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_all_figures(out_dir, gp_results=None) -> list[Path]:
-    """Write every figure (CEM_FIGURES on their defaults, then GP_FIGURES) as PNG and SVG into
-    out_dir; return the paths written."""
+def write_all_figures(out_dir, gp_results) -> list[Path]:
+    """Write every figure (CEM_FIGURES on their defaults, then GP_FIGURES from the sweep's
+    results.json `gp_results`) as PNG and SVG into out_dir; return the paths written."""
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, (data, builder) in CEM_FIGURES.items():
         paths += _save(builder(data()), out, name)
-    records = gp_sweep.load_results(gp_results or gp_sweep.RESULTS_DIR / "results.json")
+    records = gp_sweep.load_results(gp_results)
     if not records:
         raise ValueError(f"gp_results={str(gp_results)!r} is invalid: no sweep results found (the CEM figures "
                          "were written; run `make gp-sweep` for the GP ones)")

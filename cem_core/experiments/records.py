@@ -18,7 +18,7 @@ def provenance() -> dict:
                                 cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    from . import __version__
+    from cem_core import __version__
     return {"git_commit": commit, "python": platform.python_version(), "torch": torch.__version__,
             "numpy": np.__version__, "cem_lab": __version__, "machine": platform.machine()}
 

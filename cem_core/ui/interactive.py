@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from matplotlib.figure import Figure
 
-from . import gp_sweep
+from cem_core.experiments import gp_sweep
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")

@@ -22,8 +22,15 @@ from pathlib import Path
 
 import torch
 
-from ..integrity import describe_differences, file_sha256, foreign_files, identity_differences, json_hash
-from ..records import atomic_write, atomic_write_text, provenance
+from cem_core.experiments.integrity import (
+    describe_differences,
+    file_sha256,
+    foreign_files,
+    identity_differences,
+    json_hash,
+)
+from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
+
 from .data import DataConfig
 
 RUN_FILE = "run.json"

@@ -30,13 +30,14 @@ from pathlib import Path
 
 import psutil
 
-from ..controls import _Controls
-from ..integrity import FolderLock
-from ..model import VARIANTS
-from ..records import atomic_write_text
-from .data import find_shards
-from .run_folder import read_metrics
-from .train import PRESETS
+from cem_core.experiments.integrity import FolderLock
+from cem_core.experiments.lm.data import find_shards
+from cem_core.experiments.lm.run_folder import read_metrics
+from cem_core.experiments.lm.train import PRESETS
+from cem_core.experiments.records import atomic_write_text
+from cem_core.nn.model import VARIANTS
+
+from .controls import _Controls
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS_DIR = ROOT / "runs" / "app"

@@ -39,16 +39,15 @@ import numpy as np
 import psutil
 import torch
 
-from .config import _check_choice, _check_int
-from .gp import (GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T,
-                 train_gp)
-from .integrity import (FolderLock, describe_differences, foreign_files, identity_differences, json_hash,
-                        short_repr)
+from cem_core.nn.config import _check_choice, _check_int
+
+from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T, train_gp
+from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
 from .records import atomic_write_text, provenance
 
 PRESETS = ("quick", "default", "gpu")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "gp-default"   # the committed sweep
+COMMITTED_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
 
 
 @dataclass(frozen=True)
@@ -482,7 +481,7 @@ def main_sweep(args) -> int:
     return 0
 
 
-# -- figure data (plotted by cem_core.plots with matplotlib, and by the app with plotly) -----
+# -- figure data (plotted by cem_core.ui.plots with matplotlib, and by the app with plotly) -----
 
 
 def _depth1_cem(records, diagonal="none"):

@@ -1,7 +1,7 @@
 """Side-by-side benchmarks that print ratios measured in one run (design.md §4).
 
 Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
-the measured time ratio B/A and the FLOP ratio beside it (cem_core.flops, whose counting
+the measured time ratio B/A and the FLOP ratio beside it (cem_core.nn.flops, whose counting
 convention is printed with the table). Backward passes start from a fixed random upstream
 gradient, so no loss is timed. Rows: the two kernels attention is made of (a d x d projection and
 the causal core), whose measured speeds give each attention row a second ideal; CEM attention at
@@ -21,12 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import CEMAttention, LlamaAttention, causal_attention
-from .config import AttentionConfig, MLPConfig
-from .descent import reference_forward
-from .flops import CONVENTION, attention_flops, mlp_flops
-from .mlp import CEMGatedMLP, SwiGLU
-from .model import Block, LanguageModel, ModelConfig
+from cem_core.nn.attention import CEMAttention, LlamaAttention, causal_attention
+from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.descent import reference_forward
+from cem_core.nn.flops import CONVENTION, attention_flops, mlp_flops
+from cem_core.nn.mlp import CEMGatedMLP, SwiGLU
+from cem_core.nn.model import Block, LanguageModel, ModelConfig
+
 from .records import atomic_write_text, provenance
 
 

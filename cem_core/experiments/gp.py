@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import _check_choice, _check_float, _check_int, _fail
-from .descent import EnergyDescentLayer
-from .model import Block, ModelConfig, cem_layers, recursion_depth
+from cem_core.nn.config import _check_choice, _check_float, _check_int, _fail
+from cem_core.nn.descent import EnergyDescentLayer
+from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
+
 from .schedule import adamw, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
@@ -223,7 +224,7 @@ def make_tokens(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
 
 
 class GPTransformer(nn.Module):
-    """in_proj -> blocks (cem_core.model.Block) -> RMSNorm -> scalar head; predicts y_j."""
+    """in_proj -> blocks (cem_core.nn.model.Block) -> RMSNorm -> scalar head; predicts y_j."""
 
     def __init__(self, task: GPTaskConfig, config: GPModelConfig):
         super().__init__()

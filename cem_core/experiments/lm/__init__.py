@@ -1,6 +1,15 @@
 """Mini language-model runs on SlimPajama: data sources, packing and tokenizers (design.md §5)."""
-from .data import (DEMO_LABEL, DataConfig, DataStats, batches, describe, iter_documents, pack_blocks,
-                   stream_hub_documents, validation_blocks)
+from .data import (
+                   DEMO_LABEL,
+                   DataConfig,
+                   DataStats,
+                   batches,
+                   describe,
+                   iter_documents,
+                   pack_blocks,
+                   stream_hub_documents,
+                   validation_blocks,
+)
 from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer, load_tokenizer, train_bpe
 
 __all__ = ["DEMO_LABEL", "DataConfig", "DataStats", "batches", "describe", "iter_documents", "pack_blocks",

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionCache, CEMAttention, LlamaAttention
-from .descent import EnergyDescentLayer
 from .config import KINDS, AttentionConfig, MLPConfig, _check_bool, _check_choice, _check_float, _check_int, _fail
+from .descent import EnergyDescentLayer
 from .mlp import CEMGatedMLP, SwiGLU
 
 VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
