@@ -3,7 +3,7 @@ cold cache, on defaults with a warm cache, and after a T change (a cache miss).
 
     python benchmarks/app_rerun.py [--repeats 10]
 
-Target (design.md §4): at most 300 ms on 2 cores. Prints medians and the spread.
+Target (docs/design.md#43-app-and-sweep-targets): at most 300 ms on 2 cores. Prints medians and the spread.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@
 # steps on a causal, conditional energy. This notebook derives in SymPy that **one step on the
 # log-sum-exp interaction energy is causal multi-head attention**, and then checks the derivation
 # against `cem_core.CEMAttention` on random numbers, so that the algebra and the code cannot
-# drift apart. (The paper reports the result; the derivation here is ours, see `design.md` §2.)
+# drift apart. (The paper reports the result; the derivation here is ours, see `docs/paper-notes.md#attention-as-a-gradient-step`.)
 #
 # **Learning goals.** After this notebook you can
 #
@@ -57,7 +57,7 @@ import cem_core
 #
 # The natural way to write $x^\top W_Q^\top W_K c_j$ in SymPy is with `MatrixSymbol`. But SymPy
 # 1.14 **silently returns 0** when it differentiates a log-sum-exp of `MatrixSymbol` expressions
-# (`design.md` §7). Here is the pitfall, on exactly our energy:
+# (`docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients`). Here is the pitfall, on exactly our energy:
 
 # %%
 X = sp.MatrixSymbol("x", d, 1)

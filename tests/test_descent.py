@@ -1,4 +1,5 @@
-"""Invariants 3 and 4: causality, and what the energy does along the descent."""
+"""Causality and what the energy does along the descent (docs/design.md#invariant-3-causality,
+docs/design.md#invariant-4-energy-along-the-descent)."""
 import itertools
 
 import pytest
@@ -40,7 +41,7 @@ def test_language_model_is_causal(float64, variant):
     torch.testing.assert_close(model(idx)[:, :6], model(idx2)[:, :6], rtol=0, atol=1e-12)
 
 
-# -- energy descent (invariant 4) -------------------------------------------------------------
+# -- energy descent (docs/design.md#invariant-4-energy-along-the-descent) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("preconditioner,eta", list(itertools.product(("none", "psd"), (0.05, 1.0, 20.0))))

@@ -1,4 +1,4 @@
-"""Invariant 1: every fast forward equals T explicit steps x - eta P grad E by autograd on the energy.
+"""docs/design.md#invariant-1-fast-path-equals-autograd-descent: every fast forward equals T explicit steps x - eta P grad E by autograd on the energy.
 
 Tolerances: relative to the size of the update, 1e-9 in float64 and 1e-4 in float32.
 The checker itself is tested by permanent mutations (a perturbed output projection, a dropped

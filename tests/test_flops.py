@@ -1,4 +1,4 @@
-"""FLOP counts: the closed forms of design.md §4 and a count of the actual matmuls."""
+"""FLOP counts: the closed forms of docs/design.md#41-flop-convention and a count of the actual matmuls."""
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode

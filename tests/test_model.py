@@ -1,4 +1,4 @@
-"""Invariant 5 (parameter counts), gradients, training, the KV cache and the info command."""
+"""Parameter counts (docs/design.md#invariant-5-parameter-counts), gradients, training, the KV cache and the info command."""
 import subprocess
 import sys
 

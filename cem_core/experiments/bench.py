@@ -1,4 +1,4 @@
-"""Side-by-side benchmarks that print ratios measured in one run (design.md §4).
+"""Side-by-side benchmarks that print ratios measured in one run (docs/design.md#42-layer-targets).
 
 Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
 the measured time ratio B/A and the FLOP ratio beside it (cem_core.nn.flops, whose counting

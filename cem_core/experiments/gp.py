@@ -5,7 +5,7 @@ Task. A function f ~ GP(0, k) is drawn per sequence, N inputs x_j ~ U(box)^d_x, 
 targets y_j = f(x_j) + eps_j, eps_j ~ N(0, noise_var). At position j a predictor sees x_{<=j}
 and y_{<j} and predicts y_j. Under the true prior the best any predictor can do (in mean
 squared error) is the exact GP posterior mean E[y_j | x_{<=j}, y_{<j}]; every model's RMSE is
-reported as a ratio to it (design.md §3, invariant 7).
+reported as a ratio to it (docs/design.md#invariant-7-the-gp-optimum-is-the-yardstick).
 
 Token format (documented choice). Token j is [x_j, x_{j-1}, y_{j-1}, first_j]: the query input
 together with the previous (input, target) pair, and a flag that is 1 only at j = 0 (where the

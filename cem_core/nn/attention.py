@@ -7,7 +7,7 @@ One step with P = I, eta = 1 is causal multi-head attention with values tied to 
     a^k_ij = softmax_j(beta (W_Q,k x)^T W_K,k c_j),  beta = 1/sqrt(d_h).
 
 With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k, computed by concatenating per head
-q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c] (design.md §2). ``LlamaAttention`` is the
+q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c] (docs/design.md#24-dlr-interaction). ``LlamaAttention`` is the
 same sublayer with free q/k/v/o weights (``untied=True``), i.e. a standard pre-norm Llama
 attention block h + o_proj(MHA(Norm(h))).
 """

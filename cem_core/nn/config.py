@@ -2,7 +2,7 @@
 
 Every invalid setting raises ``ValueError`` naming the field, the value and what is allowed,
 at construction time, so nothing fails half-way through a forward pass or a training run.
-Defaults that the paper leaves open (paper-notes.md, "Choices the paper leaves to us") are
+Defaults that the paper leaves open (docs/paper-notes.md#choices-the-paper-leaves-open) are
 listed in the README's choices table.
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ class DescentConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionConfig(DescentConfig):
-    """CEM attention: T steps on the log-sum-exp interaction energy (design.md §2)."""
+    """CEM attention: T steps on the log-sum-exp interaction energy (docs/design.md#23-interaction-energy-and-attention)."""
 
     n_heads: int = 1              # heads k = 1..H
     diagonal: str = "none"        # "none" | "per_head" | "shared": D in A_k = diag(d_k) + W_Q,k^T W_K,k
@@ -158,7 +158,7 @@ class AttentionConfig(DescentConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class MLPConfig(DescentConfig):
-    """CEM gated MLP: T steps on the element-wise energy (design.md §2)."""
+    """CEM gated MLP: T steps on the element-wise energy (docs/design.md#25-element-wise-energy-and-the-gated-mlp)."""
 
     d_ff: int                     # width of U and G (paper: d_ff)
     activation: str = "silu"      # phi; the energy uses its antiderivative Phi

@@ -2,10 +2,10 @@
 
 A CEM layer maps h to h + (x^(T) - x^(0)) where x^(0) = Norm(h) and
 x^(t+1) = x^(t) - eta_t P grad_x E(x^(t) | c_{1:i}), with the history c = Norm(h) fixed
-(design.md §2). ``EnergyDescentLayer`` holds that loop once; attention and the gated MLP only
+(docs/design.md#22-conditional-causal-energy-and-the-update). ``EnergyDescentLayer`` holds that loop once; attention and the gated MLP only
 say how to build the fixed context (keys, the gate) and how to compute -grad E fast.
 ``reference_forward`` recomputes the same T steps by autograd on the energy functions and
-``assert_exact`` compares the two: it is the checker behind design.md §3, invariant 1.
+``assert_exact`` compares the two: it is the checker behind docs/design.md#invariant-1-fast-path-equals-autograd-descent.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Shapes: x and c are (B, n, d); x_i is the optimization variable of token i, c_j 
 fixed causal history. Each function returns the energy of every token, shape (B, n), so that
 grad of the sum with respect to x is the per-token gradient (E_i depends on x_i only).
 These are the *reference* definitions: the layers' fast paths are tested against autograd on
-them (design.md §3, invariant 1).
+them (docs/design.md#invariant-1-fast-path-equals-autograd-descent).
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ ACTIVATION_FUNCTIONS = {
 
 
 def anchor_energy(x: torch.Tensor, x0: torch.Tensor, anchor: float) -> torch.Tensor:
-    """(lambda/2) |x - x0|^2 per token: our extension, not the paper's (design.md §2)."""
+    """(lambda/2) |x - x0|^2 per token: our extension, not the paper's (docs/design.md#29-the-anchor-our-extension)."""
     return 0.5 * anchor * ((x - x0) ** 2).sum(-1)
 
 

@@ -1,6 +1,6 @@
 """Matmul FLOP counts of one forward pass of a layer over a sequence of n tokens (batch 1).
 
-Convention (design.md §4, printed by the benchmark): a matmul of (m x k) by (k x p) costs
+Convention (docs/design.md#41-flop-convention, printed by the benchmark): a matmul of (m x k) by (k x p) costs
 2 m k p FLOPs; the causal attention core is counted as half of the full n x n products;
 forward+backward is 3x forward (so ratios are the same for both); norms, softmax, RoPE and
 element-wise work are not counted.

@@ -3,7 +3,7 @@
     E_mlp(x | c) = -sum_m (G c)_m Phi((U x)_m),   Phi' = phi (SiLU by default)
     -grad_x E_mlp = U^T (phi(U x) * G c)
 
-a gated MLP whose down projection is the up projection transposed (design.md §2).
+a gated MLP whose down projection is the up projection transposed (docs/design.md#25-element-wise-energy-and-the-gated-mlp).
 
 Names follow the paper: ``up_proj`` = U is the projection inside the nonlinearity and is tied
 to the readout; ``gate_proj`` = G is the multiplicative branch computed from the conditioning c.

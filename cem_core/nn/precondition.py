@@ -1,4 +1,4 @@
-"""Learned lightweight preconditioners P for the step x <- x - eta P grad E (design.md §2).
+"""Learned lightweight preconditioners P for the step x <- x - eta P grad E (docs/design.md#27-preconditioners).
 
 - "none": P = I.
 - "dlr":  the paper's form, P = diag(softplus(p)) + U V^T + V U^T, rank r. Symmetric but not

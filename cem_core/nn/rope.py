@@ -2,7 +2,7 @@
 
 R_i rotates a head vector at position i; R_i^T = R_{-i} rotates it back. In the interaction
 energy the score is (R_i W_Q,k x)^T (R_j W_K,k c_j), so the exact gradient reads the *rotated*
-keys as values and rotates the result back at the query position (design.md §2).
+keys as values and rotates the result back at the query position (docs/design.md#210-rope).
 
 The rotation is one autograd Function: its backward is the inverse rotation (R^T, R
 orthogonal), so autograd stores no copies of v and builds no zero-filled slice gradients, and

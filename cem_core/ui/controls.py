@@ -1,5 +1,5 @@
 """The app's controls as validated dataclasses: the single place where user input becomes
-configs (design.md §1: pages contain no logic of their own).
+configs (docs/design.md#12-rules-that-keep-the-layers-honest: pages contain no logic of their own).
 
 Every combination of control values either builds configs or raises ``ValueError`` with the
 reason, including sizes too large for an interactive page. Each control class

@@ -2,7 +2,7 @@
 
 Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, flops,
 config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
-Plotly's static export needs a browser download (design.md §7); ``to_html`` embeds plotly.js so
+Plotly's static export needs a browser download (docs/design.md#74-static-plotly-export-needs-chrome); ``to_html`` embeds plotly.js so
 the file works offline.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mini language-model runs on SlimPajama: data sources, packing and tokenizers (design.md §5)."""
+"""Mini language-model runs on SlimPajama: data sources, packing and tokenizers (docs/design.md#51-data-sources)."""
 from .data import (
                    DEMO_LABEL,
                    DataConfig,
