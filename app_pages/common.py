@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
 import streamlit as st
 
-from cem_core.ui import interactive
+from cem_core.ui import interactive, jobs
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
+
+
+def job_board() -> jobs.JobBoard:
+    """The app's background jobs (``CEM_LAB_JOBS_DIR``, default runs/app) and the only data folder it
+    reads (``CEM_LAB_DATA_DIR``, default data/)."""
+    return jobs.JobBoard(jobs_dir=Path(os.environ.get("CEM_LAB_JOBS_DIR", ROOT / "runs" / "app")),
+                         data_dir=Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")), workdir=ROOT)
 
 
 def teacher_mode() -> bool:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import ROOT, explain, load_controls, mirror_to_url, run_safely, show_figure
+from app_pages.common import ROOT, explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
 from cem_core.experiments import gp, gp_sweep
 from cem_core.experiments.integrity import FolderBusy
 from cem_core.nn.config import DIAGONALS
-from cem_core.ui import interactive, jobs
+from cem_core.ui import interactive
 from cem_core.ui.controls import GPControls
 
 KEYS = {name: f"gp_{name}" for name in GPControls.SPECS}
@@ -75,7 +75,7 @@ def demo_section(controls: GPControls) -> None:
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
     if st.button("Train a small model now", icon=":material/play_arrow:", help="About 5 s at the defaults, up to about 40 s at T = 8 with D+LR and 1,000 steps (2 cores)"):
-        lock = jobs.live_training_lock()
+        lock = job_board().live_training_lock()
         try:
             lock.acquire()
         except FolderBusy:

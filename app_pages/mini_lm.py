@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
+from app_pages.common import explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
 from cem_core.nn.model import VARIANTS
@@ -14,17 +14,22 @@ HAS_GPU = torch.cuda.is_available()
 KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
 
 
-def launcher() -> None:
+def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
     presets = ["cpu-tiny", "paper-86m", "paper-162m"] if HAS_GPU else ["cpu-tiny"]
     load_controls("lm", jobs.JobSpec, KEYS)
     st.session_state[KEYS["variants"]] = list(st.session_state[KEYS["variants"]])
+    choices = board.data_choices()
+    if st.session_state[KEYS["data"]] not in choices:               # a link naming a folder that is not here
+        st.error(f"The link's data={st.session_state[KEYS['data']]!r} is not a shard folder of "
+                 f"{board.data_dir}; showing the demo corpus instead.")
+        st.session_state[KEYS["data"]] = "demo"
     c1, c2, c3 = st.columns(3)
     preset = c1.selectbox("preset", presets, key=KEYS["preset"], help="The paper-sized presets need a GPU.")
     variants = c2.multiselect("variants", list(VARIANTS), key=KEYS["variants"])
-    data = c3.selectbox("data", jobs.data_choices(), key=KEYS["data"],
+    data = c3.selectbox("data", choices, key=KEYS["data"],
                         help=f"demo = {DEMO_LABEL}; slimpajama = Hugging Face streaming (needs network); "
-                             f"other entries are shard folders in {jobs.data_dir()}")
+                             f"other entries are shard folders in {board.data_dir}")
     spec = jobs.JobSpec(preset=preset, variants=tuple(variants), data=data)
     mirror_to_url(spec)
     if data == "demo":
@@ -33,7 +38,7 @@ def launcher() -> None:
         st.caption("No GPU here: the cpu-tiny preset (about 2 minutes a variant on 2 cores).")
     if st.button("Start", type="primary", icon=":material/play_arrow:"):
         try:
-            jobs.start(spec)
+            board.start(spec)
         except ValueError as err:                      # another run is going (or just started elsewhere)
             st.warning(str(err))
             return
@@ -41,9 +46,9 @@ def launcher() -> None:
 
 
 @st.fragment(run_every=2.0)
-def live(job: dict) -> None:
+def live(board: jobs.JobBoard, job: dict) -> None:
     state = jobs.progress(job)
-    now = jobs.current()
+    now = board.current()
     running = bool(now and now.get("pid") == job["pid"] and now["running"])
     st.markdown(f"**Run started {job['started']}** ({', '.join(job['spec']['variants'])}, preset "
                 f"{job['spec']['preset']}, data {job['spec']['data']}): "
@@ -70,7 +75,7 @@ def live(job: dict) -> None:
                 "The paper reports that at full scale they reach Llama's perplexity and that T = 2 helps; a "
                 "two-minute CPU run only shows that the comparison runs.")
     if running and st.button("Stop the run", icon=":material/stop:"):
-        jobs.stop()
+        board.stop()
     with st.expander("log"):
         st.code(state["log"] or "(empty)")
     was_running = st.session_state.get("_lm_was_running", False)
@@ -85,15 +90,16 @@ def body() -> None:
     st.markdown("The paper's main comparison in miniature: Llama vs CEM variants on the same data, with "
                 "parameters, tokens/s and validation perplexity. Runs go on in the background: you can move "
                 "around the app and come back.")
-    job = jobs.current()
+    board = job_board()
+    job = board.current()
     if job is not None and job["status"] in ("stale", "corrupt"):
         st.warning(stale_message(job))
-        jobs.clear()
+        board.clear()
         job = None
     if job is None or not job["running"]:
-        launcher()
+        launcher(board)
     if job is not None:
-        live(job)
+        live(board, job)
 
 
 def stale_message(job: dict) -> str:

@@ -3,6 +3,7 @@
 A CEM layer is T steps of (preconditioned) gradient descent on a causal conditional energy
 (arXiv 2605.07588). Importable without Streamlit or Jupyter.
 """
+from cem_core.experiments.records import package_version
 from cem_core.nn.attention import AttentionCache, CEMAttention, LlamaAttention
 from cem_core.nn.config import AttentionConfig, MLPConfig
 from cem_core.nn.descent import Trace, assert_exact, exactness_error, reference_forward
@@ -10,7 +11,7 @@ from cem_core.nn.mlp import CEMGatedMLP, SwiGLU
 from cem_core.nn.model import VARIANTS, Block, Generation, LanguageModel, ModelConfig, param_breakdown
 from cem_core.nn.precondition import Preconditioner
 
-__version__ = "0.1.0"
+__version__ = package_version()          # from the installed metadata (pyproject.toml)
 
 __all__ = [
     "AttentionCache", "AttentionConfig", "Block", "CEMAttention", "CEMGatedMLP", "Generation",

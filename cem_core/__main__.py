@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 
 from cem_core.experiments.gp_sweep import COMMITTED_SWEEP
-from cem_core.nn.config import DIAGONALS, KINDS, PRECONDITIONERS, check_device
+from cem_core.nn.config import DIAGONALS, KINDS, PRECONDITIONERS
 from cem_core.nn.model import VARIANTS, ModelConfig
+from cem_core.nn.validate import check_device
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

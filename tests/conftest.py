@@ -100,3 +100,20 @@ def interruptible() -> None:
     (and so, maybe, this test run) with SIGINT ignored, and a Python started that way ignores
     Ctrl-C too. Restore the default so the child's Ctrl-C handling is what gets tested."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def board(tmp_path, monkeypatch):
+    """The app's job board on a data folder with one shard folder (wiki) and an empty one, and a jobs
+    folder, all in tmp_path; the app's pages see the same folders through the environment."""
+    from cem_core.ui.jobs import JobBoard
+
+    data = tmp_path / "data"
+    (data / "wiki").mkdir(parents=True)
+    (data / "wiki" / "a.jsonl").write_text(json.dumps({"text": "hello", "meta": {}}) + "\n")
+    (data / "empty").mkdir()
+    monkeypatch.setenv("CEM_LAB_DATA_DIR", str(data))
+    monkeypatch.setenv("CEM_LAB_JOBS_DIR", str(tmp_path / "jobs"))
+    jobs = JobBoard(jobs_dir=tmp_path / "jobs", data_dir=data, workdir=ROOT)
+    yield jobs
+    jobs.stop()

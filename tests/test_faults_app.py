@@ -20,17 +20,6 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
 @pytest.fixture
-def sandbox(tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    (data / "wiki").mkdir(parents=True)
-    (data / "wiki" / "a.jsonl").write_text(json.dumps({"text": "hello", "meta": {}}) + "\n")
-    monkeypatch.setenv("CEM_LAB_DATA_DIR", str(data))
-    monkeypatch.setattr(jobs, "JOBS_DIR", tmp_path / "jobs")
-    yield tmp_path
-    jobs.stop()
-
-
-@pytest.fixture
 def bystander():
     """An unrelated process in a process group of its own, as a reused pid would be."""
     proc = subprocess.Popen(SLEEPER, start_new_session=True)
@@ -43,9 +32,9 @@ def _alive(proc) -> bool:
     return proc.poll() is None
 
 
-def _write_record(record) -> None:
-    jobs.JOBS_DIR.mkdir(parents=True, exist_ok=True)
-    (jobs.JOBS_DIR / "job.json").write_text(record if isinstance(record, str) else json.dumps(record))
+def _write_record(board, record) -> None:
+    board.jobs_dir.mkdir(parents=True, exist_ok=True)
+    (board.jobs_dir / "job.json").write_text(record if isinstance(record, str) else json.dumps(record))
 
 
 def _record_for(pid: int, **changes) -> dict:
@@ -54,14 +43,14 @@ def _record_for(pid: int, **changes) -> dict:
             "started": "2026-01-01 00:00:00"} | changes
 
 
-def test_concurrent_starts_make_exactly_one_job(sandbox, monkeypatch):
-    monkeypatch.setattr(jobs.JobSpec, "command", lambda self, out: SLEEPER)
+def test_concurrent_starts_make_exactly_one_job(board, monkeypatch):
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: SLEEPER)
     barrier, outcomes = threading.Barrier(3), []
 
     def click_start():
         barrier.wait()
         try:
-            outcomes.append(jobs.start(jobs.JobSpec())["pid"])
+            outcomes.append(board.start(jobs.JobSpec())["pid"])
         except ValueError as err:
             outcomes.append(str(err))
 
@@ -73,59 +62,59 @@ def test_concurrent_starts_make_exactly_one_job(sandbox, monkeypatch):
     started = [o for o in outcomes if isinstance(o, int)]
     assert len(started) == 1, outcomes
     assert sum("already going" in str(o) for o in outcomes) == 2
-    assert len([p for p in jobs.JOBS_DIR.iterdir() if p.is_dir()]) == 1       # one job folder
-    assert jobs.current()["pid"] == started[0] and jobs.current()["running"]
+    assert len([p for p in board.jobs_dir.iterdir() if p.is_dir()]) == 1       # one job folder
+    assert board.current()["pid"] == started[0] and board.current()["running"]
 
 
-def test_a_stale_pid_is_not_running_and_never_signalled(sandbox, bystander):
-    _write_record(_record_for(bystander.pid))                          # the pid now names an unrelated process
-    job = jobs.current()
+def test_a_stale_pid_is_not_running_and_never_signalled(board, bystander):
+    _write_record(board, _record_for(bystander.pid))                          # the pid now names an unrelated process
+    job = board.current()
     assert job["status"] == "stale" and not job["running"]
-    jobs.stop()
+    board.stop()
     time.sleep(0.5)
     assert _alive(bystander)                                           # Stop did not touch it
-    _write_record(_record_for(bystander.pid, token="x", create_time=12.0))
-    assert jobs.current()["status"] == "stale"
+    _write_record(board, _record_for(bystander.pid, token="x", create_time=12.0))
+    assert board.current()["status"] == "stale"
 
 
-def test_a_verified_job_is_running_and_stop_ends_it(sandbox, monkeypatch):
-    monkeypatch.setattr(jobs.JobSpec, "command", lambda self, out: SLEEPER)
-    job = jobs.start(jobs.JobSpec())
-    assert jobs.current()["status"] == "running"
-    record = json.loads((jobs.JOBS_DIR / "job.json").read_text())
+def test_a_verified_job_is_running_and_stop_ends_it(board, monkeypatch):
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: SLEEPER)
+    job = board.start(jobs.JobSpec())
+    assert board.current()["status"] == "running"
+    record = json.loads((board.jobs_dir / "job.json").read_text())
     assert record["token"] and record["create_time"] == pytest.approx(psutil.Process(job["pid"]).create_time())
-    jobs.stop()
+    board.stop()
     deadline = time.time() + 20
-    while jobs.current()["running"] and time.time() < deadline:
+    while board.current()["running"] and time.time() < deadline:
         time.sleep(0.1)
-    assert jobs.current()["status"] == "ended"
+    assert board.current()["status"] == "ended"
 
 
 @pytest.mark.parametrize("record", ["{not json", "[]", json.dumps({"pid": "12"}), json.dumps({"pid": True})])
-def test_a_corrupt_record_never_blocks_a_new_run(sandbox, monkeypatch, record):
-    monkeypatch.setattr(jobs.JobSpec, "command", lambda self, out: SLEEPER)
-    _write_record(record)
-    job = jobs.current()
+def test_a_corrupt_record_never_blocks_a_new_run(board, monkeypatch, record):
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: SLEEPER)
+    _write_record(board, record)
+    job = board.current()
     assert job["status"] == "corrupt" and "job.json" in job["problem"] and not job["running"]
-    jobs.stop()                                                        # nothing to signal, no error
-    assert jobs.start(jobs.JobSpec())["running"]
+    board.stop()                                                        # nothing to signal, no error
+    assert board.start(jobs.JobSpec())["running"]
 
 
 @pytest.mark.parametrize("record", ["stale", "corrupt"])
-def test_the_page_reports_and_clears_a_bad_record(sandbox, bystander, record):
-    _write_record(_record_for(bystander.pid) if record == "stale" else "{not json")
+def test_the_page_reports_and_clears_a_bad_record(board, bystander, record):
+    _write_record(board, _record_for(bystander.pid) if record == "stale" else "{not json")
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page("app_pages/mini_lm.py").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     warning = " ".join(w.value for w in at.warning)
     assert ("no longer that run" if record == "stale" else "could not be used") in warning
-    assert not (jobs.JOBS_DIR / "job.json").exists()
+    assert not (board.jobs_dir / "job.json").exists()
     assert any(b.label == "Start" for b in at.button)                  # a new run can start
     assert _alive(bystander)
 
 
-def test_data_paths_resolving_outside_the_data_folder_are_refused(sandbox, tmp_path):
+def test_data_paths_resolving_outside_the_data_folder_are_refused(board, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "secret.jsonl").write_text(json.dumps({"text": "private"}) + "\n")
@@ -135,22 +124,22 @@ def test_data_paths_resolving_outside_the_data_folder_are_refused(sandbox, tmp_p
     (data / "mixed" / "ok.jsonl").write_text(json.dumps({"text": "fine"}) + "\n")
     (data / "mixed" / "secret.jsonl").symlink_to(outside / "secret.jsonl")  # a shard that points away
     (data / "inner").symlink_to(data / "wiki", target_is_directory=True)    # inside: allowed
-    assert jobs.data_choices() == ["demo", "slimpajama", "inner", "wiki"]
+    assert board.data_choices() == ["demo", "slimpajama", "inner", "wiki"]
     for name in ("link", "mixed"):
         with pytest.raises(ValueError, match=r"^data=.*(resolve|outside)"):
-            jobs.data_folder(name)
+            board.data_folder(name)
         with pytest.raises(ValueError, match="^data="):
-            jobs.JobSpec(data=name)
-    assert jobs.data_folder("inner") == (data / "wiki").resolve()
+            board.start(jobs.JobSpec(data=name))
+    assert board.data_folder("inner") == (data / "wiki").resolve()
 
 
-def test_live_gp_training_runs_one_at_a_time_across_sessions(sandbox):
+def test_live_gp_training_runs_one_at_a_time_across_sessions(board):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["gp_steps"] = "50"
     at.run()
     at.switch_page("app_pages/gp_recursion.py").run()
     train_button = next(b for b in at.button if b.label == "Train a small model now")
-    with jobs.live_training_lock():                                    # another session is training
+    with board.live_training_lock():                                    # another session is training
         train_button.click().run()
         assert "Another session is training a model right now" in " ".join(w.value for w in at.warning)
         assert "gp_result" not in at.session_state
@@ -159,9 +148,9 @@ def test_live_gp_training_runs_one_at_a_time_across_sessions(sandbox):
     assert "Trained CEM attention" in at.session_state["gp_result"]
 
 
-def test_the_page_shows_what_the_data_readers_skipped(sandbox, monkeypatch):
-    monkeypatch.setattr(jobs.JobSpec, "command", lambda self, out: [sys.executable, "-c", "pass"])
-    job = jobs.start(jobs.JobSpec(variants=("llama",)))
+def test_the_page_shows_what_the_data_readers_skipped(board, monkeypatch):
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: [sys.executable, "-c", "pass"])
+    job = board.start(jobs.JobSpec(variants=("llama",)))
     stats = {"train": {"documents": 90, "malformed": 3, "oversized": 1, "filtered": 0},
              "validation": {"documents": 9, "malformed": 0, "oversized": 0, "filtered": 0}}
     (Path(job["out"]) / "compare.json").write_text(json.dumps([{"variant": "llama", "params": 1, "tokens_per_s": 2.0,
@@ -172,3 +161,13 @@ def test_the_page_shows_what_the_data_readers_skipped(sandbox, monkeypatch):
     assert not at.exception and not at.error
     captions = " ".join(c.value for c in at.caption)
     assert "train 90 documents; 3 malformed and 1 oversized records skipped" in captions
+
+
+def test_a_link_naming_a_data_folder_that_is_not_there_gives_a_message(board):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lm_data"] = "nosuch"
+    at.run()
+    at.switch_page("app_pages/mini_lm.py").run()
+    assert not at.exception
+    assert "data='nosuch' is not a shard folder" in " ".join(e.value for e in at.error)
+    assert at.session_state["lm_data"] == "demo"

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cem_core.nn.config import _check_choice, _check_float, _check_int, _fail
 from cem_core.nn.descent import EnergyDescentLayer
 from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
+from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
 from .schedule import adamw, warmup_cosine
 
@@ -45,17 +45,17 @@ class GPTaskConfig:
     box: tuple = (-1.0, 1.0)       # inputs uniform in box^d_x
 
     def __post_init__(self) -> None:
-        _check_choice("kernel", self.kernel, KERNELS)
-        _check_float("lengthscale", self.lengthscale, 0.0, strict=True)
-        _check_float("signal_var", self.signal_var, 0.0, strict=True)
-        _check_float("noise_var", self.noise_var, 0.0, strict=True)
-        _check_float("period", self.period, 0.0, strict=True)
-        _check_int("d_x", self.d_x, 1, 16)
-        _check_int("n_points", self.n_points, 2, 4096)
+        check_choice("kernel", self.kernel, KERNELS)
+        check_float("lengthscale", self.lengthscale, 0.0, strict=True)
+        check_float("signal_var", self.signal_var, 0.0, strict=True)
+        check_float("noise_var", self.noise_var, 0.0, strict=True)
+        check_float("period", self.period, 0.0, strict=True)
+        check_int("d_x", self.d_x, 1, 16)
+        check_int("n_points", self.n_points, 2, 4096)
         box = tuple(self.box) if isinstance(self.box, (tuple, list)) else self.box
         if (not isinstance(box, tuple) or len(box) != 2
                 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in box) or box[0] >= box[1]):
-            _fail("box", self.box, "must be a pair (low, high) of finite numbers with low < high")
+            fail("box", self.box, "must be a pair (low, high) of finite numbers with low < high")
         object.__setattr__(self, "box", (float(box[0]), float(box[1])))
 
 
@@ -83,7 +83,7 @@ def _observation_cholesky(config: GPTaskConfig, xs: torch.Tensor) -> torch.Tenso
 
 def sample_batch(config: GPTaskConfig, batch_size: int, generator: torch.Generator | None = None):
     """xs (B, N, d_x) uniform in the box and ys (B, N) ~ N(0, K + noise_var I), default dtype."""
-    _check_int("batch_size", batch_size, 1)
+    check_int("batch_size", batch_size, 1)
     lo, hi = config.box
     xs = lo + (hi - lo) * torch.rand(batch_size, config.n_points, config.d_x, generator=generator,
                                      dtype=torch.float64)
@@ -135,7 +135,7 @@ def sample_function_on_grid(config: GPTaskConfig, seed: int, grid_size: int = 20
     """One function for plots (d_x = 1): f drawn jointly at N inputs and a dense grid, and the
     noisy targets at the inputs. Returns float64 tensors xs (N,), ys (N,), grid (G,), f_grid (G,)."""
     if config.d_x != 1:
-        _fail("d_x", config.d_x, "plots of a sampled function need d_x = 1")
+        fail("d_x", config.d_x, "plots of a sampled function need d_x = 1")
     gen = torch.Generator().manual_seed(seed)
     lo, hi = config.box
     xs = lo + (hi - lo) * torch.rand(config.n_points, 1, generator=gen, dtype=torch.float64)
@@ -195,14 +195,14 @@ class GPModelConfig:
     anchor: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_choice("eta_mode", self.eta_mode, ETA_MODES)
+        check_choice("eta_mode", self.eta_mode, ETA_MODES)
         self.model_config(n_points=2)   # validates every field through the layer configs
         if self.attention == "llama" and self.diagonal != "none":
-            _fail("diagonal", self.diagonal, "applies to CEM attention only (attention='llama')")
+            fail("diagonal", self.diagonal, "applies to CEM attention only (attention='llama')")
         if self.attention == "llama" and self.mlp == "llama":
             for name in ("T", "preconditioner", "eta", "eta_mode", "anchor"):
                 if getattr(self, name) != GPModelConfig.__dataclass_fields__[name].default:
-                    _fail(name, getattr(self, name), "applies to CEM layers only; attention and mlp are both 'llama'")
+                    fail(name, getattr(self, name), "applies to CEM layers only; attention and mlp are both 'llama'")
 
     def model_config(self, n_points: int) -> ModelConfig:
         descent = dict(T=self.T, eta=self.eta, learn_eta=self.eta_mode != "fixed",
@@ -275,18 +275,18 @@ class GPTrainConfig:
     eval_seed: int = 12345
 
     def __post_init__(self) -> None:
-        _check_int("steps", self.steps, 1)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_float("lr", self.lr, 0.0, strict=True)
-        _check_float("weight_decay", self.weight_decay, 0.0, strict=False)
-        _check_float("warmup", self.warmup, 0.0, strict=False)
+        check_int("steps", self.steps, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_float("lr", self.lr, 0.0, strict=True)
+        check_float("weight_decay", self.weight_decay, 0.0, strict=False)
+        check_float("warmup", self.warmup, 0.0, strict=False)
         if self.warmup >= 1:
-            _fail("warmup", self.warmup, "must be a fraction in [0, 1)")
-        _check_float("min_lr_ratio", self.min_lr_ratio, 0.0, strict=False)
-        _check_float("grad_clip", self.grad_clip, 0.0, strict=True)
-        _check_int("seed", self.seed, 0)
-        _check_int("eval_size", self.eval_size, 1)
-        _check_int("eval_seed", self.eval_seed, 0)
+            fail("warmup", self.warmup, "must be a fraction in [0, 1)")
+        check_float("min_lr_ratio", self.min_lr_ratio, 0.0, strict=False)
+        check_float("grad_clip", self.grad_clip, 0.0, strict=True)
+        check_int("seed", self.seed, 0)
+        check_int("eval_size", self.eval_size, 1)
+        check_int("eval_seed", self.eval_seed, 0)
 
 
 def lr_at(train: GPTrainConfig, step: int) -> float:

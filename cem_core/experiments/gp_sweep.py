@@ -39,7 +39,7 @@ import numpy as np
 import psutil
 import torch
 
-from cem_core.nn.config import _check_choice, _check_int
+from cem_core.nn.validate import check_choice, check_int
 
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
@@ -68,7 +68,7 @@ class RunSpec:
 
 def preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (see the README's GP section for what each one answers)."""
-    _check_choice("preset", preset, PRESETS)
+    check_choice("preset", preset, PRESETS)
     # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
     width, steps, batch, seeds, tasks = {
         "quick": (64, 400, 32, (0,), [GPTaskConfig()]),
@@ -353,7 +353,7 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
     Holds the folder's lock throughout and refuses a folder of another sweep (``preset`` names the
     sweep in its manifest). ``on_start(todo)`` is called with the runs to do once the folder is
     claimed, ``on_done(record)`` after each finished run (already saved)."""
-    _check_int("jobs", jobs, 1, 64)
+    check_int("jobs", jobs, 1, 64)
     out_dir = Path(out_dir)
     with FolderLock(out_dir, "GP sweep"):
         records = load_results(out_dir / "results.json")

@@ -2,6 +2,7 @@
 temporary file, then a rename, so a crash never leaves a half-written file behind)."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -18,9 +19,16 @@ def provenance() -> dict:
                                 cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    from cem_core import __version__
     return {"git_commit": commit, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "cem_lab": __version__, "machine": platform.machine()}
+            "numpy": np.__version__, "cem_lab": package_version(), "machine": platform.machine()}
+
+
+def package_version() -> str:
+    """The installed cem-lab version (a checkout that was not installed has none)."""
+    try:
+        return importlib.metadata.version("cem-lab")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def atomic_write(path, write) -> None:

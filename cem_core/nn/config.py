@@ -7,62 +7,14 @@ listed in the README's choices table.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from .validate import check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
 PRECONDITIONERS = ("none", "dlr", "psd")
 ACTIVATIONS = ("silu", "gelu", "relu")
 KINDS = ("llama", "cem")
-
-
-def _fail(field: str, value, allowed: str) -> None:
-    raise ValueError(f"{field}={value!r} is invalid: {allowed}")
-
-
-def _check_int(field: str, value, lo: int, hi: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(field, value, "must be an integer")
-    if value < lo or (hi is not None and value > hi):
-        _fail(field, value, f"must be in [{lo}, {hi}]" if hi is not None else f"must be >= {lo}")
-
-
-def _check_float(field: str, value, lo: float, strict: bool) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(field, value, "must be a finite number")
-    if value < lo or (strict and value == lo):
-        _fail(field, value, f"must be {'>' if strict else '>='} {lo}")
-
-
-def _check_choice(field: str, value, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        _fail(field, value, f"must be one of {', '.join(map(repr, choices))}")
-
-
-def _check_bool(field: str, value) -> None:
-    if not isinstance(value, bool):
-        _fail(field, value, "must be True or False")
-
-
-def check_device(value):
-    """A torch.device from 'cpu', 'cuda', 'cuda:N' or 'mps' that exists on this machine."""
-    import torch
-
-    try:
-        device = torch.device(value)
-    except (RuntimeError, TypeError):
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps"):
-        _fail("device", value, "must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        _fail("device", value, "MPS is not available here (use 'cpu')")
-    if device.type == "cuda":
-        count = torch.cuda.device_count()
-        if count == 0:
-            _fail("device", value, "no CUDA device is available here (use 'cpu')")
-        if device.index is not None and device.index >= count:
-            _fail("device", value, f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
-    return device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,25 +33,25 @@ class DescentConfig:
     norm_eps: float = 1e-6        # RMSNorm epsilon of the conditioning Norm(h)
 
     def __post_init__(self) -> None:
-        _check_int("d_model", self.d_model, 1)
-        _check_int("T", self.T, 1, 64)
-        _check_float("eta", self.eta, 0.0, strict=True)
-        _check_bool("learn_eta", self.learn_eta)
-        _check_bool("eta_per_step", self.eta_per_step)
+        check_int("d_model", self.d_model, 1)
+        check_int("T", self.T, 1, 64)
+        check_float("eta", self.eta, 0.0, strict=True)
+        check_bool("learn_eta", self.learn_eta)
+        check_bool("eta_per_step", self.eta_per_step)
         if self.eta_per_step and not self.learn_eta:
-            _fail("eta_per_step", True, "needs learn_eta=True (a fixed eta is the same at every step)")
-        _check_float("anchor", self.anchor, 0.0, strict=False)
-        _check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
-        _check_int("rank", self.rank, 1, self.d_model if self.preconditioner != "none" else None)
-        _check_bool("untied", self.untied)
-        _check_float("norm_eps", self.norm_eps, 0.0, strict=True)
+            fail("eta_per_step", True, "needs learn_eta=True (a fixed eta is the same at every step)")
+        check_float("anchor", self.anchor, 0.0, strict=False)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
+        check_int("rank", self.rank, 1, self.d_model if self.preconditioner != "none" else None)
+        check_bool("untied", self.untied)
+        check_float("norm_eps", self.norm_eps, 0.0, strict=True)
         if self.untied:
             extras = {"T": self.T != 1, "preconditioner": self.preconditioner != "none",
                       "learn_eta": self.learn_eta, "anchor": self.anchor != 0.0,
                       "eta": self.eta != 1.0, **self._untied_extras()}
             bad = [k for k, v in extras.items() if v]
             if bad:
-                _fail(bad[0], getattr(self, bad[0]),
+                fail(bad[0], getattr(self, bad[0]),
                       "untied=True is defined only for T=1, eta=1, no anchor, no diagonal and "
                       "no preconditioner (untied weights are not a gradient step on an energy)")
 
@@ -129,15 +81,15 @@ class AttentionConfig(DescentConfig):
         return self.d_model // self.n_heads
 
     def __post_init__(self) -> None:
-        _check_int("d_model", self.d_model, 1)
-        _check_int("n_heads", self.n_heads, 1)
+        check_int("d_model", self.d_model, 1)
+        check_int("n_heads", self.n_heads, 1)
         if self.d_model % self.n_heads:
-            _fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
-        _check_choice("diagonal", self.diagonal, DIAGONALS)
-        _check_bool("rope", self.rope)
-        _check_float("rope_base", self.rope_base, 1.0, strict=True)
+            fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
+        check_choice("diagonal", self.diagonal, DIAGONALS)
+        check_bool("rope", self.rope)
+        check_float("rope_base", self.rope_base, 1.0, strict=True)
         if self.rope and self.head_dim % 2:
-            _fail("n_heads", self.n_heads,
+            fail("n_heads", self.n_heads,
                   f"rope=True needs an even head dimension; d_model/n_heads = {self.head_dim}")
         super().__post_init__()
 
@@ -164,9 +116,9 @@ class MLPConfig(DescentConfig):
     activation: str = "silu"      # phi; the energy uses its antiderivative Phi
 
     def __post_init__(self) -> None:
-        _check_int("d_model", self.d_model, 1)
-        _check_int("d_ff", self.d_ff, 1)
-        _check_choice("activation", self.activation, ACTIVATIONS)
+        check_int("d_model", self.d_model, 1)
+        check_int("d_ff", self.d_ff, 1)
+        check_choice("activation", self.activation, ACTIVATIONS)
         super().__post_init__()
 
     def param_counts(self) -> dict[str, int]:

@@ -14,9 +14,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionCache, CEMAttention, LlamaAttention
-from .config import KINDS, AttentionConfig, MLPConfig, _check_bool, _check_choice, _check_float, _check_int, _fail
+from .config import KINDS, AttentionConfig, MLPConfig
 from .descent import EnergyDescentLayer
 from .mlp import CEMGatedMLP, SwiGLU
+from .validate import check_bool, check_choice, check_float, check_int, fail
 
 VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
             "cem-mlp": ("llama", "cem"), "cem-full": ("cem", "cem")}
@@ -41,28 +42,28 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
-            _check_int(name, getattr(self, name), 1)
-        _check_choice("attention", self.attention, KINDS)
-        _check_choice("mlp", self.mlp, KINDS)
+            check_int(name, getattr(self, name), 1)
+        check_choice("attention", self.attention, KINDS)
+        check_choice("mlp", self.mlp, KINDS)
         for name in ("attention_options", "mlp_options"):
             if not isinstance(getattr(self, name), dict):
-                _fail(name, getattr(self, name), "must be a dict of layer config fields")
+                fail(name, getattr(self, name), "must be a dict of layer config fields")
         for name, owned in (("attention_options", ("d_model", "n_heads", "rope", "norm_eps", "untied")),
                             ("mlp_options", ("d_model", "d_ff", "norm_eps", "untied"))):
             clash = sorted(set(getattr(self, name)) & set(owned))
             if clash:
-                _fail(f"{name}[{clash[0]!r}]", getattr(self, name)[clash[0]],
+                fail(f"{name}[{clash[0]!r}]", getattr(self, name)[clash[0]],
                       "is set by ModelConfig itself; set it there instead")
-        _check_bool("rope", self.rope)
-        _check_bool("tie_embeddings", self.tie_embeddings)
-        _check_float("init_std", self.init_std, 0.0, strict=True)
+        check_bool("rope", self.rope)
+        check_bool("tie_embeddings", self.tie_embeddings)
+        check_float("init_std", self.init_std, 0.0, strict=True)
         self.attention_config()   # validate the layer configs now, not at the first forward
         self.mlp_config()
 
     @classmethod
     def variant(cls, name: str, **kwargs) -> "ModelConfig":
         """One of VARIANTS: llama, cem-attn, cem-mlp, cem-full."""
-        _check_choice("variant", name, tuple(VARIANTS))
+        check_choice("variant", name, tuple(VARIANTS))
         attention, mlp = VARIANTS[name]
         if attention == "llama":
             kwargs.pop("attention_options", None)
@@ -150,7 +151,7 @@ def set_recursion_depth(module: nn.Module, T: int) -> None:
     layers = cem_layers(module)
     for layer in layers:
         if layer.config.eta_per_step and T != layer.config.T:
-            _fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
+            fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
                                "it can only be evaluated at the T it was trained with")
     for layer in layers:
         layer.config = replace(layer.config, T=T)
@@ -254,12 +255,12 @@ class LanguageModel(nn.Module):
         values are the keys); without it the whole prefix is recomputed. Both give the same tokens.
         """
         self._check_ids(idx)
-        _check_int("max_new_tokens", max_new_tokens, 0)
-        _check_float("temperature", temperature, 0.0, strict=False)
+        check_int("max_new_tokens", max_new_tokens, 0)
+        check_float("temperature", temperature, 0.0, strict=False)
         if top_k is not None:
-            _check_int("top_k", top_k, 1, self.config.vocab_size)
+            check_int("top_k", top_k, 1, self.config.vocab_size)
         if idx.shape[1] + max_new_tokens > self.config.max_seq_len:
-            _fail("max_new_tokens", max_new_tokens,
+            fail("max_new_tokens", max_new_tokens,
                   f"prompt {idx.shape[1]} + new tokens must fit max_seq_len={self.config.max_seq_len}")
         caches = [AttentionCache() for _ in self.blocks] if use_cache else None
         tokens, step_input = idx, idx

@@ -11,18 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
-from cem_core.nn.config import (
-    DIAGONALS,
-    PRECONDITIONERS,
-    AttentionConfig,
-    MLPConfig,
-    _check_bool,
-    _check_choice,
-    _check_float,
-    _check_int,
-    _fail,
-)
+from cem_core.nn.config import DIAGONALS, PRECONDITIONERS, AttentionConfig, MLPConfig
 from cem_core.nn.model import VARIANTS, ModelConfig
+from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
 LAYERS = ("attention", "mlp", "block")
 COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above it we refuse. Measured on 2 cores:
@@ -30,34 +21,33 @@ COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above
 LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 
 
-class _Controls:
+class Controls:
     """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) |
-    ("choices", options), a non-empty tuple written comma-separated in the URL | ("bool", None)."""
+    ("choices", options), a non-empty tuple written comma-separated in the URL | ("bool", None) |
+    ("name", None), a file or folder name (no path)."""
 
     SPECS: dict = {}
     PREFIX = ""
 
-    @classmethod
-    def specs(cls) -> dict:
-        """SPECS as of now (a subclass whose options change at run time fills them in here)."""
-        return cls.SPECS
-
     def _validate(self) -> None:
-        for name, (kind, allowed) in self.specs().items():
+        for name, (kind, allowed) in self.SPECS.items():
             value = getattr(self, name)
-            if kind == "choice":
-                _check_choice(name, value, allowed)
+            if kind == "name":
+                if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "\\" in value:
+                    fail(name, value, "must be a name, not a path")
+            elif kind == "choice":
+                check_choice(name, value, allowed)
             elif kind == "choices":
                 if not isinstance(value, tuple) or not value or any(v not in allowed for v in value):
-                    _fail(name, value, f"must be a non-empty selection of {', '.join(allowed)}")
+                    fail(name, value, f"must be a non-empty selection of {', '.join(allowed)}")
             elif kind == "bool":
-                _check_bool(name, value)
+                check_bool(name, value)
             elif kind == "int":
-                _check_int(name, value, *allowed)
+                check_int(name, value, *allowed)
             else:
-                _check_float(name, value, allowed[0], strict=False)
+                check_float(name, value, allowed[0], strict=False)
                 if value > allowed[1]:
-                    _fail(name, value, f"must be in [{allowed[0]}, {allowed[1]}]")
+                    fail(name, value, f"must be in [{allowed[0]}, {allowed[1]}]")
 
     def to_query(self) -> dict[str, str]:
         def text(v):
@@ -88,12 +78,12 @@ class _Controls:
                 else:
                     values[name] = str(raw)
             except ValueError:
-                _fail(name, raw, f"cannot be read as {'a number' if kind in ('int', 'float') else 'true/false'}")
+                fail(name, raw, f"cannot be read as {'a number' if kind in ('int', 'float') else 'true/false'}")
         return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
-class EnergyControls(_Controls):
+class EnergyControls(Controls):
     """The energy-descent page: one layer (or a block) on a random input."""
 
     SPECS = {"layer": ("choice", LAYERS), "T": ("int", (1, 16)), "eta": ("float", (0.05, 20.0)),
@@ -121,7 +111,7 @@ class EnergyControls(_Controls):
     def __post_init__(self) -> None:
         self._validate()
         if self.cost() > COST_LIMIT:
-            _fail("width", self.width,
+            fail("width", self.width,
                   f"this combination (width {self.width}, sequence {self.seq_len}, T {self.T}, heads {self.heads}, "
                   f"diagonal {self.diagonal}) is too large for an interactive page (seconds of CPU per change "
                   "on a busy 2-core machine); lower the width, "
@@ -160,7 +150,7 @@ class EnergyControls(_Controls):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DesignControls(_Controls):
+class DesignControls(Controls):
     """The design-space page: model sizes and the CEM options."""
 
     SPECS = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
@@ -195,7 +185,7 @@ class DesignControls(_Controls):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GPControls(_Controls):
+class GPControls(Controls):
     """The GP page: the sampled-function demo and the small model trained live."""
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),

@@ -1,9 +1,9 @@
 """One supervised background run of ``lm compare`` for the app: start, watch, stop.
 
 The job lives in a subprocess with its own session, so page reruns (and even restarting the
-app) do not touch it; ``runs/app/job.json`` records it. Only one job runs at a time, and a job
-start is atomic: the check and the spawn happen under the lock of ``runs/app``, so concurrent
-Starts (several tabs or users) make exactly one job.
+app) do not touch it; ``JOBS_DIR/job.json`` records it (the app keeps its jobs in ``runs/app``).
+Only one job runs at a time, and a job start is atomic: the check and the spawn happen under the
+lock of the jobs folder, so concurrent Starts (several tabs or users) make exactly one job.
 
 A job record holds the process id together with the process's start time and a random token
 passed to the job in its environment (``CEM_LAB_JOB_TOKEN``). The job counts as running only
@@ -12,9 +12,9 @@ only such a verified process. A record whose id now belongs to another process i
 that cannot be read is "corrupt": the page reports either and clears it, so neither blocks a
 new run.
 
-The data choices are the demo corpus, SlimPajama streaming, or shard folders inside one
-configured data directory (``CEM_LAB_DATA_DIR``, default ``data/``): the app never reads a
-path that resolves outside it (a symbolic link pointing elsewhere is refused).
+The data choices are the demo corpus, SlimPajama streaming, or shard folders inside one data
+directory (the app's: ``CEM_LAB_DATA_DIR``, default ``data/``): the app never reads a path that
+resolves outside it (a symbolic link pointing elsewhere is refused).
 """
 from __future__ import annotations
 
@@ -37,79 +37,139 @@ from cem_core.experiments.lm.train import PRESETS
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 
-from .controls import _Controls
+from .controls import Controls
 
-ROOT = Path(__file__).resolve().parents[2]
-JOBS_DIR = ROOT / "runs" / "app"
 TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
 CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
 RECORD_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")).resolve()
-
-
-def _outside(path: Path, root: Path) -> bool:
-    return not path.resolve().is_relative_to(root)
-
-
-def data_folder(name: str) -> Path:
-    """The shard folder `name` of the data directory; ValueError if it, or a shard in it,
-    resolves outside the data directory, or if it holds no shards."""
-    root = data_dir()
-    folder = root / name
-    if "/" in name or name in ("", ".", "..") or _outside(folder, root):
-        raise ValueError(f"data={name!r} is invalid: it resolves outside the data folder {root}")
-    shards = find_shards(folder) if folder.is_dir() else []
-    escaping = [p.name for p in shards if _outside(p, root)]
-    if escaping:
-        raise ValueError(f"data={name!r} is invalid: {', '.join(escaping[:3])} resolve(s) outside the data "
-                         f"folder {root}")
-    if not shards:
-        raise ValueError(f"data={name!r} is invalid: no *.jsonl or *.jsonl.zst shards in {folder}")
-    return folder.resolve()
-
-
-def data_choices() -> list[str]:
-    """'demo', 'slimpajama', and each folder of the data directory that holds shards, all of
-    them inside the data directory."""
-    root = data_dir()
-    names = []
-    for entry in sorted(root.iterdir()) if root.is_dir() else []:
-        try:
-            data_folder(entry.name)
-        except ValueError:
-            continue
-        names.append(entry.name)
-    return ["demo", "slimpajama", *names]
+DATA_SOURCES = ("demo", "slimpajama")   # the choices that are not folders
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobSpec(_Controls):
-    """One ``lm compare`` run; round-trips through the URL like the other pages' controls."""
+class JobSpec(Controls):
+    """One ``lm compare`` run; round-trips through the URL like the other pages' controls. `data`
+    is a source or the name of a shard folder (the board checks that the folder is there)."""
 
-    SPECS = {"preset": ("choice", tuple(PRESETS)), "variants": ("choices", VARIANTS), "data": ("choice", ())}
+    SPECS = {"preset": ("choice", tuple(PRESETS)), "variants": ("choices", VARIANTS), "data": ("name", None)}
     PREFIX = "lm_"
 
     preset: str = "cpu-tiny"
     variants: tuple = ("llama", "cem-full")
     data: str = "demo"
 
-    @classmethod
-    def specs(cls) -> dict:
-        return cls.SPECS | {"data": ("choice", tuple(data_choices()))}   # the data folders present now
-
     def __post_init__(self) -> None:
         self._validate()
 
-    def command(self, out: Path) -> list[str]:
-        data = self.data if self.data in ("demo", "slimpajama") else str(data_folder(self.data))
-        return [sys.executable, "-m", "cem_core", "lm", "compare", "--preset", self.preset, "--data", data,
-                "--variants", *self.variants, "--out", str(out), "--json", str(out / "compare.json")]
+
+@dataclass(frozen=True, kw_only=True)
+class JobBoard:
+    """The app's background jobs: their records under `jobs_dir`, the shard folders of `data_dir`
+    (the only data the app reads), and `workdir`, where job processes start."""
+
+    jobs_dir: Path
+    data_dir: Path
+    workdir: Path
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def data_folder(self, name: str) -> Path:
+        """The shard folder `name` of the data directory; ValueError if it, or a shard in it,
+        resolves outside the data directory, or if it holds no shards."""
+        root = self.data_dir.resolve()
+        folder = root / name
+        if Path(name).name != name or name in ("", ".", "..") or _outside(folder, root):
+            raise ValueError(f"data={name!r} is invalid: it resolves outside the data folder {root}")
+        shards = find_shards(folder) if folder.is_dir() else []
+        escaping = [p.name for p in shards if _outside(p, root)]
+        if escaping:
+            raise ValueError(f"data={name!r} is invalid: {', '.join(escaping[:3])} resolve(s) outside the data "
+                             f"folder {root}")
+        if not shards:
+            raise ValueError(f"data={name!r} is invalid: no *.jsonl or *.jsonl.zst shards in {folder}")
+        return folder.resolve()
+
+    def data_choices(self) -> list[str]:
+        """'demo', 'slimpajama', and each folder of the data directory that holds shards, all of
+        them inside the data directory."""
+        names = []
+        for entry in sorted(self.data_dir.iterdir()) if self.data_dir.is_dir() else []:
+            try:
+                self.data_folder(entry.name)
+            except ValueError:
+                continue
+            names.append(entry.name)
+        return [*DATA_SOURCES, *names]
+
+    def command(self, spec: JobSpec, out: Path) -> list[str]:
+        """The ``lm compare`` command line of a job (ValueError for a data folder that is not usable)."""
+        data = spec.data if spec.data in DATA_SOURCES else str(self.data_folder(spec.data))
+        return [sys.executable, "-m", "cem_core", "lm", "compare", "--preset", spec.preset, "--data", data,
+                "--variants", *spec.variants, "--out", str(out), "--json", str(out / "compare.json")]
+
+    # -- the job record and its process --------------------------------------------------------
+
+    @property
+    def record_path(self) -> Path:
+        return self.jobs_dir / "job.json"
+
+    def current(self) -> dict | None:
+        """The last job's record with 'status' ('running', 'ended', 'stale' or 'corrupt') and
+        'running', or None when there is none. A corrupt record comes back with 'problem'."""
+        path = self.record_path
+        if not path.exists():
+            return None
+        try:
+            job = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            return {"status": "corrupt", "running": False, "problem": f"{path} is not valid JSON ({err})"}
+        problem = _record_problem(job)
+        if problem:
+            return {"status": "corrupt", "running": False, "problem": f"{path} is not a job record: {problem}"}
+        status = _status(job)
+        return job | {"status": status, "running": status == "running"}
+
+    def _start_lock(self) -> FolderLock:
+        return FolderLock(self.jobs_dir, "job start", timeout=30)
+
+    def clear(self) -> None:
+        """Forget a stale or corrupt job record (a verified running job is never cleared)."""
+        with self._start_lock():                  # not while another session starts a job
+            job = self.current()
+            if job is not None and not job["running"]:
+                self.record_path.unlink(missing_ok=True)
+
+    def start(self, spec: JobSpec) -> dict:
+        """Start a job; refused (ValueError) while another one runs. Check and spawn are atomic."""
+        with self._start_lock():
+            job = self.current()
+            if job and job["running"]:
+                raise ValueError(f"a run is already going (started {job['started']}, pid {job['pid']}); "
+                                 "wait for it or stop it first")
+            token = secrets.token_hex(16)
+            out = self.jobs_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{token[:6]}"
+            command = self.command(spec, out)
+            out.mkdir(parents=True)
+            with (out / "log.txt").open("w") as log:
+                proc = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True, env={**os.environ, TOKEN_ENV: token})
+            job = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "token": token,
+                   "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            atomic_write_text(self.record_path, json.dumps(job))
+        return job | {"status": "running", "running": True}
+
+    def stop(self) -> None:
+        """SIGTERM to the job's process group, only if the recorded process is verified to be the job."""
+        job = self.current()
+        if job and job["running"]:
+            os.killpg(job["pid"], signal.SIGTERM)
+
+    def live_training_lock(self) -> FolderLock:
+        """The lock that lets one live training (the GP page's) run at a time across all sessions."""
+        return FolderLock(self.jobs_dir / "live-training", "live training")
 
 
-# -- the job record and its process ----------------------------------------------------------------
+def _outside(path: Path, root: Path) -> bool:
+    return not path.resolve().is_relative_to(root)
 
 
 def _record_problem(job) -> str | None:
@@ -143,63 +203,6 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
-
-
-def current() -> dict | None:
-    """The last job's record with 'status' ('running', 'ended', 'stale' or 'corrupt') and
-    'running', or None when there is none. A corrupt record comes back with 'problem'."""
-    path = JOBS_DIR / "job.json"
-    if not path.exists():
-        return None
-    try:
-        job = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        return {"status": "corrupt", "running": False, "problem": f"{path} is not valid JSON ({err})"}
-    problem = _record_problem(job)
-    if problem:
-        return {"status": "corrupt", "running": False, "problem": f"{path} is not a job record: {problem}"}
-    status = _status(job)
-    return job | {"status": status, "running": status == "running"}
-
-
-def clear() -> None:
-    """Forget a stale or corrupt job record (a verified running job is never cleared)."""
-    with FolderLock(JOBS_DIR, "job start", timeout=30):   # not while another session starts a job
-        job = current()
-        if job is not None and not job["running"]:
-            (JOBS_DIR / "job.json").unlink(missing_ok=True)
-
-
-def start(spec: JobSpec) -> dict:
-    """Start a job; refused (ValueError) while another one runs. Check and spawn are atomic."""
-    with FolderLock(JOBS_DIR, "job start", timeout=30):
-        job = current()
-        if job and job["running"]:
-            raise ValueError(f"a run is already going (started {job['started']}, pid {job['pid']}); "
-                             "wait for it or stop it first")
-        token = secrets.token_hex(16)
-        out = JOBS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{token[:6]}"
-        command = spec.command(out)
-        out.mkdir(parents=True)
-        with (out / "log.txt").open("w") as log:
-            proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env={**os.environ, TOKEN_ENV: token})
-        job = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "token": token,
-               "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        atomic_write_text(JOBS_DIR / "job.json", json.dumps(job))
-    return job | {"status": "running", "running": True}
-
-
-def stop() -> None:
-    """SIGTERM to the job's process group, only if the recorded process is verified to be the job."""
-    job = current()
-    if job and job["running"]:
-        os.killpg(job["pid"], signal.SIGTERM)
-
-
-def live_training_lock() -> FolderLock:
-    """The lock that lets one live training (the GP page's) run at a time across all sessions."""
-    return FolderLock(JOBS_DIR / "live-training", "live training")
 
 
 def progress(job: dict) -> dict:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from cem_core.experiments.integrity import FolderLock, foreign_files
 from cem_core.experiments.records import atomic_write_text
-from cem_core.nn.config import check_device
 from cem_core.nn.model import VARIANTS
+from cem_core.nn.validate import check_device
 
 from .data import DataConfig, DataStats, describe
 from .train import LMTrainConfig, chinchilla_tokens, train

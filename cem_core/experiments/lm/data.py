@@ -71,7 +71,7 @@ from pathlib import Path
 import torch
 import zstandard
 
-from cem_core.nn.config import _check_choice, _check_float, _check_int, _fail
+from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
 from .tokenizer import Tokenizer, first_bytes
 
@@ -110,35 +110,35 @@ class DataConfig:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
 
     def __post_init__(self) -> None:
-        _check_choice("source", self.source, SOURCES)
+        check_choice("source", self.source, SOURCES)
         if self.source == "path":
             _check_shard_path(self.path)
         elif self.path is not None:
-            _fail("path", self.path, f"is only used with source='path' (source={self.source!r})")
+            fail("path", self.path, f"is only used with source='path' (source={self.source!r})")
         if not isinstance(self.dataset_id, str) or not self.dataset_id.strip():
-            _fail("dataset_id", self.dataset_id, "must be a non-empty Hugging Face dataset id")
+            fail("dataset_id", self.dataset_id, "must be a non-empty Hugging Face dataset id")
         if self.source_filter is not None:
             names = self.source_filter
             if (isinstance(names, str) or not isinstance(names, (tuple, list)) or not names
                     or not all(isinstance(n, str) and n for n in names)):
-                _fail("source_filter", names, "must be None or a non-empty tuple of redpajama set "
+                fail("source_filter", names, "must be None or a non-empty tuple of redpajama set "
                       "names, e.g. ('RedPajamaWikipedia',)")
             object.__setattr__(self, "source_filter", tuple(names))
-        _check_float("validation_fraction", self.validation_fraction, 0.0, strict=True)
+        check_float("validation_fraction", self.validation_fraction, 0.0, strict=True)
         if self.validation_fraction >= 1:
-            _fail("validation_fraction", self.validation_fraction, "must be in (0, 1)")
-        _check_int("demo_max_bytes", self.demo_max_bytes, 1, 1 << 30)
-        _check_int("max_document_bytes", self.max_document_bytes, 1, 1 << 31)
+            fail("validation_fraction", self.validation_fraction, "must be in (0, 1)")
+        check_int("demo_max_bytes", self.demo_max_bytes, 1, 1 << 30)
+        check_int("max_document_bytes", self.max_document_bytes, 1, 1 << 31)
 
 
 def _check_shard_path(path) -> None:
     if not isinstance(path, str) or not path:
-        _fail("path", path, "must name a shard file or a folder of shards with source='path'")
+        fail("path", path, "must name a shard file or a folder of shards with source='path'")
     p = Path(path)
     if not p.exists():
-        _fail("path", path, "no such file or folder")
+        fail("path", path, "no such file or folder")
     if p.is_file() and not p.name.endswith(SHARD_SUFFIXES):
-        _fail("path", path, "a shard file must end in .jsonl or .jsonl.zst")
+        fail("path", path, "a shard file must end in .jsonl or .jsonl.zst")
 
 
 @dataclass
@@ -189,7 +189,7 @@ def iter_documents(config: DataConfig, split: str, rank: int = 0, world_size: in
                    stats: DataStats | None = None) -> Iterator[str]:
     """The texts of `split` that belong to `rank`, in a deterministic order. Settings are
     checked (and the Hub is contacted) when called, not at the first `next`."""
-    _check_choice("split", split, SPLITS)
+    check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
     stats = DataStats() if stats is None else stats
     if config.source == "demo":
@@ -200,8 +200,8 @@ def iter_documents(config: DataConfig, split: str, rank: int = 0, world_size: in
 
 
 def _check_rank(rank: int, world_size: int) -> None:
-    _check_int("world_size", world_size, 1)
-    _check_int("rank", rank, 0, world_size - 1)
+    check_int("world_size", world_size, 1)
+    check_int("rank", rank, 0, world_size - 1)
 
 
 # --- records to documents (shared by every source) ------------------------------------------
@@ -273,14 +273,14 @@ def stream_hub_documents(config: DataConfig, split: str, rank: int = 0, world_si
     be reached."""
     from datasets.distributed import split_dataset_by_node
 
-    _check_choice("split", split, SPLITS)
+    check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
     stats = DataStats() if stats is None else stats
     name = "json" if data_files is not None else config.dataset_id
     splits = _load_streaming(name, data_files)
     hash_split = "validation" not in splits
     if "train" not in splits:
-        _fail("dataset_id", name, f"has no 'train' split (splits: {', '.join(splits)})")
+        fail("dataset_id", name, f"has no 'train' split (splits: {', '.join(splits)})")
     part = split_dataset_by_node(splits["train" if hash_split else split],
                                  rank=rank, world_size=world_size)
     return _select(_rows(part, name), config, split, hash_split, stats)
@@ -309,7 +309,7 @@ def _load_streaming(name: str, data_files: dict[str, list[str]] | None):
     except _network_errors() as err:
         raise _offline_error(name, err) from err
     except DatasetNotFoundError as err:
-        _fail("dataset_id", name, f"not found on the Hugging Face Hub ({err})")
+        fail("dataset_id", name, f"not found on the Hugging Face Hub ({err})")
 
 
 def _rows(dataset, name: str) -> Iterator[dict]:
@@ -338,7 +338,7 @@ def _shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
     else:
         files, hash_split = find_shards(root), True
     if not files:
-        _fail("path", str(root), f"holds no *.jsonl or *.jsonl.zst files"
+        fail("path", str(root), f"holds no *.jsonl or *.jsonl.zst files"
               f"{'' if hash_split else f' under {split}/'}")
     return files, hash_split
 
@@ -484,7 +484,7 @@ def _demo_split(config: DataConfig, split: str, rank: int, world_size: int,
 def pack_blocks(documents: Iterable[str], tokenizer: Tokenizer, block_len: int) -> Iterator[list[int]]:
     """Consecutive blocks of `block_len` ids from the documents joined by end-of-text (each
     document is followed by eot_id); the incomplete tail is dropped."""
-    _check_int("block_len", block_len, 2)
+    check_int("block_len", block_len, 2)
     buffer: list[int] = []
     for doc in documents:
         buffer.extend(tokenizer.encode(doc))
@@ -501,9 +501,9 @@ def batches(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: int, 
     """LongTensors (batch_size, seq_len + 1) of this rank's blocks: forever (pass after pass)
     for "train", one pass for "validation". `stats` counts the first pass only, so each record
     read is counted once however long a run trains."""
-    _check_int("seq_len", seq_len, 1)
-    _check_int("batch_size", batch_size, 1)
-    _check_choice("split", split, SPLITS)
+    check_int("seq_len", seq_len, 1)
+    check_int("batch_size", batch_size, 1)
+    check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
     one_pass = partial(_batch_pass, config, tokenizer, split, seq_len, batch_size, rank, world_size)
     return one_pass(stats) if split == "validation" else _repeat(one_pass, stats, config, seq_len, batch_size)
@@ -538,8 +538,8 @@ def validation_blocks(config: DataConfig, tokenizer: Tokenizer, seq_len: int, n_
     """A fixed validation set: the first `n_blocks` blocks (fewer if the split is smaller) of
     this rank's validation documents, LongTensor (n, seq_len + 1). `stats` counts the records
     read to make them."""
-    _check_int("seq_len", seq_len, 1)
-    _check_int("n_blocks", n_blocks, 1)
+    check_int("seq_len", seq_len, 1)
+    check_int("n_blocks", n_blocks, 1)
     docs = iter_documents(config, "validation", rank, world_size, stats)
     blocks = list(islice(pack_blocks(docs, tokenizer, seq_len + 1), n_blocks))
     if not blocks:

@@ -20,7 +20,7 @@ from typing import Protocol
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from cem_core.nn.config import _check_int, _fail
+from cem_core.nn.validate import check_int, fail
 
 EOT_TOKEN = "<|endoftext|>"
 MAX_VOCAB_SIZE = 1 << 20
@@ -84,8 +84,8 @@ def train_bpe(documents: Iterable[str], vocab_size: int, max_bytes: int) -> BPET
     """Train a byte-level BPE of at most `vocab_size` ids (the 256 byte symbols, end-of-text and
     merges) on the documents' first `max_bytes` bytes of UTF-8. A small corpus may end with
     fewer ids than asked for: read `vocab_size` from the result."""
-    _check_int("vocab_size", vocab_size, 257, MAX_VOCAB_SIZE)
-    _check_int("max_bytes", max_bytes, 1)
+    check_int("vocab_size", vocab_size, 257, MAX_VOCAB_SIZE)
+    check_int("max_bytes", max_bytes, 1)
     tokenizer = HFTokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -120,6 +120,6 @@ def load_tokenizer(spec: str | Path) -> Tokenizer:
     if path.is_dir():
         path = path / "tokenizer.json"
     if not path.is_file():
-        _fail("tokenizer", str(spec), "must be 'bytes' or the path of a tokenizer.json saved by "
+        fail("tokenizer", str(spec), "must be 'bytes' or the path of a tokenizer.json saved by "
               "BPETokenizer.save (or of the folder holding it)")
     return BPETokenizer.load(path)

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 from cem_core.experiments.schedule import adamw, warmup_cosine
-from cem_core.nn.config import _check_bool, _check_choice, _check_float, _check_int, _fail, check_device
 from cem_core.nn.flops import attention_flops, mlp_flops
 from cem_core.nn.model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
+from cem_core.nn.validate import check_bool, check_choice, check_device, check_float, check_int, fail
 
 from . import run_folder
 from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
@@ -93,42 +93,42 @@ class LMTrainConfig:
     sample_tokens: int = 200
 
     def __post_init__(self) -> None:
-        _check_choice("preset", self.preset, tuple(PRESETS))
-        _check_choice("variant", self.variant, tuple(VARIANTS))
+        check_choice("preset", self.preset, tuple(PRESETS))
+        check_choice("variant", self.variant, tuple(VARIANTS))
         if self.T is not None:
-            _check_int("T", self.T, 1, 16)
+            check_int("T", self.T, 1, 16)
             if self.variant == "llama":
-                _fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
+                fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("seed", self.seed, 0)
-        _check_int("sample_tokens", self.sample_tokens, 0)
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_int("sample_tokens", self.sample_tokens, 0)
         for name in ("lr", "grad_clip"):
-            _check_float(name, getattr(self, name), 0.0, strict=True)
+            check_float(name, getattr(self, name), 0.0, strict=True)
         for name in ("min_lr_ratio", "warmup", "weight_decay"):
-            _check_float(name, getattr(self, name), 0.0, strict=False)
+            check_float(name, getattr(self, name), 0.0, strict=False)
         if self.warmup >= 1:
-            _fail("warmup", self.warmup, "must be a fraction in [0, 1)")
-        _check_choice("dtype", self.dtype, tuple(DTYPES))
-        _check_bool("compile", self.compile)
+            fail("warmup", self.warmup, "must be a fraction in [0, 1)")
+        check_choice("dtype", self.dtype, tuple(DTYPES))
+        check_bool("compile", self.compile)
         if self.batch_size % self.data_shards:
-            _fail("batch_size", self.batch_size, f"must be divisible by data_shards={self.data_shards} (the ranks)")
+            fail("batch_size", self.batch_size, f"must be divisible by data_shards={self.data_shards} (the ranks)")
         if not (self.tokenizer == "byte" or (self.tokenizer.startswith("bpe:") and self.tokenizer[4:].isdigit()
                                              and 300 <= int(self.tokenizer[4:]) <= 200000)):
-            _fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
+            fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
         if not isinstance(self.eval_T, (tuple, list)):
-            _fail("eval_T", self.eval_T, "must be a tuple of integers in [1, 16]")
+            fail("eval_T", self.eval_T, "must be a tuple of integers in [1, 16]")
         for t in self.eval_T:
-            _check_int("eval_T", t, 1, 16)                       # 2.5 is refused, never truncated
+            check_int("eval_T", t, 1, 16)                       # 2.5 is refused, never truncated
         object.__setattr__(self, "eval_T", tuple(self.eval_T))
         if self.eval_T and self.variant == "llama":
-            _fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
+            fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
         self.model_config(vocab_size=257)   # validate the model sizes now
 
     @classmethod
     def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
-        _check_choice("preset", preset, tuple(PRESETS))
+        check_choice("preset", preset, tuple(PRESETS))
         values = {**PRESETS[preset]["model"], **PRESETS[preset]["train"]}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(preset=preset, **values)

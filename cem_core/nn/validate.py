@@ -1,0 +1,54 @@
+"""Validation helpers shared by every config in the package: each failure is a ``ValueError``
+of the form ``field=value is invalid: what is allowed``, raised at construction time."""
+from __future__ import annotations
+
+import math
+
+
+def fail(field: str, value, allowed: str) -> None:
+    raise ValueError(f"{field}={value!r} is invalid: {allowed}")
+
+
+def check_int(field: str, value, lo: int, hi: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail(field, value, "must be an integer")
+    if value < lo or (hi is not None and value > hi):
+        fail(field, value, f"must be in [{lo}, {hi}]" if hi is not None else f"must be >= {lo}")
+
+
+def check_float(field: str, value, lo: float, strict: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        fail(field, value, "must be a finite number")
+    if value < lo or (strict and value == lo):
+        fail(field, value, f"must be {'>' if strict else '>='} {lo}")
+
+
+def check_choice(field: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        fail(field, value, f"must be one of {', '.join(map(repr, choices))}")
+
+
+def check_bool(field: str, value) -> None:
+    if not isinstance(value, bool):
+        fail(field, value, "must be True or False")
+
+
+def check_device(value):
+    """A torch.device from 'cpu', 'cuda', 'cuda:N' or 'mps' that exists on this machine."""
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        fail("device", value, "must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        fail("device", value, "MPS is not available here (use 'cpu')")
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            fail("device", value, "no CUDA device is available here (use 'cpu')")
+        if device.index is not None and device.index >= count:
+            fail("device", value, f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
+    return device

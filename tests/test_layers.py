@@ -1,0 +1,90 @@
+"""The package's three layers (docs/design.md#11-three-layers): the mathematics (cem_core.nn), the
+experiments (cem_core.experiments) and the app's support code (cem_core.ui). A lower layer never
+imports a higher one, the mathematics imports nothing beyond torch, numpy and the standard
+library, nothing imports Streamlit, no module imports another's private names, and no library
+module works out repository paths from its own location."""
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cem_core"
+RANK = {"nn": 0, "experiments": 1, "ui": 2}                  # the package root and __main__ sit on top
+THIRD_PARTY = {"nn": {"torch", "numpy"}}                     # what a layer may import besides the standard library
+
+
+def _modules():
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def _layer(path: Path) -> str | None:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def _imports(path: Path):
+    """(module, names) of every import in the file, relative imports resolved to absolute names."""
+    package = ".".join(("cem_core", *path.relative_to(PACKAGE).parts[:-1]))
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            yield base, [alias.name for alias in node.names]
+
+
+def _target_layer(module: str, names: list[str]) -> set:
+    parts = module.split(".")
+    if parts[0] != "cem_core":
+        return set()
+    if len(parts) > 1 and parts[1] in RANK:
+        return {parts[1]}
+    return {name for name in names if name in RANK} or {"top"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_imports_only_its_own_layer_and_those_below(path):
+    layer = _layer(path)
+    if layer is None:
+        return                                                # cem_core/__init__.py and __main__.py: the top
+    for module, names in _imports(path):
+        for target in _target_layer(module, names):
+            assert target != "top" and RANK[target] <= RANK[layer], \
+                f"{path.relative_to(PACKAGE)} ({layer}) imports {module} ({target})"
+        root = module.split(".")[0]
+        assert root != "streamlit", f"{path.relative_to(PACKAGE)} imports Streamlit"
+        if layer in THIRD_PARTY and root != "cem_core":
+            assert root in THIRD_PARTY[layer] or root in sys.stdlib_module_names or root == "__future__", \
+                f"{path.relative_to(PACKAGE)} ({layer}) imports {module}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_private_names_cross_modules(path):
+    for module, names in _imports(path):
+        private = [n for n in names if n.startswith("_") and n not in ("__version__", "annotations")]
+        assert not private or not module.startswith("cem_core"), f"{path.relative_to(PACKAGE)} imports {private}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_repository_paths_inside_the_library(path):
+    """Where results, runs and data live is the caller's to say; a module may only find its own folder
+    (records does, to ask git which commit its code is)."""
+    text = path.read_text()
+    assert not re.search(r"__file__\)?[^\n]*\.(parents\b|parent\.parent)", text), \
+        f"{path.relative_to(PACKAGE)} works out repository paths from its own location"
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """The import reader resolves relative imports: a ui-level import written relatively from nn counts."""
+    fake = PACKAGE / "nn" / "attention.py"
+    found = {m for m, _ in _imports(fake)}
+    assert "cem_core.nn.config" in found and all(not m.startswith(".") for m in found)
+    assert _target_layer("cem_core.ui.controls", []) == {"ui"}
+    assert _target_layer("cem_core", ["gp_sweep", "experiments"]) == {"experiments"}
+    assert _target_layer("cem_core", ["AttentionConfig"]) == {"top"}
