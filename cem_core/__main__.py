@@ -316,4 +316,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cem_core.experiments.lm.train import exit_process
+    exit_process(main())
