@@ -8,6 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from cem_core.nn.config import CEMOptions
 from cem_core.ui import interactive, jobs
 
 log = logging.getLogger("cem_lab.app")
@@ -53,8 +54,27 @@ def load_controls(page: str, cls, widget_keys: dict) -> None:
     except ValueError as err:
         st.error(f"The link's settings could not be used: {err}. Showing the defaults instead.")
         controls = cls()
+    values = controls.values()
     for field, key in widget_keys.items():
-        st.session_state[key] = getattr(controls, field)
+        st.session_state[key] = values[field]
+
+
+def widget_keys(cls, prefix: str) -> dict:
+    """The session-state key of every control of a controls class."""
+    return {name: f"{prefix}{name}" for name in cls.specs()}
+
+
+def cem_widget(cls, name: str, key: str) -> None:
+    """The control of one CEM switch, built from its metadata: a slider for a number, a select box for
+    a choice, with the range the controls class offers."""
+    meta = CEMOptions.__dataclass_fields__[name].metadata
+    kind, allowed = cls.specs()[name]
+    if kind == "choice":
+        st.selectbox(meta["label"], allowed, key=key, help=meta["help"])
+    elif kind == "int":
+        st.slider(meta["label"], *allowed, key=key, help=meta["help"])
+    else:
+        st.slider(meta["label"], allowed[0], allowed[1], step=allowed[2], key=key, help=meta["help"])
 
 
 def mirror_to_url(controls) -> None:

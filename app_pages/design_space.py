@@ -4,15 +4,13 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core.nn.config import DIAGONALS, PRECONDITIONERS
-from cem_core.nn.flops import attention_flops, mlp_flops
+from app_pages.common import cem_widget, explain, load_controls, mirror_to_url, run_safely, show_figure, widget_keys
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import figdata, interactive
 from cem_core.ui.controls import DesignControls
 from cem_core.ui.equations import update_latex
 
-KEYS = {name: f"ds_{name}" for name in DesignControls.SPECS}
+KEYS = widget_keys(DesignControls, "ds_")
 SPECTRUM_MAX_D = 256
 SPECTRUM_LABELS = {"dlr": "dlr: diag + UV^T + VU^T", "psd": "psd: diag + UU^T"}
 
@@ -37,38 +35,27 @@ def body() -> None:
         st.number_input("vocabulary", 2, 300000, step=1000, key=KEYS["vocab_size"])
         st.number_input("sequence length", 1, 131072, step=128, key=KEYS["seq_len"])
         st.header("CEM options")
-        st.slider("steps T", 1, 16, key=KEYS["T"])
-        st.selectbox("diagonal", DIAGONALS, key=KEYS["diagonal"])
-        st.selectbox("preconditioner", PRECONDITIONERS, key=KEYS["preconditioner"])
-        st.slider("preconditioner rank", 1, 64, key=KEYS["rank"])
+        for name in DesignControls.CEM:
+            cem_widget(DesignControls, name, KEYS[name])
         st.slider("low-rank scale (spectrum demo)", 0.0, 3.0, step=0.1, key=KEYS["p_scale"])
         st.number_input("seed", 0, 9999, key=KEYS["seed"])
-    c = DesignControls(**{name: st.session_state[key] for name, key in KEYS.items()})
+    c = DesignControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(c)
 
     configs = {name: c.model_config(name) for name in VARIANTS}
-    counts = {name: cfg.param_counts() for name, cfg in configs.items()}
     st.subheader("Parameters")
-    base = counts["llama"]
-    st.dataframe([{"variant": name, "attention": f"{k['attention.projections']:,}",
-                   "× Llama": f"{k['attention.projections'] / base['attention.projections']:.3f}",
-                   "diagonal": f"{k['attention.diagonal']:,}",
-                   "preconditioners": f"{k['attention.preconditioner'] + k['mlp.preconditioner']:,}",
-                   "MLP": f"{k['mlp.projections']:,}", "MLP × Llama": f"{k['mlp.projections'] / base['mlp.projections']:.3f}",
-                   "total": f"{k['total']:,}", "KV bytes/token (bf16)": f"{configs[name].cache_bytes_per_token(torch.bfloat16):,}"}
-                  for name, k in counts.items()], hide_index=True)
+    st.dataframe(figdata.variant_table(configs, torch.bfloat16), hide_index=True,
+                 column_config={"attn x llama": st.column_config.NumberColumn(format="%.3f"),
+                                "mlp x llama": st.column_config.NumberColumn(format="%.3f"),
+                                "KV x llama": st.column_config.NumberColumn(format="%.3f"),
+                                "KV bytes/token": st.column_config.NumberColumn("KV bytes/token (bf16)")})
     explain("Tying W_V = W_K and W_O = W_Q^T halves the attention weights (2d² instead of 4d²); tying the MLP's "
             "down projection to its up projection leaves 2 of SwiGLU's 3 matrices. The CEM KV cache holds keys "
             "only, since the values are the keys.")
 
     st.subheader("FLOPs per token (forward, matmuls only)")
     n = c.seq_len
-    flops = {}
-    for name, cfg in configs.items():
-        a = attention_flops(cfg.attention_config(), n)
-        m = mlp_flops(cfg.mlp_config(), n)
-        flops[name] = {"attention": c.n_layers * a["total"] / n, "MLP": c.n_layers * m["total"] / n,
-                       "LM head": 2 * c.d_model * c.vocab_size}
+    flops = figdata.flops_per_token(configs, n)
     series = {part: [flops[v][part] / 1e9 for v in VARIANTS] for part in ("attention", "MLP", "LM head")}
     show_figure(interactive.bar_figure(list(VARIANTS), series, f"GFLOPs per token at sequence length {n}",
                                        "GFLOPs per token"), "design flops per token", "ds-flops")
@@ -81,15 +68,15 @@ def body() -> None:
     st.subheader("The update for these options")
     for layer, title in (("attention", "CEM attention"), ("mlp", "CEM gated MLP")):
         st.markdown(f"**{title}**")
-        for line in update_latex(layer, c.diagonal if layer == "attention" else "none", c.preconditioner, c.T):
+        for line in update_latex(layer, c.cem):
             st.latex(line)
 
     st.subheader("Eigenvalues of the preconditioner P")
     d = min(c.d_model, SPECTRUM_MAX_D)
-    show_figure(interactive.eigenvalue_figure(spectra(d, min(c.rank, d), c.p_scale, c.seed)),
+    show_figure(interactive.eigenvalue_figure(spectra(d, min(c.cem.rank, d), c.p_scale, c.seed)),
                 "preconditioner eigenvalues", "ds-eigs")
     st.caption(f"Random factors at d = {d}" + (f" (capped from {c.d_model})" if d < c.d_model else "")
-               + f", rank {min(c.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form indefinite.")
+               + f", rank {min(c.cem.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form indefinite.")
     explain("A step x - ηP∇E lowers the energy for small η only if P is positive definite along the gradient. "
             "The paper's P = diag + UVᵀ + VUᵀ can have negative eigenvalues (below the red line): then a step can "
             "raise the energy. diag + UUᵀ never can.")

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import explain, load_controls, mirror_to_url, run_safely, show_figure
-from cem_core.nn.config import DIAGONALS, PRECONDITIONERS
+from app_pages.common import cem_widget, explain, load_controls, mirror_to_url, run_safely, show_figure, widget_keys
 from cem_core.ui import interactive
 from cem_core.ui.controls import LAYERS, EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
-KEYS = {name: f"en_{name}" for name in EnergyControls.SPECS}
+KEYS = widget_keys(EnergyControls, "en_")
 LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
 
 
@@ -25,13 +24,8 @@ def sidebar_controls() -> EnergyControls:
     with st.sidebar:
         st.header("Layer")
         st.radio("layer", LAYERS, format_func=LAYER_LABELS.get, key=KEYS["layer"])
-        st.slider("steps T", 1, 16, key=KEYS["T"])
-        st.slider("step size eta", 0.05, 20.0, step=0.05, key=KEYS["eta"])
-        st.slider("anchor lambda (our extension; 0 = the paper)", 0.0, 5.0, step=0.1, key=KEYS["anchor"])
-        st.selectbox("diagonal (D+LR)", DIAGONALS, key=KEYS["diagonal"])
-        st.selectbox("preconditioner", PRECONDITIONERS, key=KEYS["preconditioner"],
-                     help="dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
-        st.slider("preconditioner rank", 1, 8, key=KEYS["rank"])
+        for name in EnergyControls.CEM:                                # every CEM switch of an untrained layer
+            cem_widget(EnergyControls, name, KEYS[name])
         st.slider("preconditioner scale", 0.0, 3.0, step=0.1, key=KEYS["p_scale"],
                   help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
         st.header("Sizes")
@@ -47,7 +41,7 @@ def sidebar_controls() -> EnergyControls:
             st.slider("step", 1, st.session_state[KEYS["T"]], key=KEYS["heat_step"])
         if st.session_state[KEYS["heads"]] > 1:
             st.slider("head", 0, st.session_state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
-    controls = EnergyControls(**{name: st.session_state[key] for name, key in KEYS.items()})
+    controls = EnergyControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(controls)
     return controls
 
@@ -81,7 +75,7 @@ def phase_section(controls: EnergyControls, phase: dict, token: int, index: int)
                     "keys stay fixed, so later steps re-weigh the same history.")
         else:
             st.markdown("**The update**")
-            for line in update_latex("mlp", preconditioner=controls.preconditioner, T=controls.T, anchor=controls.anchor):
+            for line in update_latex("mlp", controls.cem):
                 st.latex(line)
 
 

@@ -4,14 +4,23 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import ROOT, explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
+from app_pages.common import (
+    ROOT,
+    cem_widget,
+    explain,
+    job_board,
+    load_controls,
+    mirror_to_url,
+    run_safely,
+    show_figure,
+    widget_keys,
+)
 from cem_core.experiments import gp, gp_sweep
 from cem_core.experiments.integrity import FolderBusy
-from cem_core.nn.config import DIAGONALS
 from cem_core.ui import interactive
 from cem_core.ui.controls import GPControls
 
-KEYS = {name: f"gp_{name}" for name in GPControls.SPECS}
+KEYS = widget_keys(GPControls, "gp_")
 
 
 @st.cache_data(show_spinner=False)
@@ -102,7 +111,7 @@ def train_live(controls: GPControls) -> None:
     result = gp.train_gp(controls.task(), controls.model(), controls.train(), progress=progress)
     st.session_state.gp_model = result.model
     base = gp.baseline_rmses(controls.task(), controls.train())
-    st.session_state.gp_result = (f"Trained CEM attention, T={controls.T}, diagonal {controls.diagonal}, "
+    st.session_state.gp_result = (f"Trained CEM attention, T={controls.cem.T}, diagonal {controls.cem.diagonal}, "
                                   f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
                                   f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
                                   f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
@@ -120,10 +129,10 @@ def body() -> None:
         st.number_input("function seed", 0, 9999, key=KEYS["seed"])
         st.slider("points seen", 0, 32, key=KEYS["context"])
         st.header("Model to train")
-        st.slider("steps T", 1, 8, key=KEYS["T"])
-        st.selectbox("diagonal", DIAGONALS, key=KEYS["diagonal"])
+        for name in GPControls.CEM:
+            cem_widget(GPControls, name, KEYS[name])
         st.slider("training steps", 50, 1000, step=50, key=KEYS["steps"])
-    controls = GPControls(**{name: st.session_state[key] for name, key in KEYS.items()})
+    controls = GPControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(controls)
     sweep_section(sweep_records())
     demo_section(controls)

@@ -5,7 +5,7 @@ A CEM layer is T steps of (preconditioned) gradient descent on a causal conditio
 """
 from cem_core.experiments.records import package_version
 from cem_core.nn.attention import AttentionCache, CEMAttention, LlamaAttention
-from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig
 from cem_core.nn.descent import Trace, assert_exact, exactness_error, reference_forward
 from cem_core.nn.mlp import CEMGatedMLP, SwiGLU
 from cem_core.nn.model import VARIANTS, Block, Generation, LanguageModel, ModelConfig, param_breakdown
@@ -14,7 +14,7 @@ from cem_core.nn.precondition import Preconditioner
 __version__ = package_version()          # from the installed metadata (pyproject.toml)
 
 __all__ = [
-    "AttentionCache", "AttentionConfig", "Block", "CEMAttention", "CEMGatedMLP", "Generation",
+    "AttentionCache", "AttentionConfig", "Block", "CEMOptions", "CEMAttention", "CEMGatedMLP", "Generation",
     "LanguageModel", "LlamaAttention", "MLPConfig", "ModelConfig", "Preconditioner", "SwiGLU",
     "Trace", "VARIANTS", "assert_exact", "exactness_error", "param_breakdown", "reference_forward",
 ]

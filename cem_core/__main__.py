@@ -1,4 +1,7 @@
-"""Command line: ``python -m cem_core info | gp train | gp sweep | gp report | figures``."""
+"""Command line: ``python -m cem_core info | gp train|sweep|report | lm train|compare | bench | figures``.
+
+Every flag has a help text (``--help``); choices and defaults come from the configs and constants
+they set, so the command line cannot disagree with them."""
 from __future__ import annotations
 
 import argparse
@@ -8,48 +11,34 @@ from pathlib import Path
 
 import torch
 
-from cem_core.experiments.gp_sweep import COMMITTED_SWEEP
-from cem_core.nn.config import DIAGONALS, KINDS, PRECONDITIONERS
+from cem_core.nn.config import KINDS, CEMOptions, check_eval_T, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_device
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}   # KV-cache formats
 
 
 def _variant_configs(args) -> dict[str, ModelConfig]:
     sizes = dict(vocab_size=args.vocab_size, d_model=args.d_model, n_layers=args.n_layers,
                  n_heads=args.n_heads, d_ff=args.d_ff, max_seq_len=args.max_seq_len)
-    attn = dict(T=args.T, diagonal=args.diagonal, preconditioner=args.preconditioner, rank=args.rank)
-    mlp = dict(T=args.T, preconditioner=args.preconditioner, rank=args.rank)
-    return {name: ModelConfig.variant(name, attention_options=attn, mlp_options=mlp, **sizes)
-            for name in VARIANTS}
+    return {name: ModelConfig.variant(name, cem=cem_options(args), **sizes) for name in VARIANTS}
 
 
 def info_table(args) -> str:
-    configs = _variant_configs(args)
-    base = configs["llama"].param_counts()
-    dtype = DTYPES[args.dtype]
-    base_cache = configs["llama"].cache_bytes_per_token(dtype)
-    header = ("variant", "attn proj", "x llama", "attn diag", "attn precond", "mlp proj", "x llama",
-              "mlp precond", "total", "KV bytes/token", "x llama")
-    rows = [header]
-    for name, cfg in configs.items():
-        c = cfg.param_counts()
-        cache = cfg.cache_bytes_per_token(dtype)
-        rows.append((name, f"{c['attention.projections']:,}",
-                     f"{c['attention.projections'] / base['attention.projections']:.3f}",
-                     f"{c['attention.diagonal']:,}", f"{c['attention.preconditioner']:,}",
-                     f"{c['mlp.projections']:,}", f"{c['mlp.projections'] / base['mlp.projections']:.3f}",
-                     f"{c['mlp.preconditioner']:,}", f"{c['total']:,}", f"{cache:,}", f"{cache / base_cache:.3f}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    from cem_core.ui.figdata import variant_table
+
+    rows = variant_table(_variant_configs(args), DTYPES[args.dtype])
+    header = tuple(rows[0])
+    cells = [header] + [tuple(f"{v:.3f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else v
+                              for v in row.values()) for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-             for r in rows]
+             for r in cells]
     lines.insert(1, "-" * len(lines[0]))
     notes = [
         "",
         f"d_model={args.d_model} n_layers={args.n_layers} n_heads={args.n_heads} d_ff={args.d_ff} "
-        f"vocab={args.vocab_size} (tied embeddings); CEM options: T={args.T} diagonal={args.diagonal} "
-        f"preconditioner={args.preconditioner} rank={args.rank}",
+        f"vocab={args.vocab_size} (tied embeddings); CEM options: {cem_options(args)}",
         "attn/mlp proj: projection weights summed over layers (Llama 4d^2 and 3 d d_ff per layer; "
         "CEM 2d^2 and 2 d d_ff). Diagonal and preconditioner terms are listed separately and "
         "included in total (norms and embeddings too).",
@@ -59,108 +48,138 @@ def info_table(args) -> str:
     return "\n".join(lines + notes)
 
 
+def add_cem_arguments(parser: argparse.ArgumentParser, *, learned: bool = True) -> None:
+    """A flag for every CEM switch (CEMOptions' fields: type, choices, default and help from there)."""
+    group = parser.add_argument_group("CEM switches (of every CEM layer)")
+    for f in switches(learned=learned):
+        kind, allowed = f.metadata["kind"], f.metadata["allowed"]
+        extra = {"choices": allowed} if kind == "choice" else {"type": int if kind == "int" else float}
+        scope = " (attention only)" if f.metadata["attention_only"] else ""
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=f.default,
+                           help=f"{f.metadata['help']}{scope} (default {f.default})", **extra)
+
+
+def cem_options(args) -> CEMOptions:
+    """The CEMOptions the flags of add_cem_arguments set (switches without a flag keep their default)."""
+    return CEMOptions(**{f.name: getattr(args, f.name) for f in switches() if hasattr(args, f.name)})
+
+
+def _default(cls, name: str):
+    return cls.__dataclass_fields__[name].default
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from cem_core.experiments import gp, gp_sweep
+    from cem_core.experiments.lm import data as lm_data
+    from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
+    from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
+
     parser = argparse.ArgumentParser(prog="python -m cem_core", description="CEM Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="parameter counts and KV-cache size: Llama vs CEM variants")
-    info.add_argument("--d-model", type=int, default=768)
-    info.add_argument("--n-layers", type=int, default=12)
-    info.add_argument("--n-heads", type=int, default=12)
-    info.add_argument("--d-ff", type=int, default=2048)
-    info.add_argument("--vocab-size", type=int, default=32000)
-    info.add_argument("--max-seq-len", type=int, default=2048)
-    info.add_argument("--T", type=int, default=1, help="in-layer steps of the CEM layers")
-    info.add_argument("--diagonal", choices=DIAGONALS, default="none")
-    info.add_argument("--preconditioner", choices=PRECONDITIONERS, default="none")
-    info.add_argument("--rank", type=int, default=4)
-    info.add_argument("--dtype", choices=tuple(DTYPES), default="bfloat16")
+    info.add_argument("--d-model", type=int, default=768, help="residual width d (default 768)")
+    info.add_argument("--n-layers", type=int, default=12, help="number of blocks (default 12)")
+    info.add_argument("--n-heads", type=int, default=12, help="attention heads H (default 12)")
+    info.add_argument("--d-ff", type=int, default=2048, help="MLP width d_ff (default 2048)")
+    info.add_argument("--vocab-size", type=int, default=32000, help="vocabulary size (default 32000)")
+    info.add_argument("--max-seq-len", type=int, default=2048, help="context length (default 2048)")
+    info.add_argument("--dtype", choices=tuple(DTYPES), default="bfloat16",
+                      help="number format of the KV cache (default bfloat16)")
+    add_cem_arguments(info)
 
-    gp = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(dest="gp_command",
-                                                                                          required=True)
-    train = gp.add_parser("train", help="train one model and compare it with the GP optimum")
-    train.add_argument("--attention", choices=KINDS, default="cem")
-    train.add_argument("--mlp", choices=KINDS, default="llama")
-    train.add_argument("--T", type=int, default=1)
-    train.add_argument("--diagonal", choices=DIAGONALS, default="none")
-    train.add_argument("--preconditioner", choices=PRECONDITIONERS, default="none")
-    train.add_argument("--rank", type=int, default=4)
-    train.add_argument("--eta", type=float, default=1.0)
-    train.add_argument("--eta-mode", choices=("fixed", "learned", "per_step"), default="fixed")
-    train.add_argument("--anchor", type=float, default=0.0)
-    train.add_argument("--width", type=int, default=64)
-    train.add_argument("--depth", type=int, default=1)
-    train.add_argument("--n-heads", type=int, default=4)
-    train.add_argument("--d-ff", type=int, default=128)
-    train.add_argument("--steps", type=int, default=1500)
-    train.add_argument("--batch-size", type=int, default=64)
-    train.add_argument("--lr", type=float, default=3e-3)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--kernel", choices=("rbf", "matern52", "periodic"), default="rbf")
-    train.add_argument("--lengthscale", type=float, default=0.3)
-    train.add_argument("--noise-var", type=float, default=0.01)
-    train.add_argument("--d-x", type=int, default=1)
-    train.add_argument("--n-points", type=int, default=32)
+    gp_parser = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(
+        dest="gp_command", required=True)
+    train = gp_parser.add_parser("train", help="train one model and compare it with the GP optimum")
+    model, task, training = gp.GPModelConfig, gp.GPTaskConfig, gp.GPTrainConfig
+    train.add_argument("--attention", choices=KINDS, default=_default(model, "attention"),
+                       help=f"attention kind (default {_default(model, 'attention')})")
+    train.add_argument("--mlp", choices=KINDS, default=_default(model, "mlp"),
+                       help=f"MLP kind (default {_default(model, 'mlp')}: SwiGLU, so runs differ in attention only)")
+    for name, what in (("width", "residual width"), ("depth", "number of blocks"), ("n_heads", "attention heads"),
+                       ("d_ff", "MLP width")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=int, default=_default(model, name),
+                           help=f"{what} (default {_default(model, name)})")
+    add_cem_arguments(train)
+    train.add_argument("--kernel", choices=gp.KERNELS, default=_default(task, "kernel"),
+                       help=f"GP kernel of the task (default {_default(task, 'kernel')})")
+    for name, kind, what in (("lengthscale", float, "kernel lengthscale"), ("noise_var", float, "noise variance"),
+                             ("d_x", int, "input dimension"), ("n_points", int, "points per function")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=_default(task, name),
+                           help=f"{what} (default {_default(task, name)})")
+    for name, kind, what in (("steps", int, "training steps"), ("batch_size", int, "functions per step"),
+                             ("lr", float, "peak learning rate"), ("seed", int, "training seed")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=_default(training, name),
+                           help=f"{what} (default {_default(training, name)})")
     train.add_argument("--eval-T", type=int, nargs="*", default=[],
                        help="also evaluate the trained model at these T (test-time scaling)")
-    train.add_argument("--device", default="cpu")
-    train.add_argument("--out", help="write the run record (JSON) here")
-    sweep = gp.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
-    sweep.add_argument("--out", required=True)
-    sweep.add_argument("--preset", choices=("quick", "default", "gpu"), default="default")
+    train.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    train.add_argument("--out", help="write the run record (JSON) to this new file")
+    sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
+    sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
+    sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
+                       help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
+                            "accelerator) (default: default)")
     sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                       help="parallel worker processes (one thread each)")
-    sweep.add_argument("--device", default="cpu")
-    report = gp.add_parser("report", help="print the summary table of a results.json")
-    report.add_argument("results", nargs="?", default=str(COMMITTED_SWEEP),
+                       help="parallel worker processes, one thread each (default: min(2, cores))")
+    sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    report = gp_parser.add_parser("report", help="print the summary table of a sweep")
+    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
                         help="a sweep folder or its results.json (default: the committed sweep, from the repository "
                              "root)")
 
     lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
         dest="lm_command", required=True)
     lm_train = lm.add_parser("train", help="train one variant (resumes from --out when it holds a checkpoint)")
-    lm_train.add_argument("--variant", choices=tuple(VARIANTS), default="cem-full")
+    lm_train.add_argument("--variant", choices=tuple(VARIANTS), default="cem-full",
+                          help="llama, cem-attn, cem-mlp or cem-full (default cem-full)")
     lm_cmp = lm.add_parser("compare", help="train every variant on the same data and print one table")
-    lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS))
+    lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
+                        help="the variants to train (default: all)")
     lm_cmp.add_argument("--json", help="also write the table as JSON records here")
     for p in (lm_train, lm_cmp):
-        p.add_argument("--preset", choices=("cpu-tiny", "paper-86m", "paper-162m"), default="cpu-tiny")
+        p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
+                       help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
         p.add_argument("--data", default="demo",
                        help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
-                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards)")
-        p.add_argument("--dataset-id", default="DKYoon/SlimPajama-6B")
+                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+        p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
+                       help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
         p.add_argument("--source-filter", nargs="+", metavar="NAME",
                        help="keep only records whose meta.redpajama_set_name is one of these")
-        p.add_argument("--max-document-bytes", type=int, default=None,
+        p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
                        help="skip (and count) documents longer than this many bytes (default 16 MiB)")
         p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
-        p.add_argument("--steps", type=int)
-        p.add_argument("--batch-size", type=int)
-        p.add_argument("--seq-len", type=int)
-        p.add_argument("--lr", type=float)
-        p.add_argument("--T", type=int, help="override the CEM layers' T")
-        p.add_argument("--eval-T", type=int, nargs="*", default=None, help="also evaluate at these T")
+        p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+        p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
+        p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
+        p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
+        p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
+        p.add_argument("--eval-T", type=int, nargs="*", default=None,
+                       help="also report validation perplexity at these T (test-time scaling)")
         p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
-        p.add_argument("--dtype", choices=("float32", "float64", "bfloat16"))
-        p.add_argument("--compile", action="store_true", default=None)
-        p.add_argument("--seed", type=int)
-        p.add_argument("--device", default=None)
+        p.add_argument("--dtype", choices=tuple(TRAIN_DTYPES),
+                       help="parameter format; bfloat16 = float32 weights with bf16 autocast on GPU "
+                            "(default: the preset's)")
+        p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+        p.add_argument("--seed", type=int, help="initialization and data seed (default 0)")
+        p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda when present)")
 
     bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
-    bench.add_argument("--d-model", type=int, default=512)
-    bench.add_argument("--n-heads", type=int, default=8)
-    bench.add_argument("--seq-len", type=int, default=512)
-    bench.add_argument("--batch", type=int, default=4)
-    bench.add_argument("--d-ff", type=int, default=1376)
-    bench.add_argument("--repeats", type=int, default=7)
+    from cem_core.experiments.bench import BenchConfig
+    for name, what in (("d_model", "residual width"), ("n_heads", "attention heads"), ("seq_len", "sequence length"),
+                       ("batch", "batch size"), ("d_ff", "MLP width"), ("repeats", "timed repeats per row")):
+        bench.add_argument(f"--{name.replace('_', '-')}", type=int, default=_default(BenchConfig, name),
+                           help=f"{what} (default {_default(BenchConfig, name)})")
     bench.add_argument("--device", default=None, help="default: cuda when present, else cpu")
-    bench.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default=None)
-    bench.add_argument("--forward-only", action="store_true")
+    bench.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default=None,
+                       help="default: bfloat16 on GPU, float32 on CPU")
+    bench.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     bench.add_argument("--compile", action="store_true", help="torch.compile both sides of each row")
     bench.add_argument("--json", help="also write the records (name, time_ratio, flop_ratio, ...) here")
 
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
-    figures.add_argument("--out", default="figures")
-    figures.add_argument("--gp-results", default=str(COMMITTED_SWEEP / "results.json"),
+    figures.add_argument("--out", default="figures", help="the folder (default figures)")
+    figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_SWEEP / "results.json"),
                          help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
     return parser
 
@@ -174,23 +193,17 @@ def gp_train(args) -> int:
     from cem_core.experiments.gp_sweep import RunSpec, run_label, run_spec
     from cem_core.experiments.records import atomic_write_text
 
+    cem = cem_options(args)
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
                           d_x=args.d_x, n_points=args.n_points),
         model=GPModelConfig(attention=args.attention, mlp=args.mlp, width=args.width, depth=args.depth,
-                            n_heads=args.n_heads, d_ff=args.d_ff, T=args.T, diagonal=args.diagonal,
-                            preconditioner=args.preconditioner, rank=args.rank, eta=args.eta,
-                            eta_mode=args.eta_mode, anchor=args.anchor),
+                            n_heads=args.n_heads, d_ff=args.d_ff, cem=cem),
         train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
         group="cli")
-    for T in args.eval_T:
-        if T < 1 or T > 64:
-            raise ValueError(f"eval_T={T} is invalid: must be in [1, 64]")
-        if args.attention != "cem" and args.mlp != "cem":
-            raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
-        if args.eta_mode == "per_step" and T != args.T:
-            raise ValueError(f"eval_T={T} is invalid: eta_mode='per_step' learned {args.T} step sizes "
-                             "and can only be evaluated at that T")
+    eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
+    if eval_Ts and args.attention != "cem" and args.mlp != "cem":
+        raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
     if args.out and (Path(args.out).exists() or not Path(args.out).resolve().parent.is_dir()):
         raise ValueError(f"out={args.out!r} is invalid: must be a new file in an existing folder (the run record "
                          "is never written over another file)")
@@ -201,14 +214,14 @@ def gp_train(args) -> int:
         if step % 25 == 0:
             bar.set_postfix(loss=f"{loss:.4f}")
 
-    record = run_spec(spec, device=args.device, progress=progress, eval_Ts=tuple(args.eval_T))
+    record = run_spec(spec, device=args.device, progress=progress, eval_Ts=eval_Ts)
     bar.close()
     print(f"{run_label(record)}: {record['params']:,} parameters, {record['train_seconds']:.1f} s")
     print(f"held-out RMSE {record['rmse']:.4f}  GP optimum {record['rmse_gp']:.4f}  ratio {record['rmse_ratio']:.3f}"
           f"  (zero {record['rmse_zero']:.4f}, nearest neighbour {record['rmse_nearest_neighbour']:.4f})"
           + ("  DIVERGED" if record["diverged"] else ""))
     if record.get("rmse_by_eval_T"):
-        print(f"test-time scaling (trained at T={args.T}):\n  T    RMSE    ratio")
+        print(f"test-time scaling (trained at T={cem.T}):\n  T    RMSE    ratio")
         for T, value in record["rmse_by_eval_T"].items():
             print(f"  {int(T):<4d} {value:.4f}  {value / record['rmse_gp']:.3f}")
     if args.out:
@@ -231,9 +244,8 @@ def gp_report(args) -> int:
 
 def _lm_data(args):
     from cem_core.experiments.lm.data import DataConfig
-    common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None)
-    if args.max_document_bytes is not None:
-        common["max_document_bytes"] = args.max_document_bytes
+    common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None,
+                  max_document_bytes=args.max_document_bytes)
     if args.data in ("demo", "slimpajama"):
         return DataConfig(source=args.data, dataset_id=args.dataset_id, **common)
     return DataConfig(source="path", path=args.data, **common)

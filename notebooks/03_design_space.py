@@ -53,6 +53,7 @@ import torch
 from nbhelpers import matrix, show, show_figure, vector
 
 import cem_core
+from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata, plots
 
 # %% [markdown]
@@ -172,7 +173,7 @@ token = n_tokens - 1
 
 def single_token_layer(kind: str) -> tuple[cem_core.CEMAttention, np.ndarray]:
     """A rank-1 preconditioned layer (eta = 0.01) whose P is built from the token's gradient g; and u."""
-    layer = figdata.attention_layer(d_model, n_heads, T=1, eta=0.01, preconditioner=kind, rank=1, seed=seed)
+    layer = figdata.attention_layer(d_model, n_heads, CEMOptions(eta=0.01, preconditioner=kind, rank=1), seed=seed)
     x0 = layer.norm(h).detach().requires_grad_(True)
     (g,) = torch.autograd.grad(layer.energy(x0, h)[0, token], x0)
     u = g[0, token] / g[0, token].norm()                   # u = g/|g|
@@ -260,7 +261,7 @@ assert eigenvalues.max() <= 1e-10 * eigenvalues.abs().max()
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for eta in (0.1, 1.0, 10.0):
-    energies = figdata.attention_layer(d_model, n_heads, T, eta, seed=seed).trace(h).energies[:, 0]  # (T+1, n)
+    energies = figdata.attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta), seed=seed).trace(h).energies[:, 0]
     assert (energies[1:] - energies[:-1]).max() < 0        # every token, every step
     ax.plot(range(T + 1), (energies - energies[0]).mean(-1), marker="o", ms=3, label=f"η = {eta:g}")
 ax.set(xlabel="in-layer step t", ylabel="mean E(x^(t)) - E(x^(0))", title="The attention energy falls at every step")
@@ -307,7 +308,7 @@ lam, x_start = sp.Symbol("lambda", positive=True), vector("x0", d)
 anchor_energy = lam / 2 * (xv - x_start).dot(xv - x_start)  # (lambda/2)|x - x^(0)|^2
 at_start = sp.Matrix([sp.diff(anchor_energy, x_m) for x_m in xv]).subs(dict(zip(xv, x_start)))
 assert sp.simplify(at_start - answer) == sp.zeros(d, 1), "not the anchor's gradient at x^(0)"
-one_step = [figdata.attention_layer(d_model, n_heads, T=1, anchor=lam_value, seed=seed)(h) for lam_value in (0.0, 1.0)]
+one_step = [figdata.attention_layer(d_model, n_heads, CEMOptions(anchor=lam), seed=seed)(h) for lam in (0.0, 1.0)]
 assert torch.allclose(one_step[0], one_step[1], rtol=1e-12, atol=1e-12)
 print("Correct: the anchor's gradient vanishes at x^(0), so one anchored step is the paper's step.")
 

@@ -49,6 +49,7 @@ import torch
 from IPython.display import Markdown, display
 from nbhelpers import show, show_figure
 
+from cem_core import CEMOptions
 from cem_core.experiments import gp, gp_sweep
 from cem_core.ui import plots
 
@@ -135,7 +136,7 @@ for builder in (plots.mpl_gp_rmse_vs_context, plots.mpl_gp_ratio_vs_T, plots.mpl
 # defaults it is far from converged: the sweep trains for 1500 steps.
 
 # %%
-model_config = gp.GPModelConfig(width=width, d_ff=2 * width, n_heads=2, T=T)
+model_config = gp.GPModelConfig(width=width, d_ff=2 * width, n_heads=2, cem=CEMOptions(T=T))
 train_config = gp.GPTrainConfig(steps=steps, batch_size=32, eval_size=eval_size, seed=seed)
 result = gp.train_gp(task, model_config, train_config)
 baselines = gp.baseline_rmses(task, train_config)

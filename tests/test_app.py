@@ -117,7 +117,7 @@ def test_a_bad_link_shows_an_error_and_the_defaults(query):
     at = run_page("energy", query)
     assert not at.exception
     assert any("could not be used" in e.value for e in at.error)
-    assert _widget(at, "en_T").value == EnergyControls().T
+    assert _widget(at, "en_T").value == EnergyControls().cem.T
 
 
 def test_train_a_small_model_now():
@@ -164,6 +164,6 @@ def test_validator_over_the_full_grid(cls):
 
 
 def test_url_round_trip_of_every_control_class():
-    for controls in (EnergyControls(layer="block", T=7, eta=0.35, rope=True), DesignControls(p_scale=2.5, T=3),
-                     GPControls(kernel="matern52", context=3)):
+    for controls in (EnergyControls.from_values(layer="block", T=7, eta=0.35, rope=True), DesignControls.from_values(p_scale=2.5, T=3),
+                     GPControls.from_values(kernel="matern52", context=3)):
         assert type(controls).from_query(controls.to_query()) == controls

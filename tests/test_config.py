@@ -6,6 +6,7 @@ from cem_core import (
     AttentionConfig,
     CEMAttention,
     CEMGatedMLP,
+    CEMOptions,
     LanguageModel,
     LlamaAttention,
     MLPConfig,
@@ -111,11 +112,10 @@ def test_energy_shape_mismatch():
     (dict(attention="gpt"), "attention"),
     (dict(mlp="moe"), "mlp"),
     (dict(n_layers=0), "n_layers"),
-    (dict(attention="cem", attention_options=dict(T=0)), "T"),
-    (dict(attention="cem", attention_options=dict(n_heads=2)), "attention_options"),
-    (dict(attention="cem", attention_options=dict(temperature=2.0)), "attention_options"),
-    (dict(attention="llama", attention_options=dict(diagonal="shared")), "diagonal"),
-    (dict(mlp="cem", mlp_options=dict(preconditioner="psd", rank=1000)), "rank"),
+    (dict(attention="cem", cem=dict(T=2)), "cem"),
+    (dict(attention="llama", cem=CEMOptions(diagonal="shared")), "diagonal"),
+    (dict(attention="llama", mlp="llama", cem=CEMOptions(T=2)), "cem"),
+    (dict(mlp="cem", cem=CEMOptions(preconditioner="psd", rank=1000)), "rank"),
 ])
 def test_bad_model_config(kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}"):
@@ -153,3 +153,24 @@ def test_bad_generate_settings():
                           (dict(max_new_tokens=2, top_k=0), "top_k")]:
         with pytest.raises(ValueError, match=rf"^{field}="):
             model.generate(idx, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(T=0), "T"), (dict(T=65), "T"), (dict(T=2.0), "T"), (dict(eta=0.0), "eta"), (dict(eta=float("nan")), "eta"),
+    (dict(eta_mode="adaptive"), "eta_mode"), (dict(anchor=-1.0), "anchor"), (dict(diagonal="full"), "diagonal"),
+    (dict(preconditioner="lbfgs"), "preconditioner"), (dict(rank=0), "rank"), (dict(rank=True), "rank"),
+])
+def test_bad_cem_switches_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        CEMOptions(**kwargs)
+
+
+def test_cem_switches_map_onto_the_layer_configs():
+    cem = CEMOptions(T=3, eta=0.5, eta_mode="per_step", anchor=0.2, diagonal="shared", preconditioner="psd", rank=2)
+    att = AttentionConfig(d_model=8, n_heads=2, **cem.attention_fields())
+    mlp = MLPConfig(d_model=8, d_ff=16, **cem.descent_fields())
+    for config in (att, mlp):
+        assert (config.T, config.eta, config.learn_eta, config.eta_per_step, config.anchor, config.preconditioner,
+                config.rank) == (3, 0.5, True, True, 0.2, "psd", 2)
+    assert att.diagonal == "shared" and "diagonal" not in cem.descent_fields()
+    assert CEMOptions(eta_mode="learned").descent_fields()["eta_per_step"] is False

@@ -6,7 +6,16 @@ import pytest
 import torch
 from conftest import randomize_
 
-from cem_core import VARIANTS, AttentionConfig, CEMAttention, CEMGatedMLP, LanguageModel, MLPConfig, ModelConfig
+from cem_core import (
+    VARIANTS,
+    AttentionConfig,
+    CEMAttention,
+    CEMGatedMLP,
+    CEMOptions,
+    LanguageModel,
+    MLPConfig,
+    ModelConfig,
+)
 
 # -- causality ---------------------------------------------------------------------------------
 
@@ -33,7 +42,7 @@ def test_attention_is_causal(float64, diagonal, preconditioner, rope):
 def test_language_model_is_causal(float64, variant):
     torch.manual_seed(0)
     cfg = ModelConfig.variant(variant, vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_layers=2,
-                              attention_options=dict(T=2, diagonal="shared"), mlp_options=dict(T=2))
+                              cem=CEMOptions(T=2, diagonal="shared"))
     model = LanguageModel(cfg)
     idx = torch.randint(0, 40, (2, 10))
     idx2 = idx.clone()

@@ -11,7 +11,7 @@ from cem_core.ui.figdata import descent_input, key_tips
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])
 def test_first_step_is_the_attention_weighted_key_points(rope, diagonal):
     """With one head, x^(1) = sum_j a_ij (x^(0) + eta P v_j): the convex combination of the key points."""
-    c = EnergyControls(heads=1, width=8, seq_len=6, rope=rope, diagonal=diagonal, preconditioner="psd", eta=0.7)
+    c = EnergyControls.from_values(heads=1, width=8, seq_len=6, rope=rope, diagonal=diagonal, preconditioner="psd", eta=0.7)
     (_, layer), = build_layers(c)
     h = descent_input(c.seq_len, c.width, c.seed)
     trace = layer.trace(h)
@@ -22,7 +22,7 @@ def test_first_step_is_the_attention_weighted_key_points(rope, diagonal):
 
 
 def test_landscape_values_are_the_layer_energy():
-    c = EnergyControls(width=6, heads=2, seq_len=5, T=3)
+    c = EnergyControls.from_values(width=6, heads=2, seq_len=5, T=3)
     data = explore(c, token=3)
     land = data["phases"][0]["landscape"]
     (_, layer), = build_layers(c)
@@ -46,14 +46,14 @@ def test_walkthrough_claims_hold():
     # 2: defaults, attention: every step descends, no minimum (an info note, no warning)
     assert _levels(EnergyControls()) == ["info"]
     # 3: the anchor makes the update norm vanish
-    norms = explore(EnergyControls(anchor=1.0, T=16))["phases"][0]["update_norms"]
+    norms = explore(EnergyControls.from_values(anchor=1.0, T=16))["phases"][0]["update_norms"]
     assert norms[-1, -1] < 1e-6 * norms[0, -1]
     # 4: the paper-form P at scale 2 is indefinite; with seed 2 a step goes uphill; psd never does
-    dlr = EnergyControls(preconditioner="dlr", p_scale=2.0, seed=2)
+    dlr = EnergyControls.from_values(preconditioner="dlr", p_scale=2.0, seed=2)
     notes = diagnose(dlr, explore(dlr))
     assert any(level == "warning" and "negative" in text for level, text in notes)
     for seed in range(4):
-        assert "warning" not in _levels(EnergyControls(preconditioner="psd", p_scale=2.0, seed=seed))
+        assert "warning" not in _levels(EnergyControls.from_values(preconditioner="psd", p_scale=2.0, seed=seed))
     # 5: the MLP energy is not concave: eta = 20 overshoots
-    mlp = EnergyControls(layer="mlp", eta=20.0)
+    mlp = EnergyControls.from_values(layer="mlp", eta=20.0)
     assert any(level == "warning" and "not concave" in text for level, text in diagnose(mlp, explore(mlp)))

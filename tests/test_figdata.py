@@ -11,6 +11,7 @@ from test_gp import _tiny_specs
 from cem_core import LanguageModel, ModelConfig
 from cem_core.__main__ import main
 from cem_core.experiments import gp_sweep
+from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata
 
 README = Path(__file__).resolve().parents[1] / "figures" / "README.md"
@@ -23,7 +24,7 @@ def test_energy_descent_is_the_layer_trace():
     data = figdata.energy_descent(T=6, eta=0.5, anchors=(0.0, 1.0), d_model=8, n_heads=2, n_tokens=4, seed=3)
     h = figdata.descent_input(4, 8, seed=3)
     for anchor, run in data["runs"].items():
-        trace = figdata.attention_layer(8, 2, T=6, eta=0.5, anchor=anchor, seed=3).trace(h)
+        trace = figdata.attention_layer(8, 2, CEMOptions(T=6, eta=0.5, anchor=anchor), seed=3).trace(h)
         np.testing.assert_allclose(run["energy"], trace.energies[:, 0].numpy(), rtol=1e-12)
         np.testing.assert_allclose(run["radius"], trace.iterates[:, 0].norm(dim=-1).numpy(), rtol=1e-12)
     assert list(data["t"]) == list(range(7))
@@ -48,8 +49,8 @@ LANDSCAPES = [dict(d_model=2, n_heads=1, T=4, n_tokens=4, grid=9, seed=1),
 
 
 def _layer_and_input(kwargs):
-    layer = figdata.attention_layer(kwargs["d_model"], kwargs["n_heads"], kwargs["T"], eta=0.5,
-                                    anchor=kwargs.get("anchor", 0.0), weight_scale=3.0, seed=kwargs["seed"])
+    cem = CEMOptions(T=kwargs["T"], eta=0.5, anchor=kwargs.get("anchor", 0.0))
+    layer = figdata.attention_layer(kwargs["d_model"], kwargs["n_heads"], cem, weight_scale=3.0, seed=kwargs["seed"])
     return layer, figdata.descent_input(kwargs["n_tokens"], kwargs["d_model"], kwargs["seed"])
 
 
@@ -104,9 +105,8 @@ def test_parameter_counts_match_the_built_models():
     sizes = dict(d_model=16, n_layers=2, n_heads=2, d_ff=40, vocab_size=50)
     data = figdata.parameter_counts(**sizes)
     assert data["variants"] == list(figdata.COUNT_VARIANTS)
-    for k, (variant, attention_options, mlp_options) in enumerate(figdata.COUNT_VARIANTS.values()):
-        model = LanguageModel(ModelConfig.variant(variant, attention_options=attention_options,
-                                                  mlp_options=mlp_options, **sizes))
+    for k, (variant, cem) in enumerate(figdata.COUNT_VARIANTS.values()):
+        model = LanguageModel(ModelConfig.variant(variant, cem=cem, **sizes))
         built = model.param_breakdown()
         assert built["total"] == data["total"][k] == sum(part[k] for part in data["parts"].values())
         assert data["parts"]["attention"][k] == sum(v for name, v in built.items() if name.startswith("attention."))

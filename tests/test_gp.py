@@ -9,6 +9,7 @@ from conftest import COMMITTED_SWEEP
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
+from cem_core import CEMOptions
 from cem_core.__main__ import main
 from cem_core.experiments import gp_sweep
 from cem_core.experiments.gp import (
@@ -99,7 +100,7 @@ def test_samples_detect_a_wrong_lengthscale():
 def test_gp_optimum_beats_every_baseline_and_a_trained_model():
     task, train = GPTaskConfig(n_points=16), GPTrainConfig(steps=40, eval_size=256, batch_size=32)
     base = baseline_rmses(task, train)
-    result = train_gp(task, GPModelConfig(width=16, d_ff=32, T=2), train)
+    result = train_gp(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2)), train)
     assert base["gp"]["rmse"] < min(base["zero"]["rmse"], base["nearest_neighbour"]["rmse"], result.rmse)
     # per position too, after the first point (where the GP and zero predictor both predict 0)
     gp, nn_ = np.array(base["gp"]["rmse_by_position"]), np.array(base["nearest_neighbour"]["rmse_by_position"])
@@ -109,7 +110,7 @@ def test_gp_optimum_beats_every_baseline_and_a_trained_model():
 def test_short_training_lowers_rmse():
     task = GPTaskConfig(n_points=16)
     train = GPTrainConfig(steps=80, eval_size=256, batch_size=32, seed=1)
-    config = GPModelConfig(width=16, d_ff=32, T=2)
+    config = GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2))
     torch.manual_seed(train.seed)
     untrained = GPTransformer(task, config)
     xs, ys = eval_set(task, train)
@@ -125,7 +126,7 @@ def test_predictions_are_causal_and_tokens_documented():
     tokens = make_tokens(xs, ys)
     torch.testing.assert_close(tokens[:, 3], torch.cat((xs[:, 3], xs[:, 2], ys[:, 2, None], torch.zeros(2, 1)), -1))
     assert (tokens[:, 0, 1:] == torch.tensor([0.0, 0.0, 1.0])).all()
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=3, diagonal="shared"))
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, diagonal="shared")))
     ys2 = ys.clone()
     ys2[:, 5:] += 3.0                                                       # y_j and later: invisible at j = 5
     xs2 = xs.clone()
@@ -140,11 +141,11 @@ def test_predictions_are_causal_and_tokens_documented():
 
 def test_eval_at_other_T_restores_and_per_step_refuses():
     task, train = GPTaskConfig(n_points=8), GPTrainConfig(eval_size=32)
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2, eta_mode="learned"))
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2, eta_mode="learned")))
     out = evaluate_at_T(model, task, train, [1, 2, 5])
     assert set(out) == {1, 2, 5} and all(layer.config.T == 2 for layer in model.cem_layers())
     assert out[1] != out[5]
-    per_step = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2, eta_mode="per_step"))
+    per_step = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2, eta_mode="per_step")))
     with pytest.raises(ValueError, match="^eval_T=3"):
         evaluate_at_T(per_step, task, train, [3])
     assert all(layer.config.T == 2 for layer in per_step.cem_layers())
@@ -158,11 +159,9 @@ def test_eval_at_other_T_restores_and_per_step_refuses():
     (GPTaskConfig, dict(n_points=1), "n_points"),
     (GPTaskConfig, dict(box=(1.0, -1.0)), "box"),
     (GPTaskConfig, dict(box="wide"), "box"),
-    (GPModelConfig, dict(eta_mode="adaptive"), "eta_mode"),
-    (GPModelConfig, dict(T=0), "T"),
     (GPModelConfig, dict(width=30, n_heads=4), "d_model"),
-    (GPModelConfig, dict(attention="llama", T=2), "T"),
-    (GPModelConfig, dict(anchor=-1.0), "anchor"),
+    (GPModelConfig, dict(attention="llama", cem=CEMOptions(T=2)), "cem"),
+    (GPModelConfig, dict(attention="llama", mlp="cem", cem=CEMOptions(diagonal="shared")), "diagonal"),
     (GPTrainConfig, dict(steps=0), "steps"),
     (GPTrainConfig, dict(lr=0.0), "lr"),
     (GPTrainConfig, dict(warmup=1.0), "warmup"),
@@ -183,7 +182,7 @@ def _tiny_specs():
     task, train = GPTaskConfig(n_points=8), GPTrainConfig(steps=3, eval_size=16, batch_size=8)
     return [gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
                              train=train, group="depth1"),
-            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, T=2), train=train,
+            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, cem=CEMOptions(T=2)), train=train,
                              group="depth1")]
 
 
@@ -212,7 +211,7 @@ def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
 def test_run_hash_covers_every_setting():
     spec = _tiny_specs()[1]
     assert spec.hash != replace(spec, train=replace(spec.train, seed=1)).hash
-    assert spec.hash != replace(spec, model=replace(spec.model, anchor=0.5)).hash
+    assert spec.hash != replace(spec, model=spec.model.with_cem(anchor=0.5)).hash
     assert spec.hash != replace(spec, task=replace(spec.task, noise_var=0.02)).hash
 
 
@@ -260,7 +259,7 @@ def test_posterior_on_grid_agrees_with_the_causal_posterior():
 def test_model_predict_at_equals_its_causal_prediction():
     task = GPTaskConfig(n_points=10)
     xs, ys = sample_batch(task, 1, torch.Generator().manual_seed(6))
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, T=2))
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2)))
     with torch.no_grad():
         full = model(xs, ys)[0]
     at = model.predict_at(xs[0, :4], ys[0, :4], xs[0, 4:7])

@@ -13,8 +13,8 @@ from conftest import shard_corpus as corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import PRESETS, VARIANT_OPTIONS, LMTrainConfig, train
-from cem_core.nn.model import VARIANTS, LanguageModel
+from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, train
+from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel
 
 TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
 
@@ -100,15 +100,15 @@ def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
     assert header["world_size"] == 2
 
 
-def _closed_form_total(d, L, H, f, V, attention, mlp, a_opts, m_opts):
+def _closed_form_total(d, L, H, f, V, attention, mlp, cem):
     """Parameters written out by hand (independent of cem_core's own counting)."""
+    precond = {"none": 0, "dlr": d + 2 * d * cem.rank, "psd": d + d * cem.rank}[cem.preconditioner]
     attn = (2 if attention == "cem" else 4) * d * d + d                 # projections + RMSNorm
     if attention == "cem":
-        attn += {"none": 0, "per_head": H * d, "shared": d}[a_opts.get("diagonal", "none")]
-        attn += {"none": 0, "dlr": d + 2 * d * 4, "psd": d + d * 4}[a_opts.get("preconditioner", "none")]
+        attn += {"none": 0, "per_head": H * d, "shared": d}[cem.diagonal] + precond
     ff = (2 if mlp == "cem" else 3) * d * f + d
     if mlp == "cem":
-        ff += {"none": 0, "dlr": d + 2 * d * 4, "psd": d + d * 4}[m_opts.get("preconditioner", "none")]
+        ff += precond
     return V * d + L * (attn + ff) + d                                  # tied embedding, final norm
 
 
@@ -123,9 +123,8 @@ def test_paper_presets_build_on_meta_with_documented_counts(preset):
         with torch.device("meta"):
             model = LanguageModel(cfg.model_config(vocab_size=257))
         numel = sum(p.numel() for p in model.parameters())
-        a_opts, m_opts = VARIANT_OPTIONS[variant]
         assert numel == _closed_form_total(m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], 257,
-                                           *kinds[variant], a_opts, m_opts)
+                                           *kinds[variant], VARIANT_OPTIONS[variant])
         assert f"{numel:,}" in readme, f"README does not document {preset} {variant}: {numel:,}"
 
 

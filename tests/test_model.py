@@ -11,6 +11,7 @@ from cem_core import (
     AttentionConfig,
     CEMAttention,
     CEMGatedMLP,
+    CEMOptions,
     LanguageModel,
     LlamaAttention,
     MLPConfig,
@@ -20,9 +21,7 @@ from cem_core import (
 )
 from cem_core.__main__ import main
 
-OPTIONS = dict(attention_options=dict(T=2, diagonal="per_head", preconditioner="dlr", rank=3, learn_eta=True,
-                                      eta_per_step=True),
-               mlp_options=dict(T=2, preconditioner="psd", rank=2, learn_eta=True))
+OPTIONS = dict(cem=CEMOptions(T=2, diagonal="per_head", preconditioner="dlr", rank=3, eta_mode="per_step"))
 
 
 def _numel(module):
@@ -89,7 +88,7 @@ def test_every_parameter_receives_gradient(variant):
 def test_tiny_model_overfits_a_fixed_batch(variant):
     torch.manual_seed(0)
     cfg = ModelConfig.variant(variant, vocab_size=32, d_model=32, n_heads=4, d_ff=64, n_layers=2,
-                              attention_options=dict(T=2), mlp_options=dict(T=2))
+                              cem=CEMOptions(T=2))
     model = LanguageModel(cfg)
     idx = torch.randint(0, 32, (4, 17))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
@@ -107,8 +106,7 @@ def test_tiny_model_overfits_a_fixed_batch(variant):
 def test_generate_with_cache_equals_without(float64, variant, diagonal):
     torch.manual_seed(1)
     cfg = ModelConfig.variant(variant, vocab_size=40, d_model=16, n_heads=2, d_ff=24, n_layers=2, max_seq_len=32,
-                              attention_options=dict(T=3, diagonal=diagonal, preconditioner="psd"),
-                              mlp_options=dict(T=2))
+                              cem=CEMOptions(T=3, diagonal=diagonal, preconditioner="psd"))
     model = LanguageModel(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -129,7 +127,7 @@ def test_generate_with_cache_equals_without(float64, variant, diagonal):
 def test_cached_logits_equal_full_forward(float64):
     torch.manual_seed(2)
     cfg = ModelConfig.variant("cem-full", vocab_size=40, d_model=16, n_heads=2, d_ff=24, n_layers=2,
-                              attention_options=dict(T=4, diagonal="per_head"), mlp_options=dict(T=2))
+                              cem=CEMOptions(T=4, diagonal="per_head"))
     model = LanguageModel(cfg)
     idx = torch.randint(0, 40, (2, 11))
     caches = [AttentionCache() for _ in model.blocks]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cem_core.nn.config import CEMOptions
 from cem_core.nn.descent import EnergyDescentLayer
 from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
@@ -30,7 +31,6 @@ from cem_core.nn.validate import check_choice, check_float, check_int, fail
 from .schedule import adamw, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
-ETA_MODES = ("fixed", "learned", "per_step")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,32 +186,19 @@ class GPModelConfig:
     depth: int = 1
     n_heads: int = 4
     d_ff: int = 128
-    T: int = 1                     # in-layer steps of every CEM layer
-    diagonal: str = "none"
-    preconditioner: str = "none"
-    rank: int = 4
-    eta: float = 1.0
-    eta_mode: str = "fixed"        # "fixed" | "learned" (one scalar) | "per_step" (T scalars)
-    anchor: float = 0.0
+    cem: CEMOptions = field(default_factory=CEMOptions)   # the switches of every CEM layer
 
     def __post_init__(self) -> None:
-        check_choice("eta_mode", self.eta_mode, ETA_MODES)
-        self.model_config(n_points=2)   # validates every field through the layer configs
-        if self.attention == "llama" and self.diagonal != "none":
-            fail("diagonal", self.diagonal, "applies to CEM attention only (attention='llama')")
-        if self.attention == "llama" and self.mlp == "llama":
-            for name in ("T", "preconditioner", "eta", "eta_mode", "anchor"):
-                if getattr(self, name) != GPModelConfig.__dataclass_fields__[name].default:
-                    fail(name, getattr(self, name), "applies to CEM layers only; attention and mlp are both 'llama'")
+        self.model_config(n_points=2)   # validates every field through the model and layer configs
 
     def model_config(self, n_points: int) -> ModelConfig:
-        descent = dict(T=self.T, eta=self.eta, learn_eta=self.eta_mode != "fixed",
-                       eta_per_step=self.eta_mode == "per_step", anchor=self.anchor,
-                       preconditioner=self.preconditioner, rank=self.rank)
         return ModelConfig(vocab_size=1, d_model=self.width, n_layers=self.depth, n_heads=self.n_heads,
-                           d_ff=self.d_ff, max_seq_len=n_points, attention=self.attention, mlp=self.mlp,
-                           attention_options=dict(descent, diagonal=self.diagonal) if self.attention == "cem" else {},
-                           mlp_options=descent if self.mlp == "cem" else {}, rope=False)
+                           d_ff=self.d_ff, max_seq_len=n_points, attention=self.attention, mlp=self.mlp, cem=self.cem,
+                           rope=False)
+
+    def with_cem(self, **switches) -> "GPModelConfig":
+        """This model with some CEM switches changed."""
+        return replace(self, cem=replace(self.cem, **switches))
 
 
 def make_tokens(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
@@ -384,4 +371,7 @@ def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig
 
 
 def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
-    return {"task": asdict(task), "model": asdict(model), "train": asdict(train)}
+    """The configuration of a run as results record it: the model's CEM switches among its own
+    fields (the form run hashes have always been computed from)."""
+    flat_model = {k: v for k, v in asdict(model).items() if k != "cem"} | asdict(model.cem)
+    return {"task": asdict(task), "model": flat_model, "train": asdict(train)}

@@ -82,17 +82,17 @@ def preset_runs(preset: str) -> list[RunSpec]:
     groups.append(("depth1", replace(base, attention="llama")))
     for diagonal in ("none", "shared"):
         for T in (1, 2, 4, 8):
-            groups.append(("depth1", replace(base, T=T, diagonal=diagonal)))
+            groups.append(("depth1", base.with_cem(T=T, diagonal=diagonal)))
     # depth 2
     groups.append(("depth2", replace(base, attention="llama", depth=2)))
     for T in (1, 4):
-        groups.append(("depth2", replace(base, T=T, depth=2)))
+        groups.append(("depth2", replace(base.with_cem(T=T), depth=2)))
     # a fully CEM model: T = 2 with the shared diagonal and D+LR (psd) preconditioners
-    groups.append(("cem-full", replace(base, mlp="cem", T=2, diagonal="shared", preconditioner="psd")))
+    groups.append(("cem-full", replace(base.with_cem(T=2, diagonal="shared", preconditioner="psd"), mlp="cem")))
     # how the step size behaves across steps (depth 1, T = 4)
     for name, changes in (("eta=1/T", dict(eta=0.25)), ("learned", dict(eta_mode="learned")),
                           ("per_step", dict(eta_mode="per_step")), ("anchor", dict(anchor=1.0))):
-        groups.append(("eta:" + name, replace(base, T=4, **changes)))
+        groups.append(("eta:" + name, base.with_cem(T=4, **changes)))
     train = GPTrainConfig(steps=steps, batch_size=batch)
     return [RunSpec(task=task, model=model, train=replace(train, seed=seed), group=group)
             for task in tasks for group, model in groups for seed in seeds]
@@ -111,12 +111,12 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         torch.set_num_threads(threads)
     result = train_gp(spec.task, spec.model, spec.train, progress=progress, device=device)
     baselines = baseline_rmses(spec.task, spec.train)
-    m = spec.model
+    m, cem = spec.model, spec.model.cem
     record = {
         "hash": spec.hash, "group": spec.group,
-        "attention": m.attention, "mlp": m.mlp, "depth": m.depth, "width": m.width, "T": m.T,
-        "diagonal": m.diagonal, "preconditioner": m.preconditioner, "eta_mode": m.eta_mode, "eta": m.eta,
-        "anchor": m.anchor, "seed": spec.train.seed, "steps": spec.train.steps,
+        "attention": m.attention, "mlp": m.mlp, "depth": m.depth, "width": m.width, "T": cem.T,
+        "diagonal": cem.diagonal, "preconditioner": cem.preconditioner, "eta_mode": cem.eta_mode, "eta": cem.eta,
+        "anchor": cem.anchor, "seed": spec.train.seed, "steps": spec.train.steps,
         "kernel": spec.task.kernel, "d_x": spec.task.d_x, "n_points": spec.task.n_points,
         "params": sum(p.numel() for p in result.model.parameters()),
         "rmse": result.rmse, "rmse_gp": baselines["gp"]["rmse"],
@@ -128,7 +128,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "diverged": result.diverged, "train_seconds": result.seconds, "device": device,
         "config": spec.config(), "provenance": provenance(),
     }
-    if result.model.cem_layers() and eval_Ts and m.eta_mode != "per_step" and not result.diverged:
+    if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
         record["rmse_by_eval_T"] = {str(T): v for T, v in
                                     evaluate_at_T(result.model, spec.task, spec.train, eval_Ts).items()}
     return record

@@ -7,14 +7,88 @@ listed in the README's choices table.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from .validate import check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
 PRECONDITIONERS = ("none", "dlr", "psd")
+ETA_MODES = ("fixed", "learned", "per_step")
 ACTIVATIONS = ("silu", "gelu", "relu")
 KINDS = ("llama", "cem")
+
+
+def switch(default, kind: str, allowed, app, label: str, help: str, *, attention_only: bool = False,
+           learned: bool = False):
+    """A field of CEMOptions, with what every place that offers it needs: its kind ("int", "float"
+    or "choice"), what is valid (int: (lo, hi); float: (lo, strictly above lo); choice: the
+    options), what an interactive control offers (`app`: int (lo, hi); float (lo, hi, step);
+    choice: the options), a short label and a help text, whether it concerns attention only, and
+    whether it only means something for a trained model (`learned`)."""
+    return field(default=default, metadata=dict(kind=kind, allowed=allowed, app=app, label=label, help=help,
+                                                 attention_only=attention_only, learned=learned))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CEMOptions:
+    """The switches of the CEM layers, in one place: the GP and LM models, the app's controls, the
+    command line, the benchmark and the figures all set them through this object, and the command
+    line flags and app controls are built from the fields' metadata (see `switch`). A new switch
+    is a field here, its mapping in `descent_fields` / `attention_fields`, and its use in a layer."""
+
+    T: int = switch(1, "int", (1, 64), (1, 16), "steps T", "in-layer steps (paper: T)")
+    eta: float = switch(1.0, "float", (0.0, True), (0.05, 20.0, 0.05), "step size eta",
+                        "step size (paper: eta); its initial value when learned")
+    eta_mode: str = switch("fixed", "choice", ETA_MODES, ETA_MODES, "step size mode",
+                           "fixed eta, one learned eta, or one learned eta per step", learned=True)
+    anchor: float = switch(0.0, "float", (0.0, False), (0.0, 5.0, 0.1), "anchor lambda (our extension; 0 = the paper)",
+                           "lambda of the anchor (lambda/2)|x - x0|^2, our extension; 0 = the paper")
+    diagonal: str = switch("none", "choice", DIAGONALS, DIAGONALS, "diagonal (D+LR)",
+                           "D+LR diagonal of attention: none, one per head, or one shared by all heads",
+                           attention_only=True)
+    preconditioner: str = switch("none", "choice", PRECONDITIONERS, PRECONDITIONERS, "preconditioner",
+                                 "dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
+    rank: int = switch(4, "int", (1, None), (1, 8), "preconditioner rank", "rank of the preconditioner's low-rank part")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            kind, allowed = f.metadata["kind"], f.metadata["allowed"]
+            value = getattr(self, f.name)
+            if kind == "int":
+                check_int(f.name, value, *allowed)
+            elif kind == "float":
+                check_float(f.name, value, allowed[0], strict=allowed[1])
+            else:
+                check_choice(f.name, value, allowed)
+
+    def descent_fields(self) -> dict:
+        """The fields of every CEM layer's config (DescentConfig)."""
+        return dict(T=self.T, eta=self.eta, learn_eta=self.eta_mode != "fixed",
+                    eta_per_step=self.eta_mode == "per_step", anchor=self.anchor,
+                    preconditioner=self.preconditioner, rank=self.rank)
+
+    def attention_fields(self) -> dict:
+        """The fields of CEM attention's config (AttentionConfig)."""
+        return self.descent_fields() | dict(diagonal=self.diagonal)
+
+
+def check_eval_T(values, trained_T: int, per_step: bool) -> tuple:
+    """T values at which to evaluate a model trained with `trained_T` steps (test-time scaling): integers
+    in CEMOptions' range of T, and only `trained_T` for one learned step size per step."""
+    lo, hi = CEMOptions.__dataclass_fields__["T"].metadata["allowed"]
+    if not isinstance(values, (tuple, list)):
+        fail("eval_T", values, f"must be a tuple of integers in [{lo}, {hi}]")
+    for T in values:
+        check_int("eval_T", T, lo, hi)                       # 2.5 is refused, never truncated
+        if per_step and T != trained_T:
+            fail("eval_T", T, f"eta_mode='per_step' learned {trained_T} step sizes; it can only be evaluated at "
+                              "the T it was trained with")
+    return tuple(values)
+
+
+def switches(*, learned: bool = True) -> tuple:
+    """The fields of CEMOptions (without those that need training, for `learned=False`)."""
+    return tuple(f for f in fields(CEMOptions) if learned or not f.metadata["learned"])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,3 +38,11 @@ def mlp_flops(cfg: MLPConfig, n: int) -> dict[str, float]:
     projections = 3 * one if cfg.untied else (1 + 2 * cfg.T) * one
     extra = _preconditioner_flops(cfg, n)
     return {"projections": float(projections), "preconditioner": float(extra), "total": float(projections + extra)}
+
+
+def model_flops(cfg, n: int) -> dict[str, float]:
+    """One forward pass of a ModelConfig's language model over n tokens: a block (attention and MLP),
+    all blocks, and the output head (d x vocabulary per token)."""
+    block = attention_flops(cfg.attention_config(), n)["total"] + mlp_flops(cfg.mlp_config(), n)["total"]
+    head = 2.0 * n * cfg.d_model * cfg.vocab_size
+    return {"block": block, "blocks": cfg.n_layers * block, "head": head, "total": cfg.n_layers * block + head}

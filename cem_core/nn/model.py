@@ -14,13 +14,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import AttentionCache, CEMAttention, LlamaAttention
-from .config import KINDS, AttentionConfig, MLPConfig
+from .config import KINDS, AttentionConfig, CEMOptions, MLPConfig, check_eval_T
 from .descent import EnergyDescentLayer
 from .mlp import CEMGatedMLP, SwiGLU
 from .validate import check_bool, check_choice, check_float, check_int, fail
 
 VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
-            "cem-mlp": ("llama", "cem"), "cem-full": ("cem", "cem")}
+            "cem-mlp": ("llama", "cem"), "cem-full": ("cem", "cem")}         # (attention kind, MLP kind)
+# each variant's CEM switches; cem-full is the paper's fully CEM transformer (T = 2, D+LR, preconditioners)
+VARIANT_OPTIONS = {"llama": CEMOptions(), "cem-attn": CEMOptions(), "cem-mlp": CEMOptions(),
+                   "cem-full": CEMOptions(T=2, diagonal="shared", preconditioner="dlr")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,8 +36,7 @@ class ModelConfig:
     max_seq_len: int = 256
     attention: str = "llama"                             # "llama" | "cem"
     mlp: str = "llama"                                   # "llama" | "cem"
-    attention_options: dict = field(default_factory=dict)  # extra AttentionConfig fields (T, diagonal, ...)
-    mlp_options: dict = field(default_factory=dict)        # extra MLPConfig fields (T, preconditioner, ...)
+    cem: CEMOptions = field(default_factory=CEMOptions)  # the switches of the CEM layers (T, diagonal, ...)
     rope: bool = True
     tie_embeddings: bool = True
     norm_eps: float = 1e-6
@@ -45,15 +47,12 @@ class ModelConfig:
             check_int(name, getattr(self, name), 1)
         check_choice("attention", self.attention, KINDS)
         check_choice("mlp", self.mlp, KINDS)
-        for name in ("attention_options", "mlp_options"):
-            if not isinstance(getattr(self, name), dict):
-                fail(name, getattr(self, name), "must be a dict of layer config fields")
-        for name, owned in (("attention_options", ("d_model", "n_heads", "rope", "norm_eps", "untied")),
-                            ("mlp_options", ("d_model", "d_ff", "norm_eps", "untied"))):
-            clash = sorted(set(getattr(self, name)) & set(owned))
-            if clash:
-                fail(f"{name}[{clash[0]!r}]", getattr(self, name)[clash[0]],
-                      "is set by ModelConfig itself; set it there instead")
+        if not isinstance(self.cem, CEMOptions):
+            fail("cem", self.cem, "must be a CEMOptions")
+        if self.attention == "llama" and self.cem.diagonal != "none":
+            fail("diagonal", self.cem.diagonal, "applies to CEM attention only (attention='llama')")
+        if self.attention == "llama" and self.mlp == "llama" and self.cem != CEMOptions():
+            fail("cem", self.cem, "applies to CEM layers only; attention and mlp are both 'llama'")
         check_bool("rope", self.rope)
         check_bool("tie_embeddings", self.tie_embeddings)
         check_float("init_std", self.init_std, 0.0, strict=True)
@@ -61,30 +60,25 @@ class ModelConfig:
         self.mlp_config()
 
     @classmethod
-    def variant(cls, name: str, **kwargs) -> "ModelConfig":
-        """One of VARIANTS: llama, cem-attn, cem-mlp, cem-full."""
+    def variant(cls, name: str, cem: CEMOptions | None = None, **kwargs) -> "ModelConfig":
+        """One of VARIANTS: llama, cem-attn, cem-mlp, cem-full, with its own CEM switches (VARIANT_OPTIONS)
+        or `cem` (those that do not apply to the variant, such as a diagonal without CEM attention, dropped)."""
         check_choice("variant", name, tuple(VARIANTS))
         attention, mlp = VARIANTS[name]
+        cem = VARIANT_OPTIONS[name] if cem is None else cem
         if attention == "llama":
-            kwargs.pop("attention_options", None)
-        if mlp == "llama":
-            kwargs.pop("mlp_options", None)
-        return cls(attention=attention, mlp=mlp, **kwargs)
+            cem = replace(cem, diagonal="none") if mlp == "cem" else CEMOptions()
+        return cls(attention=attention, mlp=mlp, cem=cem, **kwargs)
 
     def attention_config(self) -> AttentionConfig:
-        try:
-            return AttentionConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope,
-                                   norm_eps=self.norm_eps, untied=self.attention == "llama",
-                                   **self.attention_options)
-        except TypeError as err:
-            raise ValueError(f"attention_options={self.attention_options!r} is invalid: {err}") from None
+        cem = self.cem.attention_fields() if self.attention == "cem" else {}
+        return AttentionConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
+                               untied=self.attention == "llama", **cem)
 
     def mlp_config(self) -> MLPConfig:
-        try:
-            return MLPConfig(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps,
-                             untied=self.mlp == "llama", **self.mlp_options)
-        except TypeError as err:
-            raise ValueError(f"mlp_options={self.mlp_options!r} is invalid: {err}") from None
+        cem = self.cem.descent_fields() if self.mlp == "cem" else {}
+        return MLPConfig(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps, untied=self.mlp == "llama",
+                         **cem)
 
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these)."""
@@ -150,9 +144,7 @@ def set_recursion_depth(module: nn.Module, T: int) -> None:
     Refused (ValueError) for layers that learned one step size per step."""
     layers = cem_layers(module)
     for layer in layers:
-        if layer.config.eta_per_step and T != layer.config.T:
-            fail("eval_T", T, f"eta_mode='per_step' learned {layer.config.T} step sizes; "
-                               "it can only be evaluated at the T it was trained with")
+        check_eval_T((T,), layer.config.T, layer.config.eta_per_step)
     for layer in layers:
         layer.config = replace(layer.config, T=T)
 

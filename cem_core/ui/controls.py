@@ -8,10 +8,10 @@ restores the view.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, replace
 
 from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
-from cem_core.nn.config import DIAGONALS, PRECONDITIONERS, AttentionConfig, MLPConfig
+from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
@@ -24,14 +24,43 @@ LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 class Controls:
     """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) |
     ("choices", options), a non-empty tuple written comma-separated in the URL | ("bool", None) |
-    ("name", None), a file or folder name (no path)."""
+    ("name", None), a file or folder name (no path).
+
+    A page's CEM switches live in its field `cem` (a CEMOptions); CEM names the ones the page offers,
+    with the range of their interactive control from CEMOptions (or CEM_RANGES), so a new switch
+    reaches every page that offers all of them. Values are flat everywhere else: ``values()``,
+    ``from_values(**values)`` and the URL use one name per control."""
 
     SPECS: dict = {}
+    CEM: tuple = ()              # the CEM switches the page offers
+    CEM_RANGES: dict = {}        # narrower ranges than the switches' own, by name
     PREFIX = ""
 
+    @classmethod
+    def specs(cls) -> dict:
+        """Every control: the page's own, then its CEM switches."""
+        cem = {}
+        for f in switches():
+            if f.name in cls.CEM:
+                kind = f.metadata["kind"]
+                cem[f.name] = (kind, cls.CEM_RANGES.get(f.name, f.metadata["app"]))
+        return cls.SPECS | cem
+
+    @classmethod
+    def from_values(cls, **values):
+        """Controls from flat values (the page's widgets or a link); missing ones keep their defaults."""
+        default_cem = cls.__dataclass_fields__["cem"].default_factory() if cls.CEM else None
+        switches_given = {name: values.pop(name) for name in cls.CEM if name in values}
+        extra = {"cem": replace(default_cem, **switches_given)} if cls.CEM else {}
+        return cls(**values, **extra)
+
+    def values(self) -> dict:
+        """Every control's value, by its flat name."""
+        return {name: getattr(self.cem if name in self.CEM else self, name) for name in self.specs()}
+
     def _validate(self) -> None:
-        for name, (kind, allowed) in self.SPECS.items():
-            value = getattr(self, name)
+        for name, (kind, allowed) in self.specs().items():
+            value = getattr(self.cem if name in self.CEM else self, name)
             if kind == "name":
                 if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "\\" in value:
                     fail(name, value, "must be a name, not a path")
@@ -54,13 +83,13 @@ class Controls:
             if isinstance(v, tuple):
                 return ",".join(v)
             return str(v).lower() if isinstance(v, bool) else str(v)
-        return {self.PREFIX + f.name: text(getattr(self, f.name)) for f in fields(self)}
+        return {self.PREFIX + name: text(value) for name, value in self.values().items()}
 
     @classmethod
     def from_query(cls, query: dict):
         """Parse URL query parameters (strings); other keys are ignored, bad values raise ValueError."""
         values = {}
-        for name, (kind, _) in cls.SPECS.items():
+        for name, (kind, _) in cls.specs().items():
             raw = query.get(cls.PREFIX + name)
             if raw is None:
                 continue
@@ -79,26 +108,21 @@ class Controls:
                     values[name] = str(raw)
             except ValueError:
                 fail(name, raw, f"cannot be read as {'a number' if kind in ('int', 'float') else 'true/false'}")
-        return cls(**values)
+        return cls.from_values(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
 class EnergyControls(Controls):
     """The energy-descent page: one layer (or a block) on a random input."""
 
-    SPECS = {"layer": ("choice", LAYERS), "T": ("int", (1, 16)), "eta": ("float", (0.05, 20.0)),
-             "anchor": ("float", (0.0, 5.0)), "diagonal": ("choice", DIAGONALS),
-             "preconditioner": ("choice", PRECONDITIONERS), "rank": ("int", (1, 8)), "p_scale": ("float", (0.0, 3.0)),
-             "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)), "seed": ("int", (0, 9999)),
-             "rope": ("bool", None), "heat_step": ("int", (1, 16)), "heat_head": ("int", (0, 7))}
+    SPECS = {"layer": ("choice", LAYERS), "p_scale": ("float", (0.0, 3.0)),
+             "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
+             "seed": ("int", (0, 9999)), "rope": ("bool", None), "heat_step": ("int", (1, 16)),
+             "heat_head": ("int", (0, 7))}
+    CEM = tuple(f.name for f in switches(learned=False))    # every switch of an untrained layer
 
     layer: str = "attention"
-    T: int = 4
-    eta: float = 1.0
-    anchor: float = 0.0
-    diagonal: str = "none"
-    preconditioner: str = "none"
-    rank: int = 2
+    cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=4, rank=2))
     p_scale: float = 0.3          # the preconditioner's U, V entries ~ N(0, p_scale^2 / d); above ~1.1 dlr turns indefinite
     heads: int = 2
     width: int = 8
@@ -112,8 +136,8 @@ class EnergyControls(Controls):
         self._validate()
         if self.cost() > COST_LIMIT:
             fail("width", self.width,
-                  f"this combination (width {self.width}, sequence {self.seq_len}, T {self.T}, heads {self.heads}, "
-                  f"diagonal {self.diagonal}) is too large for an interactive page (seconds of CPU per change "
+                  f"this combination (width {self.width}, sequence {self.seq_len}, T {self.cem.T}, heads {self.heads}, "
+                  f"diagonal {self.cem.diagonal}) is too large for an interactive page (seconds of CPU per change "
                   "on a busy 2-core machine); lower the width, "
                   "the sequence length or T")
         self.attention_config()   # raises ValueError for inconsistent combinations
@@ -125,7 +149,7 @@ class EnergyControls(Controls):
 
     def cost(self) -> float:
         """Rough multiply-adds of one render: T+1 trace steps and the landscape grid, per phase."""
-        n, d, widen = self.seq_len, self.width, (self.heads + 1) if self.diagonal != "none" else 1
+        n, d, widen = self.seq_len, self.width, (self.heads + 1) if self.cem.diagonal != "none" else 1
         per_step, per_point = 0.0, 0.0
         if self.layer != "mlp":                                        # the D+LR core is (H+1) x wider
             per_step += 3 * n * n * d * widen + 4 * n * d * d
@@ -133,20 +157,21 @@ class EnergyControls(Controls):
         if self.layer != "attention":
             per_step += 4 * n * d * self.d_ff
             per_point += 2 * d * self.d_ff
-        return float((self.T + 1) * per_step + LANDSCAPE_GRID ** 2 * per_point)
+        return float((self.cem.T + 1) * per_step + LANDSCAPE_GRID ** 2 * per_point)
+
+    def _switches(self) -> CEMOptions:
+        return replace(self.cem, rank=min(self.cem.rank, self.width))   # a rank above the width means "full"
 
     def attention_config(self) -> AttentionConfig | None:
         if self.layer == "mlp":
             return None
-        return AttentionConfig(d_model=self.width, n_heads=self.heads, T=self.T, eta=self.eta, anchor=self.anchor,
-                               diagonal=self.diagonal, preconditioner=self.preconditioner,
-                               rank=min(self.rank, self.width), rope=self.rope)
+        return AttentionConfig(d_model=self.width, n_heads=self.heads, rope=self.rope,
+                               **self._switches().attention_fields())
 
     def mlp_config(self) -> MLPConfig | None:
         if self.layer == "attention":
             return None
-        return MLPConfig(d_model=self.width, d_ff=self.d_ff, T=self.T, eta=self.eta, anchor=self.anchor,
-                         preconditioner=self.preconditioner, rank=min(self.rank, self.width))
+        return MLPConfig(d_model=self.width, d_ff=self.d_ff, **self._switches().descent_fields())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,8 +180,9 @@ class DesignControls(Controls):
 
     SPECS = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
              "d_ff": ("int", (8, 32768)), "vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
-             "T": ("int", (1, 16)), "diagonal": ("choice", DIAGONALS), "preconditioner": ("choice", PRECONDITIONERS),
-             "rank": ("int", (1, 64)), "p_scale": ("float", (0.0, 3.0)), "seed": ("int", (0, 9999))}
+             "p_scale": ("float", (0.0, 3.0)), "seed": ("int", (0, 9999))}
+    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank")   # the switches that change parameters or FLOPs
+    CEM_RANGES = {"rank": (1, 64)}
     PREFIX = "ds_"
 
     d_model: int = 768
@@ -165,10 +191,7 @@ class DesignControls(Controls):
     d_ff: int = 2048
     vocab_size: int = 32000
     seq_len: int = 1024
-    T: int = 1
-    diagonal: str = "none"
-    preconditioner: str = "psd"
-    rank: int = 4
+    cem: CEMOptions = field(default_factory=lambda: CEMOptions(preconditioner="psd"))
     p_scale: float = 1.0     # std of the preconditioner's low-rank factors, times 1/sqrt(d) (eigenvalue demo)
     seed: int = 0
 
@@ -178,10 +201,9 @@ class DesignControls(Controls):
             self.model_config(name)
 
     def model_config(self, variant: str) -> ModelConfig:
-        options = dict(T=self.T, preconditioner=self.preconditioner, rank=min(self.rank, self.d_model))
-        return ModelConfig.variant(variant, vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
-                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len,
-                                   attention_options=dict(options, diagonal=self.diagonal), mlp_options=options)
+        return ModelConfig.variant(variant, cem=replace(self.cem, rank=min(self.cem.rank, self.d_model)),
+                                   vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
+                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,15 +211,15 @@ class GPControls(Controls):
     """The GP page: the sampled-function demo and the small model trained live."""
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
-             "T": ("int", (1, 8)), "diagonal": ("choice", DIAGONALS),
              "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
+    CEM = ("T", "diagonal")
+    CEM_RANGES = {"T": (1, 8)}
     PREFIX = "gp_"
 
     kernel: str = "rbf"
     seed: int = 0
     context: int = 8
-    T: int = 2
-    diagonal: str = "none"
+    cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=2))
     steps: int = 600
 
     def __post_init__(self) -> None:
@@ -207,7 +229,7 @@ class GPControls(Controls):
         return GPTaskConfig(kernel=self.kernel)
 
     def model(self) -> GPModelConfig:
-        return GPModelConfig(width=32, d_ff=64, n_heads=4, T=self.T, diagonal=self.diagonal)
+        return GPModelConfig(width=32, d_ff=64, n_heads=4, cem=self.cem)
 
     def train(self) -> GPTrainConfig:
         return GPTrainConfig(steps=self.steps, batch_size=32, eval_size=256, seed=self.seed)

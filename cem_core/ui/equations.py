@@ -1,9 +1,12 @@
 """LaTeX of the update a CEM layer performs, for the selected options (rendered by the app)."""
 from __future__ import annotations
 
+from cem_core.nn.config import CEMOptions
+
 PRECONDITIONER_LATEX = {
     "none": r"P = I",
-    "dlr": r"P = \operatorname{diag}(\operatorname{softplus}(p)) + U V^\top + V U^\top \quad\text{(paper; indefinite in general)}",
+    "dlr": r"P = \operatorname{diag}(\operatorname{softplus}(p)) + U V^\top + V U^\top"
+           r" \quad\text{(paper; indefinite in general)}",
     "psd": r"P = \operatorname{diag}(\operatorname{softplus}(p)) + U U^\top \succ 0 \quad\text{(ours)}",
 }
 
@@ -14,15 +17,15 @@ INTERACTION_LATEX = {
 }
 
 
-def update_latex(layer: str, diagonal: str = "none", preconditioner: str = "none", T: int = 1,
-                 anchor: float = 0.0) -> list[str]:
-    """The equations of one CEM layer ("attention" or "mlp"), one LaTeX string per line."""
+def update_latex(layer: str, cem: CEMOptions = CEMOptions()) -> list[str]:
+    """The equations of one CEM layer ("attention" or "mlp") with these switches, one LaTeX string per line."""
+    anchor, T = cem.anchor, cem.T
     anchor_term = r" + \tfrac{\lambda}{2}\lVert x - x^{(0)}\rVert^2" if anchor else ""
     if layer == "attention":
         lines = [
             r"E(x \mid c_{1:i}) = -\sum_{k=1}^{H} \frac{1}{\beta} \log \sum_{j \le i} "
             r"\exp\!\big(\beta\, x^\top A_k c_j\big)" + anchor_term + r", \qquad \beta = 1/\sqrt{d_h}",
-            INTERACTION_LATEX[diagonal],
+            INTERACTION_LATEX[cem.diagonal],
             r"-\nabla_x E = \sum_k A_k \sum_{j \le i} a^k_{ij} c_j, \qquad "
             r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)"
             + (r" - \lambda (x - x^{(0)})" if anchor else ""),
@@ -36,7 +39,7 @@ def update_latex(layer: str, diagonal: str = "none", preconditioner: str = "none
     else:
         raise ValueError(f"layer={layer!r} is invalid: must be 'attention' or 'mlp'")
     lines += [
-        PRECONDITIONER_LATEX[preconditioner],
+        PRECONDITIONER_LATEX[cem.preconditioner],
         r"x^{(0)} = \operatorname{Norm}(h_i), \quad x^{(t+1)} = x^{(t)} - \eta\, P\, \nabla_x E(x^{(t)}), "
         rf"\quad t = 0, \dots, {T - 1}, \qquad h_i' = h_i + x^{{({T})}} - x^{{(0)}}",
     ]

@@ -78,19 +78,19 @@ def diagnose(c: EnergyControls, data: dict) -> list[tuple[str, str]]:
                                          "-P∇E need not point downhill. The psd form diag + UUᵀ cannot do this."))
             elif phase["name"] == "mlp":
                 notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. The MLP energy is not concave, "
-                                         f"so a step of eta = {c.eta:g} can overshoot; a smaller eta descends."))
+                                         f"so a step of eta = {c.cem.eta:g} can overshoot; a smaller eta descends."))
             else:
                 notes.append(("warning", f"{name}: the energy rose at step(s) {steps}: with the anchor term the "
                                          "energy is no longer concave and a large eta can overshoot its minimum."))
         elif negative:
             notes.append(("info", f"{name}: P has {negative} negative eigenvalue(s), yet every step here happened to "
                                   "descend; raise eta, T or the seed to see a rise."))
-        if phase["name"] == "attention" and c.anchor == 0:
+        if phase["name"] == "attention" and c.cem.anchor == 0:
             notes.append(("info", f"attention: the energy is concave and unbounded below, so it has no minimum: "
                                   f"every step descends, and the iterates run off (|x| of the last token grows "
                                   f"from {radius[0, -1]:.2f} to {radius[-1, -1]:.2f}). The anchor term "
                                   "(λ/2)|x - x⁽⁰⁾|², our extension, gives it one."))
-        if c.anchor > 0 and len(norms):
-            notes.append(("info", f"{name}: with the anchor λ = {c.anchor:g} the energy has a minimum; the update "
+        if c.cem.anchor > 0 and len(norms):
+            notes.append(("info", f"{name}: with the anchor λ = {c.cem.anchor:g} the energy has a minimum; the update "
                                   f"norm of the last token went from {norms[0, -1]:.3g} to {norms[-1, -1]:.3g}."))
     return notes

@@ -11,18 +11,18 @@ import numpy as np
 import torch
 
 from cem_core.nn.attention import CEMAttention
-from cem_core.nn.config import AttentionConfig
+from cem_core.nn.config import AttentionConfig, CEMOptions
+from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
 from cem_core.nn.model import ModelConfig
 from cem_core.nn.precondition import Preconditioner
 from cem_core.nn.rope import unrotate
 
 
-def attention_layer(d_model: int = 16, n_heads: int = 2, T: int = 8, eta: float = 1.0, anchor: float = 0.0,
-                    diagonal: str = "none", preconditioner: str = "none", rank: int = 4,
+def attention_layer(d_model: int = 16, n_heads: int = 2, cem: CEMOptions = CEMOptions(T=8),
                     weight_scale: float = 1.0, seed: int = 0) -> CEMAttention:
-    """A seeded float64 CEM attention layer without RoPE; W_Q and W_K scaled by weight_scale."""
-    config = AttentionConfig(d_model=d_model, n_heads=n_heads, T=T, eta=eta, anchor=anchor, diagonal=diagonal,
-                             preconditioner=preconditioner, rank=rank, rope=False)
+    """A seeded float64 CEM attention layer with these switches, without RoPE; W_Q and W_K scaled by
+    weight_scale."""
+    config = AttentionConfig(d_model=d_model, n_heads=n_heads, rope=False, **cem.attention_fields())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layer = CEMAttention(config).double()
@@ -51,7 +51,7 @@ def energy_descent(T: int = 16, eta: float = 0.5, anchors=(0.0, 1.0), d_model: i
     h = descent_input(n_tokens, d_model, seed)
     runs = {}
     for anchor in anchors:
-        trace = attention_layer(d_model, n_heads, T, eta, float(anchor), seed=seed).trace(h)
+        trace = attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta, anchor=float(anchor)), seed=seed).trace(h)
         runs[float(anchor)] = {"energy": trace.energies[:, 0].numpy(),
                                "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),   # |x_i^(t)|
                                "update_norm": trace.update_norms[:, 0].numpy()}
@@ -132,7 +132,8 @@ def energy_landscape(d_model: int = 2, n_heads: int = 1, T: int = 6, eta: float 
                      seed: int = 0) -> dict:
     """The landscape (see ``landscape``) of one token of a seeded attention layer (P = I, no RoPE),
     with its descent trajectory and key tips x^(0) + eta A_k c_j."""
-    layer = attention_layer(d_model, n_heads, T, eta, anchor, weight_scale=weight_scale, seed=seed)
+    layer = attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta, anchor=anchor), weight_scale=weight_scale,
+                            seed=seed)
     h = descent_input(n_tokens, d_model, seed)
     i = token % n_tokens
     path = layer.trace(h).iterates[:, 0, i]                            # x_i^(t), (T+1, d)
@@ -161,13 +162,12 @@ def preconditioner_spectra(d_model: int = 16, rank: int = 4, init_scale: float =
 
 # -- parameter counts ----------------------------------------------------------------------------
 
-COUNT_VARIANTS = {
-    "llama": ("llama", {}, {}),
-    "cem-attn": ("cem-attn", {}, {}),
-    "cem-mlp": ("cem-mlp", {}, {}),
-    "cem-full": ("cem-full", {}, {}),
-    "cem-full, shared diag, psd P": ("cem-full", dict(diagonal="shared", preconditioner="psd"),
-                                     dict(preconditioner="psd")),
+COUNT_VARIANTS = {                         # label: (variant, its switches; None = the variant's own)
+    "llama": ("llama", None),
+    "cem-attn": ("cem-attn", None),
+    "cem-mlp": ("cem-mlp", None),
+    "cem-full": ("cem-full", None),
+    "cem-full, shared diag, psd P": ("cem-full", CEMOptions(T=2, diagonal="shared", preconditioner="psd")),
 }
 PART_GROUPS = ("embedding", "attention", "mlp", "other")
 
@@ -185,11 +185,39 @@ def parameter_counts(d_model: int = 768, n_layers: int = 12, n_heads: int = 12, 
     sizes = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, vocab_size=vocab_size)
     parts = {g: [] for g in PART_GROUPS}
     totals = []
-    for variant, attention_options, mlp_options in COUNT_VARIANTS.values():
-        counts = ModelConfig.variant(variant, attention_options=attention_options, mlp_options=mlp_options,
-                                     **sizes).param_counts()
+    for variant, cem in COUNT_VARIANTS.values():
+        counts = ModelConfig.variant(variant, cem=cem, **sizes).param_counts()
         for g in PART_GROUPS:
             parts[g].append(sum(v for k, v in counts.items() if k != "total" and _group(k) == g))
         totals.append(counts["total"])
     return {"variants": list(COUNT_VARIANTS), "parts": {g: np.array(v) for g, v in parts.items()},
             "total": np.array(totals)}
+
+
+def variant_table(configs: dict, cache_dtype: torch.dtype = torch.bfloat16) -> list[dict]:
+    """One row per variant (configs: name -> ModelConfig, with "llama" among them): parameters by part,
+    the ratios of the projections to Llama's, and the KV cache per generated token in `cache_dtype`.
+    The command line's `info` and the app's design page both show this table."""
+    base = configs["llama"].param_counts()
+    base_cache = configs["llama"].cache_bytes_per_token(cache_dtype)
+    rows = []
+    for name, config in configs.items():
+        c, cache = config.param_counts(), config.cache_bytes_per_token(cache_dtype)
+        rows.append({"variant": name, "attn proj": c["attention.projections"],
+                     "attn x llama": c["attention.projections"] / base["attention.projections"],
+                     "attn diag": c["attention.diagonal"], "attn precond": c["attention.preconditioner"],
+                     "mlp proj": c["mlp.projections"], "mlp x llama": c["mlp.projections"] / base["mlp.projections"],
+                     "mlp precond": c["mlp.preconditioner"], "total": c["total"], "KV bytes/token": cache,
+                     "KV x llama": cache / base_cache})
+    return rows
+
+
+def flops_per_token(configs: dict, n: int) -> dict:
+    """Forward matmul FLOPs per token at sequence length n, by part: {variant: {"attention", "MLP", "LM head"}}."""
+    out = {}
+    for name, config in configs.items():
+        a = attention_flops(config.attention_config(), n)["total"]
+        m = mlp_flops(config.mlp_config(), n)["total"]
+        out[name] = {"attention": config.n_layers * a / n, "MLP": config.n_layers * m / n,
+                     "LM head": model_flops(config, n)["head"] / n}
+    return out

@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 from cem_core.experiments.schedule import adamw, warmup_cosine
-from cem_core.nn.flops import attention_flops, mlp_flops
-from cem_core.nn.model import VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
+from cem_core.nn.config import CEMOptions, check_eval_T
+from cem_core.nn.flops import model_flops
+from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
 from cem_core.nn.validate import check_bool, check_choice, check_device, check_float, check_int, fail
 
 from . import run_folder
@@ -54,14 +55,6 @@ PRESETS = {
     "paper-162m": dict(model=dict(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
                        train=dict(seq_len=1024, batch_size=64, steps=50000, lr=5e-4, eval_every=1000,
                                   eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
-}
-
-# The CEM options of each variant; cem-full is the paper's "fully CEM transformer".
-VARIANT_OPTIONS = {
-    "llama": ({}, {}),
-    "cem-attn": ({}, {}),
-    "cem-mlp": ({}, {}),
-    "cem-full": (dict(T=2, diagonal="shared", preconditioner="dlr"), dict(T=2, preconditioner="dlr")),
 }
 
 
@@ -96,10 +89,8 @@ class LMTrainConfig:
     def __post_init__(self) -> None:
         check_choice("preset", self.preset, tuple(PRESETS))
         check_choice("variant", self.variant, tuple(VARIANTS))
-        if self.T is not None:
-            check_int("T", self.T, 1, 16)
-            if self.variant == "llama":
-                fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
+        if self.T is not None and self.variant == "llama":
+            fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
             check_int(name, getattr(self, name), 1)
@@ -118,11 +109,8 @@ class LMTrainConfig:
         if not (self.tokenizer == "byte" or (self.tokenizer.startswith("bpe:") and self.tokenizer[4:].isdigit()
                                              and 300 <= int(self.tokenizer[4:]) <= 200000)):
             fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
-        if not isinstance(self.eval_T, (tuple, list)):
-            fail("eval_T", self.eval_T, "must be a tuple of integers in [1, 16]")
-        for t in self.eval_T:
-            check_int("eval_T", t, 1, 16)                       # 2.5 is refused, never truncated
-        object.__setattr__(self, "eval_T", tuple(self.eval_T))
+        cem = self.cem_options()                     # validates T
+        object.__setattr__(self, "eval_T", check_eval_T(self.eval_T, cem.T, cem.eta_mode == "per_step"))
         if self.eval_T and self.variant == "llama":
             fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
         self.model_config(vocab_size=257)   # validate the model sizes now
@@ -134,13 +122,15 @@ class LMTrainConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(preset=preset, **values)
 
+    def cem_options(self) -> CEMOptions:
+        """The variant's CEM switches, with T overridden when set."""
+        options = VARIANT_OPTIONS[self.variant]
+        return options if self.T is None else replace(options, T=self.T)
+
     def model_config(self, vocab_size: int) -> ModelConfig:
-        attention_options, mlp_options = (dict(o) for o in VARIANT_OPTIONS[self.variant])
-        if self.T is not None:
-            attention_options["T"] = mlp_options["T"] = self.T
-        return ModelConfig.variant(self.variant, vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
-                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len,
-                                   attention_options=attention_options, mlp_options=mlp_options)
+        return ModelConfig.variant(self.variant, cem=self.cem_options(), vocab_size=vocab_size, d_model=self.d_model,
+                                   n_layers=self.n_layers, n_heads=self.n_heads, d_ff=self.d_ff,
+                                   max_seq_len=self.seq_len)
 
     def identity(self, data: DataConfig) -> dict:
         """What determines this run's numbers: the configuration and the data (see run_folder)."""
@@ -257,9 +247,7 @@ def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> flo
 
 def train_flops_per_token(model_cfg: ModelConfig, seq_len: int) -> float:
     """Matmul FLOPs per trained token (forward + backward = 3 x forward), for MFU."""
-    a = attention_flops(model_cfg.attention_config(), seq_len)["total"]
-    m = mlp_flops(model_cfg.mlp_config(), seq_len)["total"]
-    return 3 * (model_cfg.n_layers * (a + m) / seq_len + 2 * model_cfg.d_model * model_cfg.vocab_size)
+    return 3 * model_flops(model_cfg, seq_len)["total"] / seq_len
 
 
 @dataclass
