@@ -117,3 +117,10 @@ def board(tmp_path, monkeypatch):
     jobs = JobBoard(jobs_dir=tmp_path / "jobs", data_dir=data, workdir=ROOT)
     yield jobs
     jobs.stop()
+
+
+def child_env(**extra: str) -> dict:
+    """The environment of a child Python a test starts: this checkout importable from any working
+    folder and script location (an installed cem_core is not assumed), one torch thread."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", **extra}

@@ -9,6 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
 
+pytestmark = pytest.mark.slow          # every test runs whole app pages (AppTest)
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py", "gp": "app_pages/gp_recursion.py",
          "lm": "app_pages/mini_lm.py"}

@@ -11,8 +11,9 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, free_port, require_system_package
+from conftest import ROOT, child_env, free_port, require_system_package
 
+pytestmark = pytest.mark.slow          # a real Chromium against a real Streamlit server
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}
 TITLES = {"energy": "Energy descent", "design": "Design space", "gp": "GP recursion", "lm": "Mini language model"}
@@ -27,7 +28,7 @@ def server():
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                              "--server.headless", "true", "--server.address", "127.0.0.1"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:

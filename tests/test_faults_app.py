@@ -100,6 +100,7 @@ def test_a_corrupt_record_never_blocks_a_new_run(board, monkeypatch, record):
     assert board.start(jobs.JobSpec())["running"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record", ["stale", "corrupt"])
 def test_the_page_reports_and_clears_a_bad_record(board, bystander, record):
     _write_record(board, _record_for(bystander.pid) if record == "stale" else "{not json")
@@ -133,6 +134,7 @@ def test_data_paths_resolving_outside_the_data_folder_are_refused(board, tmp_pat
     assert board.data_folder("inner") == (data / "wiki").resolve()
 
 
+@pytest.mark.slow
 def test_live_gp_training_runs_one_at_a_time_across_sessions(board):
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["gp_steps"] = "50"
@@ -148,6 +150,7 @@ def test_live_gp_training_runs_one_at_a_time_across_sessions(board):
     assert "Trained CEM attention" in at.session_state["gp_result"]
 
 
+@pytest.mark.slow
 def test_the_page_shows_what_the_data_readers_skipped(board, monkeypatch):
     monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: [sys.executable, "-c", "pass"])
     job = board.start(jobs.JobSpec(variants=("llama",)))
@@ -163,6 +166,7 @@ def test_the_page_shows_what_the_data_readers_skipped(board, monkeypatch):
     assert "train 90 documents; 3 malformed and 1 oversized records skipped" in captions
 
 
+@pytest.mark.slow
 def test_a_link_naming_a_data_folder_that_is_not_there_gives_a_message(board):
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["lm_data"] = "nosuch"

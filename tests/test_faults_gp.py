@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import COMMITTED_SWEEP, ROOT, interruptible
+from conftest import COMMITTED_SWEEP, ROOT, child_env, interruptible
 from conftest import tiny_gp_spec as tiny_spec
 
 from cem_core.__main__ import main
@@ -49,7 +49,7 @@ def start_sweep(tmp_path: Path, specs: list, *args: str) -> subprocess.Popen:
     script = tmp_path / "sweep.py"
     script.write_text(SCRIPT.format(started=str(tmp_path / "started"), specs=str(tmp_path / "specs.pkl"),
                                     out=str(tmp_path / "sweep")))
-    return subprocess.Popen([sys.executable, str(script), *args], cwd=ROOT, start_new_session=True,
+    return subprocess.Popen([sys.executable, str(script), *args], cwd=ROOT, env=child_env(), start_new_session=True,
                             preexec_fn=interruptible,
                             stdout=open(tmp_path / "stdout", "w"), stderr=open(tmp_path / "stderr", "w"))
 
@@ -102,6 +102,7 @@ def kill_all(proc: subprocess.Popen, processes: list[psutil.Process]) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_sigkilled_sweep_leaves_no_workers_behind(tmp_path):
     """Attack: SIGKILL `gp sweep --jobs 2` while both workers train. Old: the workers ran on
     (their runs thrown away), then blocked forever. Now every process the sweep started ends."""
@@ -121,6 +122,7 @@ def test_sigkilled_sweep_leaves_no_workers_behind(tmp_path):
         kill_all(proc, family)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs,to", [("1", "group"), ("2", "group"), ("2", "parent")])
 def test_ctrl_c_stops_at_once_and_keeps_finished_runs(tmp_path, jobs, to, monkeypatch, capsys):
     """Attack: Ctrl-C while a long run trains: SIGINT to the whole process group (as a terminal sends

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, free_port, interruptible, shard_corpus, tiny_gp_spec
+from conftest import ROOT, child_env, free_port, interruptible, shard_corpus, tiny_gp_spec
 
 from cem_core.__main__ import main
 from cem_core.experiments.gp_sweep import run_sweep
@@ -114,11 +114,12 @@ def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_p
 # -- one writer per folder --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_into_one_folder_exactly_one_runs(tmp_path):
     data = shard_corpus(tmp_path)
     command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
                "--out", str(tmp_path / "run"), "--steps", "300", "--batch-size", "4", "--seq-len", "16"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = child_env()
     logs = [tmp_path / f"stderr{i}" for i in range(2)]
     procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
              for log in logs]
@@ -254,12 +255,13 @@ def test_skipped_records_are_shown_by_the_cli_and_kept_in_the_summary(tmp_path, 
     assert "data read: train" in out and "2 malformed" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_run_without_a_traceback_keeping_its_checkpoint(tmp_path):
     data = shard_corpus(tmp_path)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "cem_core", "lm", "train", "--variant", "llama", "--data", data.path,
                "--out", str(out), "--steps", "3000", "--batch-size", "4", "--seq-len", "16"]
-    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+    proc = subprocess.Popen(command, cwd=ROOT, env=child_env(), start_new_session=True,
                             preexec_fn=interruptible,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -284,6 +286,7 @@ def test_gp_train_never_writes_over_a_folder_or_a_file(tmp_path, capsys, target)
     assert target == "folder" or out.read_text() == "[]"
 
 
+@pytest.mark.slow
 def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
     data = shard_corpus(tmp_path)
     out = tmp_path / "run"
@@ -291,7 +294,7 @@ def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
                "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "cem_core", "lm", "train",
                "--variant", "llama", "--data", data.path, "--out", str(out), *SMALL]
     with FolderLock(out, "LM run"):                                   # another run holds the folder
-        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+        done = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True,
                               text=True, timeout=300)
     assert done.returncode != 0
     assert done.stderr.count("is in use (pid") == 2, done.stderr[-3000:]   # rank 0 and rank 1 say why

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import zstandard
+from conftest import child_env
 
 from cem_core.experiments.lm import (
     DEMO_LABEL,
@@ -120,18 +121,18 @@ def test_hub_streaming_without_validation_split_holds_out_by_hash(tmp_path):
     assert train and validation
 
 
-def test_unreachable_hub_names_the_local_shard_option(tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_unreachable_hub_names_the_local_shard_option(tmp_path):
     """datasets and huggingface_hub read HF_HUB_OFFLINE when they are imported, so the check runs
     in a fresh interpreter with the variable set: no request is attempted at all."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))     # no cached copy can answer
     script = ("from cem_core.experiments.lm import DataConfig, iter_documents\n"
               "config = DataConfig(source='slimpajama', dataset_id='cem-lab-tests/no-such-dataset')\n"
               "try:\n"
               "    iter_documents(config, 'train')\n"
               "except ConnectionError as err:\n"
               "    print('MESSAGE', err)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    env = child_env(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))    # no cached copy can answer
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     message = done.stdout.split("MESSAGE", 1)[1]
     assert "cem-lab-tests/no-such-dataset" in message

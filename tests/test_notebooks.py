@@ -87,6 +87,7 @@ def test_every_ipynb_has_its_py_source():
 # -- execution -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom(name):
     nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"))
@@ -122,6 +123,7 @@ SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comp
 ]
 
 
+@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name,module,attribute,cell", SIGN_FLIPS, ids=[f"{n[:2]}-{a}" for n, _, a, _ in SIGN_FLIPS])
 def test_wrong_sign_in_cem_core_fails_the_comparison(name, module, attribute, cell):
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
@@ -133,6 +135,7 @@ def test_wrong_sign_in_cem_core_fails_the_comparison(name, module, attribute, ce
     assert [tags(c) for c in failed] == [[cell]]
 
 
+@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("n_runs", [0, 2])
 def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
     """The sweep may be absent or incomplete: the notebook runs with whatever records exist (here none,
