@@ -88,3 +88,24 @@ def test_the_checker_sees_a_violation(tmp_path):
     assert _target_layer("cem_core.ui.controls", []) == {"ui"}
     assert _target_layer("cem_core", ["gp_sweep", "experiments"]) == {"experiments"}
     assert _target_layer("cem_core", ["AttentionConfig"]) == {"top"}
+
+
+DISTRIBUTIONS = {"huggingface_hub": "huggingface-hub"}       # import name -> distribution, where they differ
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s\[<>=;!~]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_every_third_party_import_is_declared_in_pyproject():
+    """pip install -e .[app] (or [lm], [dev]) brings everything the package imports."""
+    import tomllib
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    declared = _requirement_names(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared |= _requirement_names(extra)
+    imported = {module.split(".")[0] for path in _modules() for module, _ in _imports(path)}
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in ("cem_core", "__future__")}
+    missing = {DISTRIBUTIONS.get(m, m) for m in third_party} - declared
+    assert third_party and not missing, f"imported by cem_core but not in pyproject.toml: {sorted(missing)}"
