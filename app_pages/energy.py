@@ -35,7 +35,8 @@ def sidebar_controls() -> EnergyControls:
         st.number_input("seed", 0, 9999, key=KEYS["seed"])
         st.toggle("RoPE", key=KEYS["rope"])
         st.header("Attention heatmap")
-        for name, top in (("heat_step", st.session_state[KEYS["T"]]), ("heat_head", st.session_state[KEYS["heads"]] - 1)):
+        tops = {"heat_step": st.session_state[KEYS["T"]], "heat_head": st.session_state[KEYS["heads"]] - 1}
+        for name, top in tops.items():
             st.session_state[KEYS[name]] = min(st.session_state[KEYS[name]], top)   # follow a smaller T or head count
         if st.session_state[KEYS["T"]] > 1:
             st.slider("step", 1, st.session_state[KEYS["T"]], key=KEYS["heat_step"])
@@ -50,8 +51,9 @@ def phase_section(controls: EnergyControls, phase: dict, token: int, index: int)
     name = phase["name"]
     c1, c2 = st.columns(2)
     with c1:
-        show_figure(interactive.per_token_figure(phase["energies"], f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) per token",
-                                                 "energy"), f"{name} energy", f"energy-{index}")
+        title = f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) per token"
+        show_figure(interactive.per_token_figure(phase["energies"], title, "energy"), f"{name} energy",
+                    f"energy-{index}")
         explain("Each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps. Step 0 is the "
                 "normalized input; step 1 is exactly what a standard (tied) layer computes.")
     with c2:

@@ -83,7 +83,8 @@ def demo_section(controls: GPControls) -> None:
     explain("Black dots are the points the predictor has seen. The blue band is where the GP posterior "
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
-    if st.button("Train a small model now", icon=":material/play_arrow:", help="About 5 s at the defaults, up to about 40 s at T = 8 with D+LR and 1,000 steps (2 cores)"):
+    if st.button("Train a small model now", icon=":material/play_arrow:",
+                 help="About 5 s at the defaults, up to about 40 s at T = 8 with D+LR and 1,000 steps (2 cores)"):
         lock = job_board().live_training_lock()
         try:
             lock.acquire()

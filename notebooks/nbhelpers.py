@@ -1,7 +1,8 @@
 """Small helpers shared by the notebooks: explicit-entry SymPy matrices and display.
 
 Explicit entries, never ``MatrixSymbol``: SymPy 1.14 silently returns 0 when it differentiates a
-log-sum-exp of MatrixSymbol expressions (docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients); explicit entries differentiate correctly.
+log-sum-exp of MatrixSymbol expressions (docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients);
+explicit entries differentiate correctly.
 """
 from __future__ import annotations
 

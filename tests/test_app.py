@@ -55,7 +55,8 @@ CHANGES = [
     ("energy", "en_heads", 8), ("energy", "en_width", 2), ("energy", "en_width", 64), ("energy", "en_seq_len", 2),
     ("energy", "en_seq_len", 48), ("energy", "en_seed", 9999), ("energy", "en_rope", True), ("energy", "teacher", True),
     ("energy", "en_heat_step", 1), ("energy", "en_heat_head", 1),
-    ("design", "ds_d_model", 1536), ("design", "ds_n_layers", 1), ("design", "ds_n_heads", 16), ("design", "ds_d_ff", 8),
+    ("design", "ds_d_model", 1536), ("design", "ds_n_layers", 1), ("design", "ds_n_heads", 16),
+    ("design", "ds_d_ff", 8),
     ("design", "ds_vocab_size", 2), ("design", "ds_seq_len", 1), ("design", "ds_T", 16),
     ("design", "ds_diagonal", "shared"), ("design", "ds_preconditioner", "dlr"), ("design", "ds_rank", 64),
     ("design", "ds_p_scale", 3.0), ("design", "ds_seed", 5), ("design", "teacher", True),
@@ -74,7 +75,8 @@ def test_page_after_changing_a_control(page, key, value):
     assert _widget(at, key).value == value
     if key != "teacher":
         url_key = key.split("_", 1)[1] if page == "energy" else key
-        expected = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        expected = (",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool)
+                    else str(value))
         assert at.query_params[url_key] == expected
 
 
@@ -166,6 +168,6 @@ def test_validator_over_the_full_grid(cls):
 
 
 def test_url_round_trip_of_every_control_class():
-    for controls in (EnergyControls.from_values(layer="block", T=7, eta=0.35, rope=True), DesignControls.from_values(p_scale=2.5, T=3),
-                     GPControls.from_values(kernel="matern52", context=3)):
+    for controls in (EnergyControls.from_values(layer="block", T=7, eta=0.35, rope=True),
+                     DesignControls.from_values(p_scale=2.5, T=3), GPControls.from_values(kernel="matern52", context=3)):
         assert type(controls).from_query(controls.to_query()) == controls

@@ -102,7 +102,8 @@ def test_moving_T_changes_the_energy_plot(server, browser, tmp_path):
 
 def test_a_link_restores_the_view(server, browser, tmp_path):
     page = _open(browser, f"{server}/?layer=mlp&T=9&eta=0.5&seed=3")
-    thumb = page.locator("[data-testid='stSlider']").filter(has_text="steps T").locator("[data-testid='stSliderThumbValue']")
+    slider = page.locator("[data-testid='stSlider']").filter(has_text="steps T")
+    thumb = slider.locator("[data-testid='stSliderThumbValue']")
     assert thumb.inner_text() == "9"
     assert page.get_by_role("radio", name="CEM gated MLP").is_checked()
     assert len(_first_plot_x(page)) == 10                               # steps 0..9

@@ -50,7 +50,7 @@ def test_language_model_is_causal(float64, variant):
     torch.testing.assert_close(model(idx)[:, :6], model(idx2)[:, :6], rtol=0, atol=1e-12)
 
 
-# -- energy descent (docs/design.md#invariant-4-energy-along-the-descent) -------------------------------------------------------------
+# -- energy descent (docs/design.md#invariant-4-energy-along-the-descent) ---------------------------------------
 
 
 @pytest.mark.parametrize("preconditioner,eta", list(itertools.product(("none", "psd"), (0.05, 1.0, 20.0))))
@@ -144,7 +144,8 @@ def test_anchor_converges_where_plain_energy_runs_off(float64):
 def test_energy_at_equals_energy_with_the_token_replaced(float64, kind, rope, diagonal):
     torch.manual_seed(7)
     if kind == "attention":
-        layer = randomize_(CEMAttention(AttentionConfig(d_model=8, n_heads=2, rope=rope, diagonal=diagonal, anchor=0.4)))
+        config = AttentionConfig(d_model=8, n_heads=2, rope=rope, diagonal=diagonal, anchor=0.4)
+        layer = randomize_(CEMAttention(config))
     else:
         layer = randomize_(CEMGatedMLP(MLPConfig(d_model=8, d_ff=12, anchor=0.4)))
     h = torch.randn(1, 6, 8)

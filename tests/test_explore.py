@@ -11,7 +11,8 @@ from cem_core.ui.figdata import descent_input, key_tips
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])
 def test_first_step_is_the_attention_weighted_key_points(rope, diagonal):
     """With one head, x^(1) = sum_j a_ij (x^(0) + eta P v_j): the convex combination of the key points."""
-    c = EnergyControls.from_values(heads=1, width=8, seq_len=6, rope=rope, diagonal=diagonal, preconditioner="psd", eta=0.7)
+    c = EnergyControls.from_values(heads=1, width=8, seq_len=6, rope=rope, diagonal=diagonal, preconditioner="psd",
+                                   eta=0.7)
     (_, layer), = build_layers(c)
     h = descent_input(c.seq_len, c.width, c.seed)
     trace = layer.trace(h)
@@ -30,10 +31,10 @@ def test_landscape_values_are_the_layer_energy():
     assert land["energy"].shape == (len(land["b"]), len(land["a"]))
     np.testing.assert_allclose(land["trajectory"][0], [0.0, 0.0], atol=1e-12)     # the plane passes through x^(0)
     assert np.abs(land["off_plane"][:3]).max() < 1e-9                              # x^(0..2) span the plane
-    for k, l in ((0, 0), (7, 30), (40, 11)):                                        # grid point (a_l, b_k)
-        x = torch.from_numpy(land["origin"] + land["a"][l] * land["basis"][0] + land["b"][k] * land["basis"][1])
+    for k, j in ((0, 0), (7, 30), (40, 11)):                                        # grid point (a_j, b_k)
+        x = torch.from_numpy(land["origin"] + land["a"][j] * land["basis"][0] + land["b"][k] * land["basis"][1])
         with torch.no_grad():
-            assert abs(land["energy"][k, l] - float(layer.energy_at(x[None], h, 3))) < 1e-12
+            assert abs(land["energy"][k, j] - float(layer.energy_at(x[None], h, 3))) < 1e-12
     with pytest.raises(ValueError, match="token=5"):
         explore(c, token=5)
 

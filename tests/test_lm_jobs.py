@@ -40,7 +40,8 @@ def test_bad_job_settings(board, kwargs, field):
 
 
 def test_one_job_at_a_time_and_stop(board, monkeypatch):
-    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: [sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: sleeper)
     job = board.start(jobs.JobSpec())
     assert board.current()["running"] and board.current()["pid"] == job["pid"]
     with pytest.raises(ValueError, match="already going"):

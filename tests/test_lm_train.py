@@ -133,7 +133,8 @@ def test_paper_presets_build_on_meta_with_documented_counts(preset):
     (dict(variant="gpt"), "variant"), (dict(preset="huge"), "preset"), (dict(variant="llama", T=2), "T"),
     (dict(batch_size=10, data_shards=3), "batch_size"), (dict(tokenizer="bpe:10"), "tokenizer"),
     (dict(tokenizer="wordpiece"), "tokenizer"), (dict(dtype="int8"), "dtype"), (dict(steps=0), "steps"),
-    (dict(warmup=1.5), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"), (dict(d_model=30, n_heads=4), "d_model"),
+    (dict(warmup=1.5), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"),
+    (dict(d_model=30, n_heads=4), "d_model"),
 ])
 def test_bad_settings_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}="):
@@ -162,7 +163,8 @@ def test_cli_reports_no_network_clearly(tmp_path):
     waits on a network that is not there."""
     env = child_env(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
     done = subprocess.run([sys.executable, "-m", "cem_core", "lm", "train", "--data", "slimpajama", "--steps", "1",
-                           "--out", str(tmp_path / "x")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path / "x")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "use local shards instead: --data PATH" in done.stderr and "Traceback" not in done.stderr
 

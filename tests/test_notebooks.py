@@ -59,7 +59,8 @@ def test_notebook_structure(name):
 
 
 def test_notebooks_never_differentiate_matrix_symbols():
-    """MatrixSymbol appears only in notebook 01's demonstration of the pitfall (docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients)."""
+    """MatrixSymbol appears only in notebook 01's demonstration of the pitfall
+    (docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients)."""
     assert [name for name in NAMES if "MatrixSymbol" in code(name)] == ["01_attention_from_energy"]
 
 

@@ -427,7 +427,8 @@ def markdown_table(records: list[dict]) -> str:
         r = records[0]
         lines.append("")
         lines.append(f"GP optimum RMSE {r['rmse_gp']:.4f}; zero predictor {r['rmse_zero']:.4f}; nearest "
-                     f"neighbour {r['rmse_nearest_neighbour']:.4f} (held-out set of {r['config']['train']['eval_size']} "
+                     f"neighbour {r['rmse_nearest_neighbour']:.4f} (held-out set of "
+                     f"{r['config']['train']['eval_size']} "
                      f"functions, {r['kernel']} kernel, N = {r['n_points']}, d_x = {r['d_x']}).")
     return "\n".join(lines)
 

@@ -123,7 +123,7 @@ class EnergyControls(Controls):
 
     layer: str = "attention"
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=4, rank=2))
-    p_scale: float = 0.3          # the preconditioner's U, V entries ~ N(0, p_scale^2 / d); above ~1.1 dlr turns indefinite
+    p_scale: float = 0.3          # P's U, V entries ~ N(0, p_scale^2 / d); above ~1.1 dlr turns indefinite
     heads: int = 2
     width: int = 8
     seq_len: int = 8

@@ -74,8 +74,8 @@ def diagnose(c: EnergyControls, data: dict) -> list[tuple[str, str]]:
             steps = ", ".join(str(t + 1) for t in phase["rises"][:8])
             if negative:
                 notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. P has {negative} negative "
-                                         "eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is not positive definite, so "
-                                         "-P∇E need not point downhill. The psd form diag + UUᵀ cannot do this."))
+                                         "eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is not positive definite, "
+                                         "so -P∇E need not point downhill. The psd form diag + UUᵀ cannot do this."))
             elif phase["name"] == "mlp":
                 notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. The MLP energy is not concave, "
                                          f"so a step of eta = {c.cem.eta:g} can overshoot; a smaller eta descends."))

@@ -2,8 +2,8 @@
 
 Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, flops,
 config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
-Plotly's static export needs a browser download (docs/design.md#74-static-plotly-export-needs-chrome); ``to_html`` embeds plotly.js so
-the file works offline.
+Plotly's static export needs a browser download (docs/design.md#74-static-plotly-export-needs-chrome);
+``to_html`` embeds plotly.js so the file works offline.
 """
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def landscape_figure(land: dict, token: int) -> go.Figure:
                                colorbar=dict(title="E")))
     traj = land["trajectory"]
     fig.add_scatter(x=traj[:, 0].tolist(), y=traj[:, 1].tolist(), mode="lines+markers", name="x⁽ᵗ⁾",
-                    line=dict(color="white", width=2), marker=dict(size=7, color="white", line=dict(color="black", width=1)))
+                    line=dict(color="white", width=2),
+                    marker=dict(size=7, color="white", line=dict(color="black", width=1)))
     fig.add_scatter(x=[float(traj[0, 0])], y=[float(traj[0, 1])], mode="markers", name="x⁽⁰⁾",
                     marker=dict(size=12, color="orange", symbol="star"))
     if land["key_tips"] is not None:
