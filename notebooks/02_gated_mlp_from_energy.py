@@ -176,16 +176,18 @@ assert error < 1e-12, "cem_core.nn.energy.silu_antiderivative disagrees with the
 # SwiGLU has three $d \times d_{ff}$ matrices (its `gate_proj`, `up_proj`, `down_proj`); the CEM MLP
 # has two ($U$ = `up_proj`, $G$ = `gate_proj`), because the readout is $U^\top$. It still does the
 # same three matrix products ($Ux$, $Gc$, $U^\top(\cdot)$): the saving is in parameters, not FLOPs.
-# (Hugging Face names the activated branch `gate_proj`; `cem_core.nn.mlp` documents the mapping.)
+# (Hugging Face names the activated branch `gate_proj`; `cem_core.nn.mlp` documents the mapping and
+# `cem_core.nn.hf` implements it.)
 
 # %%
 d_s, f_s = sp.symbols("d d_ff", positive=True, integer=True)
 ratio = (2 * d_s * f_s) / (3 * d_s * f_s)
 show(r"\frac{\#\,\text{CEM MLP}}{\#\,\text{SwiGLU}}", ratio)
 assert sp.simplify(ratio - sp.Rational(2, 3)) == 0
-config = cem_core.MLPConfig(d_model=d, d_ff=d_ff)
+layers = {"CEM": cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff)),
+          "SwiGLU": cem_core.SwiGLU(cem_core.SwiGLUConfig(d_model=d, d_ff=d_ff))}
 projections = {name: sum(p.numel() for n, p in module.named_parameters() if n.endswith("proj.weight"))
-               for name, module in (("CEM", cem_core.CEMGatedMLP(config)), ("SwiGLU", cem_core.SwiGLU(config)))}
+               for name, module in layers.items()}
 print(projections)
 assert projections == {"CEM": 2 * d * d_ff, "SwiGLU": 3 * d * d_ff}
 

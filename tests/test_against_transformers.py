@@ -1,17 +1,21 @@
-"""Our untied baselines equal Hugging Face transformers' Llama layers with copied weights.
+"""Our baselines equal Hugging Face transformers' Llama layers with copied weights, and one step of a
+CEM layer is the HF layer with tied weights.
 
 Everything runs in float64 and is compared to TOL = 1e-6 in the relative sense
 max |ours - hf| / max |hf| (the measured gap of the float64-faithful comparisons is <= 4e-16).
+The weights are copied here by hand, independently of ``cem_core.nn.hf`` (tested in test_hf.py).
 
 What is compared (cem_core sublayers are pre-norm *with* their residual, so layer(h) - h is the
 update that Hugging Face computes without the residual):
 
-* ``LlamaAttention`` and ``CEMAttention(untied=True)``: layer(h) - h  ==  HF LlamaAttention(RMSNorm(h)),
-  RoPE off, theta = 1e4 and theta = 5e5, with HF's own causal mask (``create_causal_mask``) for the
-  "sdpa" and "eager" attention functions, and with HF's sdpa ``is_causal`` path (mask None).
-* ``SwiGLU`` and ``CEMGatedMLP(untied=True)``: layer(h) - h  ==  HF LlamaMLP(RMSNorm(h)), hidden_act="silu".
-  CEMGatedMLP uses the paper's names, the opposite of HF's: HF gate_proj <- cem up_proj,
-  HF up_proj <- cem gate_proj, HF down_proj <- cem down_proj.
+* ``LlamaAttention``: layer(h) - h  ==  HF LlamaAttention(RMSNorm(h)), RoPE off, theta = 1e4 and
+  theta = 5e5, with HF's own causal mask (``create_causal_mask``) for the "sdpa" and "eager"
+  attention functions, and with HF's sdpa ``is_causal`` path (mask None).
+* ``CEMAttention`` (T = 1, RoPE off)  ==  HF LlamaAttention with v_proj = k_proj and o_proj = q_proj^T.
+  (With RoPE the CEM step rotates its output back at the query position, which Llama does not.)
+* ``SwiGLU``: layer(h) - h  ==  HF LlamaMLP(RMSNorm(h)), hidden_act="silu".
+* ``CEMGatedMLP`` (T = 1)  ==  HF LlamaMLP with down_proj = (CEM up_proj)^T. CEMGatedMLP uses the
+  paper's names, the opposite of HF's: HF gate_proj <- cem up_proj, HF up_proj <- cem gate_proj.
 * ``Block`` (llama/llama)  ==  HF LlamaDecoderLayer.
 
 Precision quirks of transformers 5.24.0 (modeling_llama.py) and what this file does about them:
@@ -43,7 +47,18 @@ from transformers import LlamaConfig
 from transformers.masking_utils import create_causal_mask
 from transformers.models.llama import modeling_llama as hf_llama
 
-from cem_core import AttentionConfig, Block, CEMAttention, CEMGatedMLP, LlamaAttention, MLPConfig, ModelConfig, SwiGLU
+from cem_core import (
+    AttentionConfig,
+    Block,
+    CEMAttention,
+    CEMGatedMLP,
+    LlamaAttention,
+    LlamaAttentionConfig,
+    MLPConfig,
+    ModelConfig,
+    SwiGLU,
+    SwiGLUConfig,
+)
 
 TOL = 1e-6                      # max |ours - hf| / max |hf|
 DTYPE = torch.float64
@@ -142,14 +157,18 @@ def randomize(module: nn.Module, seed: int) -> nn.Module:
 
 
 def copy_weights(hf: nn.Module, ours: nn.Module, mapping: dict[str, str]) -> nn.Module:
-    """hf.<key> <- ours.<value>; the mapping must cover every parameter of both sides."""
+    """hf.<key> <- ours.<value>, where a value "name^T" copies the transpose (a tied weight); the mapping
+    must cover every parameter of both sides."""
     hf_params, our_params = dict(hf.named_parameters()), dict(ours.named_parameters())
+    sources = {name.removesuffix("^T") for name in mapping.values()}
     assert set(mapping) == set(hf_params), sorted(set(mapping) ^ set(hf_params))
-    assert set(mapping.values()) == set(our_params), sorted(set(mapping.values()) ^ set(our_params))
+    assert sources == set(our_params), sorted(sources ^ set(our_params))
     with torch.no_grad():
         for hf_name, our_name in mapping.items():
-            assert hf_params[hf_name].shape == our_params[our_name].shape, (hf_name, our_name)
-            hf_params[hf_name].copy_(our_params[our_name])
+            source = our_params[our_name.removesuffix("^T")]
+            source = source.T if our_name.endswith("^T") else source
+            assert hf_params[hf_name].shape == source.shape, (hf_name, our_name)
+            hf_params[hf_name].copy_(source)
     return hf
 
 
@@ -183,21 +202,32 @@ def assert_causal(fn, h: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------------------------
 # builders: ours (random weights) and the HF reference with the same weights
 # ---------------------------------------------------------------------------------------------
-ATTN_MAP = {f"{p}_proj.weight": f"{p}_proj.weight" for p in "qkvo"}
+# HF LlamaAttention name <- our name. CEM attention has two projections: W_V = W_K, W_O = W_Q^T.
+ATTN_MAPS = {
+    LlamaAttention: {f"{p}_proj.weight": f"{p}_proj.weight" for p in "qkvo"},
+    CEMAttention: {"q_proj.weight": "q_proj.weight", "k_proj.weight": "k_proj.weight",
+                   "v_proj.weight": "k_proj.weight", "o_proj.weight": "q_proj.weight^T"},
+}
+ATTN_CONFIGS = {LlamaAttention: LlamaAttentionConfig, CEMAttention: AttentionConfig}
 
 
 def make_attention(cls, d: int, H: int, rope_base: float | None, seed: int):
-    cfg = AttentionConfig(d_model=d, n_heads=H, rope=rope_base is not None, rope_base=rope_base or 10000.0,
-                          untied=cls is CEMAttention)
+    cfg = ATTN_CONFIGS[cls](d_model=d, n_heads=H, rope=rope_base is not None, rope_base=rope_base or 10000.0)
     return randomize(cls(cfg).to(DTYPE), seed)
+
+
+def projections(ours, mapping: dict[str, str]) -> nn.ModuleDict:
+    """The projections of ours that the mapping reads (all of its parameters but the norm)."""
+    names = {name.removesuffix(".weight^T").removesuffix(".weight") for name in mapping.values()}
+    assert {name for name, _ in ours.named_parameters()} == {"norm.weight", *(f"{n}.weight" for n in names)}
+    return nn.ModuleDict({name: getattr(ours, name) for name in names})
 
 
 def hf_attention(ours, cfg: LlamaConfig):
     """HF LlamaAttention with our q/k/v/o weights (our norm goes to a separate HF LlamaRMSNorm)."""
-    assert {name for name, _ in ours.named_parameters()} == {"norm.weight", *ATTN_MAP.values()}
     hf = hf_llama.LlamaAttention(cfg, layer_idx=0).to(DTYPE)
-    projections = nn.ModuleDict({f"{p}_proj": getattr(ours, f"{p}_proj") for p in "qkvo"})
-    return copy_weights(hf, projections, ATTN_MAP).eval()
+    mapping = ATTN_MAPS[type(ours)]
+    return copy_weights(hf, projections(ours, mapping), mapping).eval()
 
 
 def hf_attention_fn(hf, norm, cfg: LlamaConfig, rope: bool, materialize: bool):
@@ -213,8 +243,8 @@ def hf_attention_fn(hf, norm, cfg: LlamaConfig, rope: bool, materialize: bool):
 # 1. attention
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", ATTN_IMPLS)
-@pytest.mark.parametrize("rope_base", ROPES)
-@pytest.mark.parametrize("cls", [LlamaAttention, CEMAttention])
+@pytest.mark.parametrize("cls, rope_base", [pytest.param(LlamaAttention, *r.values, id=f"llama-{r.id}") for r in ROPES]
+                         + [pytest.param(CEMAttention, None, id="cem-norope")])
 @pytest.mark.parametrize("shape", SHAPES)
 @torch.no_grad()
 def test_attention_matches_hf(shape, cls, rope_base, impl, hf_fp64_norm):
@@ -235,24 +265,27 @@ def test_attention_matches_hf(shape, cls, rope_base, impl, hf_fp64_norm):
 # ---------------------------------------------------------------------------------------------
 # 2. gated MLP
 # ---------------------------------------------------------------------------------------------
-# HF LlamaMLP name <- our name. SwiGLU uses HF's names; CEMGatedMLP the paper's (swapped).
+# HF LlamaMLP name <- our name. SwiGLU uses HF's names; CEMGatedMLP the paper's (swapped), and it has no
+# down projection: HF's down_proj is its up_proj transposed (U^T).
 MLP_MAPS = {
     SwiGLU: {"gate_proj.weight": "gate_proj.weight", "up_proj.weight": "up_proj.weight",
              "down_proj.weight": "down_proj.weight"},
     CEMGatedMLP: {"gate_proj.weight": "up_proj.weight", "up_proj.weight": "gate_proj.weight",
-                  "down_proj.weight": "down_proj.weight"},
+                  "down_proj.weight": "up_proj.weight^T"},
 }
+# copying a CEM MLP by name, the trap its naming sets
+SAME_NAMES = {"gate_proj.weight": "gate_proj.weight", "up_proj.weight": "up_proj.weight",
+              "down_proj.weight": "up_proj.weight^T"}
 
 
 def make_mlp(cls, d: int, f: int, seed: int):
-    cfg = MLPConfig(d_model=d, d_ff=f, untied=cls is CEMGatedMLP)
+    cfg = SwiGLUConfig(d_model=d, d_ff=f) if cls is SwiGLU else MLPConfig(d_model=d, d_ff=f)
     return randomize(cls(cfg).to(DTYPE), seed)
 
 
 def hf_mlp(ours, cfg: LlamaConfig, mapping: dict[str, str]):
     hf = hf_llama.LlamaMLP(cfg).to(DTYPE)
-    ours_projections = nn.ModuleDict({k: getattr(ours, k) for k in ("gate_proj", "up_proj", "down_proj")})
-    return copy_weights(hf, ours_projections, mapping).eval()
+    return copy_weights(hf, projections(ours, mapping), mapping).eval()
 
 
 @pytest.mark.parametrize("cls", [SwiGLU, CEMGatedMLP])
@@ -261,7 +294,6 @@ def hf_mlp(ours, cfg: LlamaConfig, mapping: dict[str, str]):
 def test_mlp_matches_hf(shape, cls, hf_fp64_norm):
     d, H, n, B, f, seed = shape
     ours = make_mlp(cls, d, f, seed)
-    assert {name for name, _ in ours.named_parameters()} == {"norm.weight", *MLP_MAPS[cls].values()}
     cfg = hf_config(d, H, f, None)
     hf = hf_mlp(ours, cfg, MLP_MAPS[cls])
     h = inputs(B, n, d, seed)
@@ -276,7 +308,7 @@ def test_mlp_matches_hf(shape, cls, hf_fp64_norm):
 BLOCK_MAP = {
     "input_layernorm.weight": "attn.norm.weight",
     "post_attention_layernorm.weight": "mlp.norm.weight",
-    **{f"self_attn.{k}": f"attn.{v}" for k, v in ATTN_MAP.items()},
+    **{f"self_attn.{k}": f"attn.{v}" for k, v in ATTN_MAPS[LlamaAttention].items()},
     **{f"mlp.{k}": f"mlp.{v}" for k, v in MLP_MAPS[SwiGLU].items()},
 }
 
@@ -403,7 +435,10 @@ def test_cem_mlp_with_hf_names_does_not_match(hf_fp64_norm):
     """Copying CEMGatedMLP by name (its up_proj into HF's up_proj) must fail: the naming swap matters."""
     d, H, n, B, f, seed = SHAPES[0].values[0]
     ours = make_mlp(CEMGatedMLP, d, f, seed)
-    hf = hf_mlp(ours, hf_config(d, H, f, None), MLP_MAPS[SwiGLU])    # the wrong, same-name mapping
+    cfg = hf_config(d, H, f, None)
+    h = inputs(B, n, d, seed)
+    assert rel_err(ours(h) - h, hf_mlp(ours, cfg, MLP_MAPS[CEMGatedMLP])(hf_norm(ours.norm.weight)(h))) <= TOL
+    hf = hf_mlp(ours, cfg, SAME_NAMES)                                # the wrong, same-name mapping
     h = inputs(B, n, d, seed)
     assert rel_err(ours(h) - h, hf(hf_norm(ours.norm.weight)(h))) > 1e-2
 

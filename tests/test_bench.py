@@ -9,7 +9,7 @@ from conftest import require_system_package
 from cem_core.__main__ import main
 from cem_core.experiments.bench import BenchConfig, _layer, eager, kernel_ideal
 from cem_core.nn.attention import CEMAttention
-from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
 from cem_core.nn.flops import attention_flops, mlp_flops
 
 
@@ -25,7 +25,7 @@ def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
         assert {"name", "time_ratio", "flop_ratio"} <= set(r)
     t2 = records["CEM attention T=2 vs Llama attention"]
     expected = (attention_flops(AttentionConfig(d_model=32, n_heads=4, T=2), 16)["total"]
-                / attention_flops(AttentionConfig(d_model=32, n_heads=4, untied=True), 16)["total"])
+                / attention_flops(LlamaAttentionConfig(d_model=32, n_heads=4), 16)["total"])
     assert t2["flop_ratio"] == pytest.approx(expected) and t2["time_ratio"] > 0
     core = records["attention core (causal) vs one d x d projection"]
     assert core["flop_ratio"] == pytest.approx(16 / 32)                  # n / d
@@ -34,7 +34,7 @@ def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
                                                / (4 * core["time_a_ms"] + core["time_b_ms"]))
     mlp = records["CEM gated MLP T=1 vs SwiGLU"]
     assert mlp["flop_ratio"] == pytest.approx(mlp_flops(MLPConfig(d_model=32, d_ff=64), 16)["total"]
-                                              / mlp_flops(MLPConfig(d_model=32, d_ff=64, untied=True), 16)["total"])
+                                              / mlp_flops(SwiGLUConfig(d_model=32, d_ff=64), 16)["total"])
     assert records["KV cache bytes/token/layer, cem vs llama"]["bytes_ratio"] == 0.5
     assert records["CEM attention T=1 vs Llama attention"]["saved_bytes_b"] > 0
     assert any("tokens_per_s_b" in r for r in data["records"])

@@ -1,4 +1,6 @@
 """Every invalid setting raises ValueError naming the field, the value and what is allowed."""
+from dataclasses import fields
+
 import pytest
 import torch
 
@@ -9,9 +11,11 @@ from cem_core import (
     CEMOptions,
     LanguageModel,
     LlamaAttention,
+    LlamaAttentionConfig,
     MLPConfig,
     ModelConfig,
     SwiGLU,
+    SwiGLUConfig,
 )
 
 BAD_ATTENTION = [
@@ -31,10 +35,7 @@ BAD_ATTENTION = [
     (dict(d_model=16, n_heads=2, preconditioner="dlr", rank=17), "rank"),
     (dict(d_model=16, n_heads=2, eta_per_step=True), "eta_per_step"),
     (dict(d_model=16, n_heads=2, learn_eta="yes"), "learn_eta"),
-    (dict(d_model=16, n_heads=2, untied=True, T=2), "T"),
-    (dict(d_model=16, n_heads=2, untied=True, diagonal="shared"), "diagonal"),
-    (dict(d_model=16, n_heads=2, untied=True, preconditioner="psd"), "preconditioner"),
-    (dict(d_model=16, n_heads=2, untied=True, anchor=1.0), "anchor"),
+    (dict(d_model=16, n_heads=2, norm_eps=0.0), "norm_eps"),
 ]
 
 
@@ -51,7 +52,8 @@ BAD_MLP = [
     (dict(d_model=16, d_ff=0), "d_ff"),
     (dict(d_model=16, d_ff=32, activation="tanh"), "activation"),
     (dict(d_model=16, d_ff=32, T=100), "T"),
-    (dict(d_model=16, d_ff=32, untied=True, T=3), "T"),
+    (dict(d_model=16, d_ff=32, T=100), "T"),
+    (dict(d_model=0, d_ff=32), "d_model"),
 ]
 
 
@@ -61,16 +63,48 @@ def test_bad_mlp_config_names_field(kwargs, field):
         MLPConfig(**kwargs)
 
 
+# the baselines' configs validate what they share with the CEM configs in the same way
+BAD_BASELINE = [
+    (LlamaAttentionConfig, dict(d_model=30, n_heads=4), "d_model"),
+    (LlamaAttentionConfig, dict(d_model=12, n_heads=4, rope=True), "n_heads"),
+    (LlamaAttentionConfig, dict(d_model=16, n_heads=2, rope_base=0.5), "rope_base"),
+    (LlamaAttentionConfig, dict(d_model=16, n_heads=2, norm_eps=-1.0), "norm_eps"),
+    (SwiGLUConfig, dict(d_model=16, d_ff=0), "d_ff"),
+    (SwiGLUConfig, dict(d_model=16, d_ff=8, activation="tanh"), "activation"),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,field", BAD_BASELINE)
+def test_bad_baseline_config_names_field(cls, kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}={kwargs[field]!r} is invalid: "):
+        cls(**kwargs)
+
+
 def test_allowed_values_are_listed():
     with pytest.raises(ValueError, match="'none', 'per_head', 'shared'"):
         AttentionConfig(d_model=16, n_heads=2, diagonal="diag")
 
 
-def test_baselines_reject_cem_only_options():
-    with pytest.raises(ValueError, match="^T="):
-        LlamaAttention(AttentionConfig(d_model=16, n_heads=2, T=2))
-    with pytest.raises(ValueError, match="^preconditioner="):
-        SwiGLU(MLPConfig(d_model=16, d_ff=8, preconditioner="psd"))
+@pytest.mark.parametrize("switch", ["T", "eta", "learn_eta", "anchor", "preconditioner", "diagonal", "untied"])
+def test_baseline_configs_have_no_cem_switches(switch):
+    """A baseline is not a gradient step on an energy: its config cannot even be given a CEM switch."""
+    for cls, kwargs in ((LlamaAttentionConfig, dict(d_model=16, n_heads=2)), (SwiGLUConfig, dict(d_model=16, d_ff=8))):
+        assert switch not in {f.name for f in fields(cls)}
+        with pytest.raises(TypeError, match=switch):
+            cls(**kwargs, **{switch: 2})
+    assert "untied" not in {f.name for f in fields(AttentionConfig)} | {f.name for f in fields(MLPConfig)}
+
+
+def test_layers_take_only_their_own_config():
+    """A CEM config does not build a baseline, nor a baseline config a CEM layer."""
+    with pytest.raises(ValueError, match="LlamaAttentionConfig; got AttentionConfig"):
+        LlamaAttention(AttentionConfig(d_model=16, n_heads=2))
+    with pytest.raises(ValueError, match="SwiGLUConfig; got MLPConfig"):
+        SwiGLU(MLPConfig(d_model=16, d_ff=8))
+    with pytest.raises(ValueError, match="AttentionConfig; got LlamaAttentionConfig"):
+        CEMAttention(LlamaAttentionConfig(d_model=16, n_heads=2))
+    with pytest.raises(ValueError, match="MLPConfig; got SwiGLUConfig"):
+        CEMGatedMLP(SwiGLUConfig(d_model=16, d_ff=8))
     with pytest.raises(ValueError, match="AttentionConfig"):
         CEMAttention(MLPConfig(d_model=16, d_ff=8))
 
@@ -93,13 +127,20 @@ def test_bad_input_tensor(bad, match):
                 call()
 
 
-def test_untied_layer_has_no_energy():
-    att = LlamaAttention(AttentionConfig(d_model=16, n_heads=2))
-    h = torch.randn(1, 3, 16)
-    with pytest.raises(ValueError, match="untied"):
-        att.energy(h, h)
-    with pytest.raises(ValueError, match="untied"):
-        att.trace(h)
+def _baselines():
+    return LlamaAttention(LlamaAttentionConfig(d_model=16, n_heads=2)), SwiGLU(SwiGLUConfig(d_model=16, d_ff=8))
+
+
+def test_baselines_have_no_energy_view():
+    for layer in _baselines():
+        assert not any(hasattr(layer, name) for name in ("energy", "energy_at", "trace", "step_sizes"))
+
+
+@pytest.mark.parametrize("bad,match", [(torch.randn(2, 5, 15), "shape"), (torch.full((2, 5, 16), float("nan")), "NaN")])
+def test_baselines_check_their_input(bad, match):
+    for layer in _baselines():
+        with pytest.raises(ValueError, match=match):
+            layer(bad)
 
 
 def test_energy_shape_mismatch():

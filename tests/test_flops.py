@@ -4,8 +4,20 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import cem_core.nn.attention as attention_module
-from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, LlamaAttention, MLPConfig, SwiGLU
-from cem_core.nn.flops import attention_flops, mlp_flops
+import cem_core.nn.baselines as baselines_module
+from cem_core import (
+    AttentionConfig,
+    CEMAttention,
+    CEMGatedMLP,
+    CEMOptions,
+    LlamaAttention,
+    LlamaAttentionConfig,
+    MLPConfig,
+    ModelConfig,
+    SwiGLU,
+    SwiGLUConfig,
+)
+from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
 
 
 def ratio(a, b):
@@ -13,12 +25,12 @@ def ratio(a, b):
 
 
 def test_design_ratios_at_d512_n512_h8():
-    llama = attention_flops(AttentionConfig(d_model=512, n_heads=8, untied=True), 512)
+    llama = attention_flops(LlamaAttentionConfig(d_model=512, n_heads=8), 512)
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, T=1), 512), llama) == pytest.approx(0.8)
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, T=2), 512), llama) == pytest.approx(1.4)
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, diagonal="shared"), 512),
                  llama) == pytest.approx(2.4)
-    swiglu = mlp_flops(MLPConfig(d_model=512, d_ff=1376, untied=True), 512)
+    swiglu = mlp_flops(SwiGLUConfig(d_model=512, d_ff=1376), 512)
     assert ratio(mlp_flops(MLPConfig(d_model=512, d_ff=1376), 512), swiglu) == pytest.approx(1.0)
     assert ratio(mlp_flops(MLPConfig(d_model=512, d_ff=1376, T=2), 512), swiglu) == pytest.approx(5 / 3)
 
@@ -36,18 +48,34 @@ def test_attention_count_matches_dispatched_matmuls(T, diagonal, monkeypatch):
     """torch's counter does not see inside SDPA on CPU, so the core runs as explicit matmuls here;
     they compute the full n x n products, and ours halves them for causality: undo that to compare."""
     original = attention_module.causal_attention
-    monkeypatch.setattr(attention_module, "causal_attention",
-                        lambda q, k, v, scale, offset, need_weights: original(q, k, v, scale, offset, True))
+    for module in (attention_module, baselines_module):                # CEM attention and the Llama baseline
+        monkeypatch.setattr(module, "causal_attention",
+                            lambda q, k, v, scale, offset=0, need_weights=False: original(q, k, v, scale, offset, True))
     d, H, n = 32, 4, 16
     cfg = AttentionConfig(d_model=d, n_heads=H, T=T, diagonal=diagonal, rope=False)
     ours = attention_flops(cfg, n)
     assert _measured(CEMAttention(cfg), n, d) == ours["projections"] + 2 * ours["core"]
-    llama = attention_flops(AttentionConfig(d_model=d, n_heads=H, untied=True), n)
-    assert _measured(LlamaAttention(AttentionConfig(d_model=d, n_heads=H)), n, d) == llama["projections"] + 2 * llama["core"]
+    llama_config = LlamaAttentionConfig(d_model=d, n_heads=H)
+    llama = attention_flops(llama_config, n)
+    assert _measured(LlamaAttention(llama_config), n, d) == llama["projections"] + 2 * llama["core"]
 
 
 @pytest.mark.parametrize("T", [1, 2, 4])
 def test_mlp_count_matches_dispatched_matmuls(T):
     d, f, n = 16, 40, 8
-    assert _measured(CEMGatedMLP(MLPConfig(d_model=d, d_ff=f, T=T)), n, d) == mlp_flops(MLPConfig(d_model=d, d_ff=f, T=T), n)["total"]
-    assert _measured(SwiGLU(MLPConfig(d_model=d, d_ff=f)), n, d) == mlp_flops(MLPConfig(d_model=d, d_ff=f, untied=True), n)["total"]
+    cem = MLPConfig(d_model=d, d_ff=f, T=T)
+    assert _measured(CEMGatedMLP(cem), n, d) == mlp_flops(cem, n)["total"]
+    swiglu = SwiGLUConfig(d_model=d, d_ff=f)
+    assert _measured(SwiGLU(swiglu), n, d) == mlp_flops(swiglu, n)["total"]
+
+
+@pytest.mark.parametrize("variant", ["llama", "cem-attn", "cem-mlp", "cem-full"])
+def test_model_flops_count_each_layer_kind(variant):
+    """At T = 1 a block costs 4 (Llama) or 3 (CEM: W_K, W_Q, W_Q^T) d x d projections, the causal core
+    2 n^2 d (two n x n x d products, half each) and 3 d x d_ff matmuls (SwiGLU, or CEM: G, U, U^T); the
+    head costs d x vocabulary per token."""
+    n, d, f, V, L = 32, 64, 96, 100, 3
+    cfg = ModelConfig.variant(variant, cem=CEMOptions(), d_model=d, n_heads=4, d_ff=f, n_layers=L, vocab_size=V)
+    block = {"llama": 4, "cem": 3}[cfg.attention] * 2 * n * d * d + 2 * n * n * d + 3 * 2 * n * d * f
+    assert model_flops(cfg, n) == {"block": block, "blocks": L * block, "head": 2 * n * d * V,
+                                   "total": L * block + 2 * n * d * V}

@@ -1,4 +1,5 @@
-"""Parameter counts (docs/design.md#invariant-5-parameter-counts), gradients, training, the KV cache and the info command."""
+"""Parameter counts (docs/design.md#invariant-5-parameter-counts), gradients, training, the KV cache and the
+info command."""
 import subprocess
 import sys
 
@@ -14,9 +15,11 @@ from cem_core import (
     CEMOptions,
     LanguageModel,
     LlamaAttention,
+    LlamaAttentionConfig,
     MLPConfig,
     ModelConfig,
     SwiGLU,
+    SwiGLUConfig,
     param_breakdown,
 )
 from cem_core.__main__ import main
@@ -30,8 +33,9 @@ def _numel(module):
 
 @pytest.mark.parametrize("d,H", [(16, 2), (48, 6)])
 def test_attention_parameter_counts(d, H):
-    llama = LlamaAttention(AttentionConfig(d_model=d, n_heads=H))
+    llama = LlamaAttention(LlamaAttentionConfig(d_model=d, n_heads=H))
     assert _numel(llama) == 4 * d * d + d                                  # q, k, v, o + norm
+    assert sum(llama.config.param_counts().values()) == _numel(llama)
     cem = CEMAttention(AttentionConfig(d_model=d, n_heads=H))
     assert _numel(cem) == 2 * d * d + d                                    # q, k (= v) + norm
     assert (_numel(cem) - d) / (_numel(llama) - d) == 0.5
@@ -42,16 +46,19 @@ def test_attention_parameter_counts(d, H):
         assert _numel(layer) == 2 * d * d + d + extra
     layer = CEMAttention(AttentionConfig(d_model=d, n_heads=H, T=5, learn_eta=True, eta_per_step=True))
     assert _numel(layer) == 2 * d * d + d + 5
+    assert sum(layer.config.param_counts().values()) == _numel(layer)
 
 
 @pytest.mark.parametrize("d,f", [(16, 40), (32, 88)])
 def test_mlp_parameter_counts(d, f):
-    swiglu = SwiGLU(MLPConfig(d_model=d, d_ff=f))
+    swiglu = SwiGLU(SwiGLUConfig(d_model=d, d_ff=f))
     cem = CEMGatedMLP(MLPConfig(d_model=d, d_ff=f))
     assert _numel(swiglu) == 3 * d * f + d
     assert _numel(cem) == 2 * d * f + d
     assert (_numel(cem) - d) / (_numel(swiglu) - d) == pytest.approx(2 / 3)
-    assert _numel(CEMGatedMLP(MLPConfig(d_model=d, d_ff=f, untied=True))) == 3 * d * f + d
+    assert {n for n, _ in cem.named_parameters()} == {"norm.weight", "up_proj.weight", "gate_proj.weight"}
+    for layer in (swiglu, cem):
+        assert sum(layer.config.param_counts().values()) == _numel(layer)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -124,9 +131,10 @@ def test_generate_with_cache_equals_without(float64, variant, diagonal):
     assert greedy[0].cache_bytes == 3 * 16 * per_token and greedy[1].cache_bytes == 0
 
 
-def test_cached_logits_equal_full_forward(float64):
+@pytest.mark.parametrize("variant", ["llama", "cem-full"])
+def test_cached_logits_equal_full_forward(float64, variant):
     torch.manual_seed(2)
-    cfg = ModelConfig.variant("cem-full", vocab_size=40, d_model=16, n_heads=2, d_ff=24, n_layers=2,
+    cfg = ModelConfig.variant(variant, vocab_size=40, d_model=16, n_heads=2, d_ff=24, n_layers=2,
                               cem=CEMOptions(T=4, diagonal="per_head"))
     model = LanguageModel(cfg)
     idx = torch.randint(0, 40, (2, 11))
@@ -139,13 +147,15 @@ def test_cem_cache_stores_keys_only():
     d, H = 32, 4
     h = torch.randn(2, 7, d)
     sizes = {}
-    for name, layer in [("llama", LlamaAttention(AttentionConfig(d_model=d, n_heads=H))),
+    for name, layer in [("llama", LlamaAttention(LlamaAttentionConfig(d_model=d, n_heads=H))),
                         ("cem", CEMAttention(AttentionConfig(d_model=d, n_heads=H, T=2))),
                         ("cem-diag", CEMAttention(AttentionConfig(d_model=d, n_heads=H, diagonal="shared")))]:
         cache = AttentionCache()
         layer(h, cache)
         sizes[name] = cache.nbytes
         assert cache.nbytes == 2 * 7 * layer.config.cache_floats_per_token() * 4
+        assert (cache.values is not None) == (name == "llama")    # Llama caches values, CEM's are its keys
+        assert (cache.inputs is not None) == (name == "cem-diag")
     assert sizes["cem"] * 2 == sizes["llama"]
     assert sizes["cem-diag"] == sizes["llama"]      # keys plus the normalized inputs for the diagonal
 
@@ -153,7 +163,8 @@ def test_cem_cache_stores_keys_only():
 def test_info_command(capsys):
     assert main(["info", "--d-model", "768", "--n-layers", "12", "--n-heads", "12", "--d-ff", "2048"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in VARIANTS}
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split()[:1] and line.split()[0] in VARIANTS}
     assert set(rows) == set(VARIANTS)
     # columns: attn proj, x, diag, precond, mlp proj, x, precond, total, KV, x
     assert rows["cem-attn"][2] == "0.500" and rows["cem-full"][2] == "0.500" and rows["llama"][2] == "1.000"

@@ -21,11 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cem_core.nn.attention import CEMAttention, LlamaAttention, causal_attention
-from cem_core.nn.config import AttentionConfig, MLPConfig
+from cem_core.nn.attention import CEMAttention, causal_attention
+from cem_core.nn.baselines import LlamaAttention, SwiGLU
+from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
 from cem_core.nn.descent import reference_forward
 from cem_core.nn.flops import CONVENTION, attention_flops, mlp_flops, model_flops
-from cem_core.nn.mlp import CEMGatedMLP, SwiGLU
+from cem_core.nn.mlp import CEMGatedMLP
 from cem_core.nn.model import VARIANT_OPTIONS, Block, LanguageModel, ModelConfig
 
 from .records import atomic_write_text, provenance
@@ -178,7 +179,7 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
         mem = {"saved_bytes_a": saved_bytes(eager(a), make()), "saved_bytes_b": saved_bytes(eager(b), make())}
         rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem | (extra or {})))
 
-    llama = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)
+    llama = LlamaAttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
     for T in (1, 2, 4):
         compare(f"CEM attention T={T} vs Llama attention", LlamaAttention, llama, CEMAttention,
                 AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T), attention_flops,
@@ -187,7 +188,7 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
     for diagonal in ("per_head", "shared"):
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
                 AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops)
-    swiglu = MLPConfig(d_model=c.d_model, d_ff=c.d_ff, untied=True)
+    swiglu = SwiGLUConfig(d_model=c.d_model, d_ff=c.d_ff)
     for T in (1, 2):
         compare(f"CEM gated MLP T={T} vs SwiGLU", SwiGLU, swiglu, CEMGatedMLP,
                 MLPConfig(d_model=c.d_model, d_ff=c.d_ff, T=T), mlp_flops)
@@ -254,7 +255,7 @@ def reference_row(c: BenchConfig) -> dict:
 
 def cache_rows(c: BenchConfig) -> list[dict]:
     bytes_ = {name: cfg.cache_floats_per_token() * torch.finfo(getattr(torch, c.dtype)).bits // 8 for name, cfg in (
-        ("llama", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, untied=True)),
+        ("llama", LlamaAttentionConfig(d_model=c.d_model, n_heads=c.n_heads)),
         ("cem", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)),
         ("cem D+LR", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal="shared")))}
     return [{"name": f"KV cache bytes/token/layer, {name} vs llama", "kv_bytes_per_token": b,
@@ -280,7 +281,8 @@ def format_table(records: list[dict], c: BenchConfig) -> str:
             continue
         flop = f"{r['flop_ratio']:>10.3f}" if r["flop_ratio"] else f"{'-':>10}"
         vs = f"{r['vs_flops']:>10.3f}" if r["vs_flops"] else f"{'-':>10}"
-        lines.append(f"{r['name']:<62} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} {flop} {vs}")
+        lines.append(f"{r['name']:<62} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} "
+                     f"{flop} {vs}")
         if "kernel_ratio" in r:
             lines.append(f"{'':<62} ideal at the measured kernel speeds (projections and cores only): "
                          f"{r['kernel_ratio']:.3f}; time / that ideal {r['time_ratio'] / r['kernel_ratio']:.3f}")

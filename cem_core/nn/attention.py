@@ -7,13 +7,17 @@ One step with P = I, eta = 1 is causal multi-head attention with values tied to 
     a^k_ij = softmax_j(beta (W_Q,k x)^T W_K,k c_j),  beta = 1/sqrt(d_h).
 
 With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k, computed by concatenating per head
-q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c] (docs/design.md#24-dlr-interaction). ``LlamaAttention`` is the
-same sublayer with free q/k/v/o weights (``untied=True``), i.e. a standard pre-norm Llama
-attention block h + o_proj(MHA(Norm(h))).
+q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c] (docs/design.md#24-dlr-interaction).
+
+The pieces every attention layer uses live here too: the causal core (``causal_attention``), the
+generation cache (``AttentionCache``), splitting and merging heads and the RoPE tables at a cache
+offset. The Llama baseline (``cem_core.nn.baselines``) is built from them; it is not a CEM layer.
+
+Shapes along the forward path: B batch, n tokens (n_k keys with a cache), H heads, d_h = d/H.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +47,25 @@ def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale), None
 
 
+def split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, n, H d_h) -> (B, H, n, d_h): the rows of a stacked projection, one block per head."""
+    B, n, width = t.shape
+    return t.view(B, n, n_heads, width // n_heads).transpose(1, 2)
+
+
+def merge_heads(o: torch.Tensor) -> torch.Tensor:
+    """(B, H, n, d_h) -> (B, n, H d_h), the inverse of ``split_heads``."""
+    B, H, n, d_h = o.shape
+    return o.transpose(1, 2).reshape(B, n, H * d_h)
+
+
+def rope_at(offset: int, n: int, head_dim: int, base: float, like: torch.Tensor):
+    """cos and sin (n, d_h) of the rotations R_i at positions offset..offset+n-1 (after a cache of
+    `offset` tokens), in the dtype and on the device of `like`."""
+    positions = torch.arange(offset, offset + n, device=like.device)
+    return rope_angles(positions, head_dim, base, like.dtype)
+
+
 @dataclass
 class AttentionCache:
     """Per-layer cache for generation. CEM stores keys only (values are the keys);
@@ -50,7 +73,7 @@ class AttentionCache:
     (the diagonal block's keys), once for all heads."""
 
     keys: torch.Tensor | None = None     # (B, H, n, d_h), rotated when RoPE is on
-    values: torch.Tensor | None = None   # (B, H, n, d_h), untied only
+    values: torch.Tensor | None = None   # (B, H, n, d_h), the Llama baseline only
     inputs: torch.Tensor | None = None   # (B, n, d), D+LR only
 
     @property
@@ -70,8 +93,7 @@ class AttentionCache:
 
 @dataclass
 class _Context:
-    keys: torch.Tensor      # k' per head: (B, H, n_k, d_h [+ d])
-    values: torch.Tensor    # v' (the same tensor as keys when tied)
+    keys: torch.Tensor      # k' = v' per head: (B, H, n_k, d_h), or (B, H, n_k, d_h + d) with D+LR
     cos: torch.Tensor | None
     sin: torch.Tensor | None
     offset: int
@@ -87,11 +109,8 @@ class CEMAttention(EnergyDescentLayer):
         d, H = config.d_model, config.n_heads
         self.n_heads, self.head_dim = H, config.head_dim
         self.scale = config.head_dim ** -0.5                           # beta = 1/sqrt(d_h)
-        self.q_proj = nn.Linear(d, d, bias=False)                      # W_Q (stacked heads)
+        self.q_proj = nn.Linear(d, d, bias=False)                      # W_Q (stacked heads), and W_O = W_Q^T
         self.k_proj = nn.Linear(d, d, bias=False)                      # W_K = W_V
-        if config.untied:
-            self.v_proj = nn.Linear(d, d, bias=False)
-            self.o_proj = nn.Linear(d, d, bias=False)
         if config.diagonal != "none":
             rows = H if config.diagonal == "per_head" else 1
             self.diag = nn.Parameter(torch.zeros(rows, d))              # d_k (one row shared by all heads)
@@ -102,53 +121,47 @@ class CEMAttention(EnergyDescentLayer):
             return None
         return self.diag.expand(self.n_heads, -1)
 
-    def _heads(self, t: torch.Tensor) -> torch.Tensor:
-        B, n, _ = t.shape
-        return t.view(B, n, self.n_heads, self.head_dim).transpose(1, 2)
-
     def _context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
+        """The keys k' = v', computed once from the history c (B, n, d) for all T steps."""
         offset = 0 if cache is None else cache.length
-        n = c.shape[1]
         cos = sin = None
-        k = self._heads(self.k_proj(c))                                # W_K,k c_j
+        k = split_heads(self.k_proj(c), self.n_heads)                  # W_K,k c_j: (B, H, n, d_h)
         if self.config.rope:
-            positions = torch.arange(offset, offset + n, device=c.device)
-            cos, sin = rope_angles(positions, self.head_dim, self.config.rope_base, c.dtype)
-            k = rotate(k, cos, sin)                                    # R_j W_K,k c_j
-        v = self._heads(self.v_proj(c)) if self.config.untied else None
+            cos, sin = rope_at(offset, c.shape[1], self.head_dim, self.config.rope_base, c)  # (n, d_h)
+            k = rotate(k, cos, sin)                                    # R_j W_K,k c_j: (B, H, n, d_h)
         if cache is not None:
-            k = cache.append("keys", k, dim=-2)
-            if v is not None:
-                v = cache.append("values", v, dim=-2)
+            k = cache.append("keys", k, dim=-2)                        # (B, H, n_k, d_h), n_k = offset + n
             if self.config.diagonal != "none":
-                c = cache.append("inputs", c, dim=1)
+                c = cache.append("inputs", c, dim=1)                   # c_j: (B, n_k, d)
         if self.config.diagonal != "none":
             B, n_k, d = c.shape
-            k = torch.cat((k, c[:, None].expand(B, self.n_heads, n_k, d)), dim=-1)  # k' = [W_K,k c ; c]
-        return _Context(keys=k, values=k if v is None else v, cos=cos, sin=sin, offset=offset)
+            c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
+            k = torch.cat((k, c_heads), dim=-1)                        # k' = [W_K,k c ; c]: (B, H, n_k, d_h + d)
+        return _Context(keys=k, cos=cos, sin=sin, offset=offset)
 
     def _readout(self, o: torch.Tensor) -> torch.Tensor:
-        """Merge heads (B, n, d) and project: tied, sum_k W_Q,k^T o_k; untied, W_O o."""
-        if self.config.untied:
-            return self.o_proj(o)
+        """The merged heads (B, n, d) read out through the tied W_O = W_Q^T: sum_k W_Q,k^T o_k, (B, n, d)."""
         return o @ self.q_proj.weight                                  # W_O = W_Q^T
 
     def _negative_gradient(self, x, ctx: _Context, need_weights: bool):
-        B, n, d = x.shape
-        q = self._heads(self.q_proj(x))                                # W_Q,k x_i
+        """-grad_x E_att at x (B, n, d), shape (B, n, d), and the weights a^k_ij (B, H, n, n_k) when asked."""
+        d = x.shape[-1]
+        q = split_heads(self.q_proj(x), self.n_heads)                  # W_Q,k x_i: (B, H, n, d_h)
         if self.config.rope:
-            q = rotate(q, ctx.cos, ctx.sin)                            # R_i W_Q,k x_i
-        diag = self.diagonal_matrix()
+            q = rotate(q, ctx.cos, ctx.sin)                            # R_i W_Q,k x_i: (B, H, n, d_h)
+        diag = self.diagonal_matrix()                                  # d_k: (H, d), or None
         if diag is not None:
-            q = torch.cat((q, diag[None, :, None, :] * x[:, None]), dim=-1)  # q' = [W_Q,k x ; d_k * x]
-        o, weights = causal_attention(q, ctx.keys, ctx.values, self.scale, ctx.offset, need_weights)
+            dx = diag[None, :, None, :] * x[:, None]                   # d_k * x_i: (B, H, n, d)
+            q = torch.cat((q, dx), dim=-1)                             # q' = [W_Q,k x ; d_k * x]: (B, H, n, d_h + d)
+        # o = sum_j a^k_ij v'_j with v' = k': (B, H, n, d_h), or (B, H, n, d_h + d) with D+LR
+        o, weights = causal_attention(q, ctx.keys, ctx.keys, self.scale, ctx.offset, need_weights)
         if diag is not None:
             o, o_diag = o.split([self.head_dim, d], dim=-1)            # sum_j a_ij [R_j W_K,k c_j ; c_j]
-        if self.config.rope and not self.config.untied:
-            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a_ij R_j W_K,k c_j
-        u = self._readout(o.transpose(1, 2).reshape(B, n, d))         # sum_k W_Q,k^T (...)
+        if self.config.rope:
+            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a_ij R_j W_K,k c_j: (B, H, n, d_h)
+        u = self._readout(merge_heads(o))                              # sum_k W_Q,k^T (...): (B, n, d)
         if diag is not None:
-            u = u + (diag[None, :, None, :] * o_diag).sum(1)           # + sum_k diag(d_k) sum_j a_ij c_j
+            u = u + (diag[None, :, None, :] * o_diag).sum(1)           # + sum_k diag(d_k) sum_j a_ij c_j: (B, n, d)
         return u, weights
 
     def _energy(self, x, c):
@@ -167,16 +180,3 @@ class CEMAttention(EnergyDescentLayer):
 
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8
-
-
-class LlamaAttention(CEMAttention):
-    """Baseline: pre-norm causal MHA with free q_proj, k_proj, v_proj, o_proj (RoPE as Llama).
-
-    Exactly the ``untied=True`` CEM layer, so both share one tested code path:
-    h + o_proj(softmax(beta q k^T) v) with q, k, v from Norm(h).
-    """
-
-    def __init__(self, config: AttentionConfig):
-        if not isinstance(config, AttentionConfig):
-            raise ValueError(f"config must be an AttentionConfig; got {type(config).__name__}")
-        super().__init__(replace(config, untied=True))

@@ -1,4 +1,13 @@
-"""Frozen, validated configurations for every CEM layer and model.
+"""Frozen, validated configurations for every layer and for the CEM switches.
+
+What a sublayer's config holds says what the layer is. ``SublayerConfig`` (the width and the
+norm) is shared by all; ``HeadsConfig`` (heads, RoPE) by both attentions and ``GatedConfig``
+(d_ff, phi) by both MLPs. The baselines add nothing to these (``LlamaAttentionConfig``,
+``SwiGLUConfig``). The CEM layers add the descent, ``DescentConfig`` (T, eta, anchor,
+preconditioner): ``AttentionConfig`` is the descent on heads plus the D+LR diagonal,
+``MLPConfig`` the descent on a gated MLP. So a baseline cannot be given a CEM switch, and each
+config counts its own parameters (and, for attention, its cache). ``CEMOptions`` holds the CEM
+switches once for the models, the app and the command line.
 
 Every invalid setting raises ``ValueError`` naming the field, the value and what is allowed,
 at construction time, so nothing fails half-way through a forward pass or a training run.
@@ -92,10 +101,80 @@ def switches(*, learned: bool = True) -> tuple:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DescentConfig:
+class SublayerConfig:
+    """What every pre-norm sublayer has, CEM or baseline: the residual width and its RMSNorm."""
+
+    d_model: int                  # width d of the residual stream h
+    norm_eps: float = 1e-6        # RMSNorm epsilon of Norm(h)
+
+    def __post_init__(self) -> None:
+        check_int("d_model", self.d_model, 1)
+        check_float("norm_eps", self.norm_eps, 0.0, strict=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsConfig(SublayerConfig):
+    """What every multi-head attention sublayer has, CEM or Llama: heads and rotary embeddings."""
+
+    n_heads: int = 1              # heads k = 1..H
+    rope: bool = True             # rotary position embedding inside the score
+    rope_base: float = 10000.0    # RoPE theta
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads                            # d_h = d / H
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("n_heads", self.n_heads, 1)
+        if self.d_model % self.n_heads:
+            fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
+        check_bool("rope", self.rope)
+        check_float("rope_base", self.rope_base, 1.0, strict=True)
+        if self.rope and self.head_dim % 2:
+            fail("n_heads", self.n_heads,
+                 f"rope=True needs an even head dimension; d_model/n_heads = {self.head_dim}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatedConfig(SublayerConfig):
+    """What every gated MLP sublayer has, CEM or SwiGLU: the hidden width and the nonlinearity."""
+
+    d_ff: int                     # hidden width (paper: d_ff)
+    activation: str = "silu"      # phi (a CEM energy uses its antiderivative Phi)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("d_ff", self.d_ff, 1)
+        check_choice("activation", self.activation, ACTIVATIONS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaAttentionConfig(HeadsConfig):
+    """The Llama attention baseline: free W_Q, W_K, W_V, W_O, one pre-norm step, nothing to descend."""
+
+    def param_counts(self) -> dict[str, int]:
+        """Closed-form parameter counts: W_Q, W_K, W_V, W_O (4d^2) and the norm."""
+        return {"projections": 4 * self.d_model ** 2, "norm": self.d_model}
+
+    def cache_floats_per_token(self) -> int:
+        """Cached numbers per token and layer: keys and values, 2d."""
+        return 2 * self.d_model
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwiGLUConfig(GatedConfig):
+    """The SwiGLU baseline (Hugging Face's LlamaMLP): free gate, up and down projections."""
+
+    def param_counts(self) -> dict[str, int]:
+        """Closed-form parameter counts: gate, up and down projections (3 d d_ff) and the norm."""
+        return {"projections": 3 * self.d_model * self.d_ff, "norm": self.d_model}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DescentConfig(SublayerConfig):
     """Options shared by every CEM layer: the recursion x <- x - eta P grad E, T times."""
 
-    d_model: int
     T: int = 1                    # number of in-layer steps (paper: T)
     eta: float = 1.0              # step size (paper: eta); its initial value when learned
     learn_eta: bool = False       # learn eta, kept positive through eta = exp(log_eta)
@@ -103,11 +182,9 @@ class DescentConfig:
     anchor: float = 0.0           # lambda of our (lambda/2)|x - x0|^2 term; 0 = the paper
     preconditioner: str = "none"  # "none" | "dlr" (paper form) | "psd" (our positive definite form)
     rank: int = 4                 # rank r of the preconditioner's low-rank part
-    untied: bool = False          # free baseline weights (T = 1, no diagonal/preconditioner only)
-    norm_eps: float = 1e-6        # RMSNorm epsilon of the conditioning Norm(h)
 
     def __post_init__(self) -> None:
-        check_int("d_model", self.d_model, 1)
+        super().__post_init__()
         check_int("T", self.T, 1, 64)
         check_float("eta", self.eta, 0.0, strict=True)
         check_bool("learn_eta", self.learn_eta)
@@ -117,20 +194,6 @@ class DescentConfig:
         check_float("anchor", self.anchor, 0.0, strict=False)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_int("rank", self.rank, 1, self.d_model if self.preconditioner != "none" else None)
-        check_bool("untied", self.untied)
-        check_float("norm_eps", self.norm_eps, 0.0, strict=True)
-        if self.untied:
-            extras = {"T": self.T != 1, "preconditioner": self.preconditioner != "none",
-                      "learn_eta": self.learn_eta, "anchor": self.anchor != 0.0,
-                      "eta": self.eta != 1.0, **self._untied_extras()}
-            bad = [k for k, v in extras.items() if v]
-            if bad:
-                fail(bad[0], getattr(self, bad[0]),
-                      "untied=True is defined only for T=1, eta=1, no anchor, no diagonal and "
-                      "no preconditioner (untied weights are not a gradient step on an energy)")
-
-    def _untied_extras(self) -> dict[str, bool]:
-        return {}
 
     def _descent_param_counts(self) -> dict[str, int]:
         d, r = self.d_model, self.rank
@@ -142,60 +205,32 @@ class DescentConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttentionConfig(DescentConfig):
-    """CEM attention: T steps on the log-sum-exp interaction energy (docs/design.md#23-interaction-energy-and-attention)."""
+class AttentionConfig(DescentConfig, HeadsConfig):
+    """CEM attention: T steps on the log-sum-exp interaction energy
+    (docs/design.md#23-interaction-energy-and-attention)."""
 
-    n_heads: int = 1              # heads k = 1..H
     diagonal: str = "none"        # "none" | "per_head" | "shared": D in A_k = diag(d_k) + W_Q,k^T W_K,k
-    rope: bool = True             # rotary position embedding inside the score
-    rope_base: float = 10000.0    # RoPE theta
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
 
     def __post_init__(self) -> None:
-        check_int("d_model", self.d_model, 1)
-        check_int("n_heads", self.n_heads, 1)
-        if self.d_model % self.n_heads:
-            fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
-        check_choice("diagonal", self.diagonal, DIAGONALS)
-        check_bool("rope", self.rope)
-        check_float("rope_base", self.rope_base, 1.0, strict=True)
-        if self.rope and self.head_dim % 2:
-            fail("n_heads", self.n_heads,
-                  f"rope=True needs an even head dimension; d_model/n_heads = {self.head_dim}")
         super().__post_init__()
-
-    def _untied_extras(self) -> dict[str, bool]:
-        return {"diagonal": self.diagonal != "none"}
+        check_choice("diagonal", self.diagonal, DIAGONALS)
 
     def param_counts(self) -> dict[str, int]:
-        """Closed-form parameter counts: projections 4d^2 (Llama) or 2d^2 (CEM), plus extras."""
+        """Closed-form parameter counts: W_Q and W_K = W_V (2d^2), the diagonal, the descent's extras."""
         d, H = self.d_model, self.n_heads
-        return {"projections": (4 if self.untied else 2) * d * d,
+        return {"projections": 2 * d * d,
                 "diagonal": {"none": 0, "per_head": H * d, "shared": d}[self.diagonal],
                 **self._descent_param_counts()}
 
     def cache_floats_per_token(self) -> int:
-        """Cached numbers per token and layer: K and V (Llama, 2d), K only (CEM, d), + c for D+LR."""
-        return (2 if self.untied else 1) * self.d_model + (self.d_model if self.diagonal != "none" else 0)
+        """Cached numbers per token and layer: the keys only (d; the values are the keys), + c_j for D+LR."""
+        return self.d_model + (self.d_model if self.diagonal != "none" else 0)
 
 
 @dataclass(frozen=True, kw_only=True)
-class MLPConfig(DescentConfig):
+class MLPConfig(DescentConfig, GatedConfig):
     """CEM gated MLP: T steps on the element-wise energy (docs/design.md#25-element-wise-energy-and-the-gated-mlp)."""
 
-    d_ff: int                     # width of U and G (paper: d_ff)
-    activation: str = "silu"      # phi; the energy uses its antiderivative Phi
-
-    def __post_init__(self) -> None:
-        check_int("d_model", self.d_model, 1)
-        check_int("d_ff", self.d_ff, 1)
-        check_choice("activation", self.activation, ACTIVATIONS)
-        super().__post_init__()
-
     def param_counts(self) -> dict[str, int]:
-        """Closed-form parameter counts: projections 3 d d_ff (SwiGLU) or 2 d d_ff (CEM), plus extras."""
-        return {"projections": (3 if self.untied else 2) * self.d_model * self.d_ff,
-                **self._descent_param_counts()}
+        """Closed-form parameter counts: U and G (2 d d_ff, the readout is U^T), the descent's extras."""
+        return {"projections": 2 * self.d_model * self.d_ff, **self._descent_param_counts()}

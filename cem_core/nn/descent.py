@@ -2,10 +2,13 @@
 
 A CEM layer maps h to h + (x^(T) - x^(0)) where x^(0) = Norm(h) and
 x^(t+1) = x^(t) - eta_t P grad_x E(x^(t) | c_{1:i}), with the history c = Norm(h) fixed
-(docs/design.md#22-conditional-causal-energy-and-the-update). ``EnergyDescentLayer`` holds that loop once; attention and the gated MLP only
-say how to build the fixed context (keys, the gate) and how to compute -grad E fast.
+(docs/design.md#22-conditional-causal-energy-and-the-update). ``EnergyDescentLayer`` holds that
+loop once; attention and the gated MLP only say how to build the fixed context (keys, the gate)
+and how to compute -grad E fast. Only CEM layers are descent layers: the baselines
+(``baselines``) are not gradient steps on an energy and have no energy, trace or reference.
 ``reference_forward`` recomputes the same T steps by autograd on the energy functions and
-``assert_exact`` compares the two: it is the checker behind docs/design.md#invariant-1-fast-path-equals-autograd-descent.
+``assert_exact`` compares the two: it is the checker behind
+docs/design.md#invariant-1-fast-path-equals-autograd-descent.
 """
 from __future__ import annotations
 
@@ -114,13 +117,8 @@ class EnergyDescentLayer(nn.Module):
         return h + step if not first else h + ((x - x0) + step)       # h' = h + x^(T) - x^(0)
 
     # -- the energy view ---------------------------------------------------------------------
-    def _require_tied(self, what: str) -> None:
-        if self.config.untied:
-            raise ValueError(f"untied=True: an untied layer is not a gradient step on an energy, so it has no {what}")
-
     def energy(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """E(x_i | c_{1:i}) per token, shape (B, n); x in normalized space, h the raw input."""
-        self._require_tied("energy")
         check_input(h, self.config.d_model)
         check_input(x, self.config.d_model, name="x")
         if x.shape != h.shape:
@@ -130,7 +128,6 @@ class EnergyDescentLayer(nn.Module):
     def energy_at(self, points: torch.Tensor, h: torch.Tensor, token: int) -> torch.Tensor:
         """E(x | c_{1:token}) of one token at many candidate points x (P, d), shape (P,), for
         landscapes; h is (1, n, d). Equals ``energy`` with x_token replaced by each point."""
-        self._require_tied("energy")
         check_input(h, self.config.d_model)
         if h.shape[0] != 1 or not 0 <= token < h.shape[1]:
             raise ValueError(f"token={token} is invalid for h of shape {tuple(h.shape)}: need batch 1 and "
@@ -140,7 +137,6 @@ class EnergyDescentLayer(nn.Module):
     @torch.no_grad()
     def trace(self, h: torch.Tensor) -> Trace:
         """Iterates, energies (and attention weights) of the T steps for input h."""
-        self._require_tied("trace")
         check_input(h, self.config.d_model)
         x0 = self.norm(h)
         context = self._context(x0)
@@ -158,7 +154,6 @@ class EnergyDescentLayer(nn.Module):
 
 def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor) -> torch.Tensor:
     """The same T steps computed by autograd on ``layer.energy``: x <- x - eta P grad E(x)."""
-    layer._require_tied("reference forward")
     with torch.enable_grad():
         x0 = layer.norm(h).detach()
         x = x0

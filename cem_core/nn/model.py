@@ -1,8 +1,11 @@
 """Blocks and a decoder-only language model assembled from a ``ModelConfig``.
 
-The attention kind and the MLP kind are chosen independently ("llama" or "cem"); the four
-named variants are llama, cem-attn, cem-mlp and cem-full. Each sublayer is pre-norm with its
-own residual (h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder layer.
+The attention kind and the MLP kind are chosen independently: "llama" builds the baseline
+(``LlamaAttention``, ``SwiGLU`` from ``baselines``, configured by ``LlamaAttentionConfig`` /
+``SwiGLUConfig``), "cem" the CEM layer (``CEMAttention``, ``CEMGatedMLP``, configured by
+``AttentionConfig`` / ``MLPConfig`` with the model's ``cem`` switches); the four named variants
+are llama, cem-attn, cem-mlp and cem-full. Each sublayer is pre-norm with its own residual
+(h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder layer.
 """
 from __future__ import annotations
 
@@ -13,10 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionCache, CEMAttention, LlamaAttention
-from .config import KINDS, AttentionConfig, CEMOptions, MLPConfig, check_eval_T
+from .attention import AttentionCache, CEMAttention
+from .baselines import LlamaAttention, SwiGLU
+from .config import KINDS, AttentionConfig, CEMOptions, LlamaAttentionConfig, MLPConfig, SwiGLUConfig, check_eval_T
 from .descent import EnergyDescentLayer
-from .mlp import CEMGatedMLP, SwiGLU
+from .mlp import CEMGatedMLP
 from .validate import check_bool, check_choice, check_float, check_int, fail
 
 VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
@@ -24,6 +28,10 @@ VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
 # each variant's CEM switches; cem-full is the paper's fully CEM transformer (T = 2, D+LR, preconditioners)
 VARIANT_OPTIONS = {"llama": CEMOptions(), "cem-attn": CEMOptions(), "cem-mlp": CEMOptions(),
                    "cem-full": CEMOptions(T=2, diagonal="shared", preconditioner="dlr")}
+
+# the parts that ModelConfig.param_counts and param_breakdown count parameters by
+PARTS = ("embedding", "head", "attention.projections", "attention.diagonal", "attention.preconditioner",
+         "attention.eta", "mlp.projections", "mlp.preconditioner", "mlp.eta", "norms")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,40 +78,37 @@ class ModelConfig:
             cem = replace(cem, diagonal="none") if mlp == "cem" else CEMOptions()
         return cls(attention=attention, mlp=mlp, cem=cem, **kwargs)
 
-    def attention_config(self) -> AttentionConfig:
-        cem = self.cem.attention_fields() if self.attention == "cem" else {}
-        return AttentionConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
-                               untied=self.attention == "llama", **cem)
+    def attention_config(self) -> AttentionConfig | LlamaAttentionConfig:
+        """The config of every block's attention: Llama's, or CEM attention's with the model's switches."""
+        shape = dict(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps)
+        if self.attention == "llama":
+            return LlamaAttentionConfig(**shape)
+        return AttentionConfig(**shape, **self.cem.attention_fields())
 
-    def mlp_config(self) -> MLPConfig:
-        cem = self.cem.descent_fields() if self.mlp == "cem" else {}
-        return MLPConfig(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps, untied=self.mlp == "llama",
-                         **cem)
+    def mlp_config(self) -> MLPConfig | SwiGLUConfig:
+        """The config of every block's MLP: SwiGLU's, or the CEM gated MLP's with the model's switches."""
+        shape = dict(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps)
+        if self.mlp == "llama":
+            return SwiGLUConfig(**shape)
+        return MLPConfig(**shape, **self.cem.descent_fields())
 
     def param_counts(self) -> dict[str, int]:
-        """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these)."""
-        a, m = self.attention_config().param_counts(), self.mlp_config().param_counts()
+        """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these): each
+        sublayer's config counts its own parts (a baseline has no diagonal, preconditioner or eta)."""
         L, d = self.n_layers, self.d_model
-        counts = {"embedding": self.vocab_size * d,
-                  "head": 0 if self.tie_embeddings else self.vocab_size * d,
-                  "attention.projections": L * a["projections"],
-                  "attention.diagonal": L * a["diagonal"],
-                  "attention.preconditioner": L * a["preconditioner"],
-                  "attention.eta": L * a["eta"],
-                  "mlp.projections": L * m["projections"],
-                  "mlp.preconditioner": L * m["preconditioner"],
-                  "mlp.eta": L * m["eta"],
-                  "norms": L * (a["norm"] + m["norm"]) + d}
+        counts = dict.fromkeys(PARTS, 0)
+        counts["embedding"] = self.vocab_size * d
+        counts["head"] = 0 if self.tie_embeddings else self.vocab_size * d
+        counts["norms"] = d                                            # the final norm; each sublayer adds its own
+        for section, config in (("attention", self.attention_config()), ("mlp", self.mlp_config())):
+            for part, count in config.param_counts().items():
+                counts["norms" if part == "norm" else f"{section}.{part}"] += L * count
         counts["total"] = sum(counts.values())
         return counts
 
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         """KV-cache bytes per generated token over all layers."""
         return self.n_layers * self.attention_config().cache_floats_per_token() * torch.finfo(dtype).bits // 8
-
-
-PARTS = ("embedding", "head", "attention.projections", "attention.diagonal", "attention.preconditioner",
-         "attention.eta", "mlp.projections", "mlp.preconditioner", "mlp.eta", "norms")
 
 
 def _part(name: str) -> str:
@@ -134,8 +139,8 @@ def param_breakdown(model: nn.Module) -> dict[str, int]:
 
 
 def cem_layers(module: nn.Module) -> list:
-    """The tied CEM layers (attention and MLP) inside a module."""
-    return [m for m in module.modules() if isinstance(m, EnergyDescentLayer) and not m.config.untied]
+    """The CEM layers (attention and MLP) inside a module."""
+    return [m for m in module.modules() if isinstance(m, EnergyDescentLayer)]
 
 
 def set_recursion_depth(module: nn.Module, T: int) -> None:

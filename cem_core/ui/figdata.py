@@ -181,7 +181,8 @@ def _group(part: str) -> str:
 def parameter_counts(d_model: int = 768, n_layers: int = 12, n_heads: int = 12, d_ff: int = 2048,
                      vocab_size: int = 32000) -> dict:
     """Closed-form parameter counts per variant, grouped into embedding, attention, mlp and other
-    (norms and an untied head). Returns {"variants": [...], "parts": {group: [...]}, "total": [...]}."""
+    (norms, and the LM head when it is not tied to the embedding). Returns {"variants": [...],
+    "parts": {group: [...]}, "total": [...]}."""
     sizes = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, vocab_size=vocab_size)
     parts = {g: [] for g in PART_GROUPS}
     totals = []
