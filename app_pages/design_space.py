@@ -76,7 +76,8 @@ def body() -> None:
     show_figure(interactive.eigenvalue_figure(spectra(d, min(c.cem.rank, d), c.p_scale, c.seed)),
                 "preconditioner eigenvalues", "ds-eigs")
     st.caption(f"Random factors at d = {d}" + (f" (capped from {c.d_model})" if d < c.d_model else "")
-               + f", rank {min(c.cem.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form indefinite.")
+               + f", rank {min(c.cem.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form "
+               "indefinite.")
     explain("A step x - ηP∇E lowers the energy for small η only if P is positive definite along the gradient. "
             "The paper's P = diag + UVᵀ + VUᵀ can have negative eigenvalues (below the red line): then a step can "
             "raise the energy. diag + UUᵀ never can.")

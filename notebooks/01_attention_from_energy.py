@@ -21,7 +21,8 @@
 # steps on a causal, conditional energy. This notebook derives in SymPy that **one step on the
 # log-sum-exp interaction energy is causal multi-head attention**, and then checks the derivation
 # against `cem_core.CEMAttention` on random numbers, so that the algebra and the code cannot
-# drift apart. (The paper reports the result; the derivation here is ours, see `docs/paper-notes.md#attention-as-a-gradient-step`.)
+# drift apart. (The paper reports the result; the derivation here is ours, see
+# `docs/paper-notes.md#attention-as-a-gradient-step`.)
 #
 # **Learning goals.** After this notebook you can
 #

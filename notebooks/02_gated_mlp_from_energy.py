@@ -20,8 +20,9 @@
 # Notebook 01 found attention as a gradient step on an interaction energy. Here the energy is
 # **element-wise**, one term per feature, and one gradient step on it is a **gated MLP whose
 # down projection is the up projection transposed** (arXiv 2605.07588 reports it; the
-# derivation is ours, `docs/paper-notes.md#the-gated-mlp-and-its-potential`). We derive the antiderivative $\Phi$ of SiLU that the
-# energy needs, prove it by differentiation, and check everything against `cem_core`.
+# derivation is ours, `docs/paper-notes.md#the-gated-mlp-and-its-potential`). We derive the
+# antiderivative $\Phi$ of SiLU that the energy needs, prove it by differentiation, and check
+# everything against `cem_core`.
 #
 # **Learning goals.** After this notebook you can
 #

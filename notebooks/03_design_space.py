@@ -82,7 +82,8 @@ delta = vector("delta", d)
 show(r"\det \operatorname{diag}(\delta)", sp.diag(*delta).det())
 u_svd, sigma, vt_svd = np.linalg.svd(np.eye(d))
 best_rank = (u_svd[:, :d_h] * sigma[:d_h]) @ vt_svd[:d_h]  # best rank-d_h approximation of I
-print(f"|I - best rank-{d_h} product|_F = {np.linalg.norm(np.eye(d) - best_rank):.4f} = sqrt(d - d_h) = {math.sqrt(d - d_h):.4f}")
+gap = np.linalg.norm(np.eye(d) - best_rank)
+print(f"|I - best rank-{d_h} product|_F = {gap:.4f} = sqrt(d - d_h) = {math.sqrt(d - d_h):.4f}")
 assert math.isclose(np.linalg.norm(np.eye(d) - best_rank), math.sqrt(d - d_h))
 
 # %% [markdown]
@@ -157,7 +158,8 @@ psd_form = (xv.T * (sp.diag(*s) + U * U.T) * xv)[0]
 paper_form = (xv.T * (U * V.T + V * U.T) * xv)[0]
 assert sp.expand(psd_form - (sum(s_m * x_m ** 2 for s_m, x_m in zip(s, xv)) + U.dot(xv) ** 2)) == 0
 assert sp.expand(paper_form - 2 * U.dot(xv) * V.dot(xv)) == 0
-show(r"x^\top\left(\operatorname{diag}(s) + UU^\top\right)x", sum(s_m * x_m ** 2 for s_m, x_m in zip(s, xv)) + U.dot(xv) ** 2)
+show(r"x^\top\left(\operatorname{diag}(s) + UU^\top\right)x",
+     sum(s_m * x_m ** 2 for s_m, x_m in zip(s, xv)) + U.dot(xv) ** 2)
 show(r"x^\top\left(UV^\top + VU^\top\right)x", 2 * U.dot(xv) * V.dot(xv))
 
 # %% [markdown]

@@ -169,5 +169,6 @@ def test_validator_over_the_full_grid(cls):
 
 def test_url_round_trip_of_every_control_class():
     for controls in (EnergyControls.from_values(layer="block", T=7, eta=0.35, rope=True),
-                     DesignControls.from_values(p_scale=2.5, T=3), GPControls.from_values(kernel="matern52", context=3)):
+                     DesignControls.from_values(p_scale=2.5, T=3),
+                     GPControls.from_values(kernel="matern52", context=3)):
         assert type(controls).from_query(controls.to_query()) == controls

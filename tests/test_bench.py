@@ -58,6 +58,7 @@ def test_bench_rejects_bad_sizes(capsys):
     assert "d_model=30 is invalid" in capsys.readouterr().err
 
 
+@pytest.mark.slow                       # inductor compiles C++ kernels
 def test_compiled_rows_run_the_same_layer(float64):
     """--compile wraps each side in torch.compile (inductor); the compiled CEM layer computes what
     the eager one does, forward and backward, and memory is read from the eager module."""

@@ -1,4 +1,5 @@
-"""docs/design.md#invariant-1-fast-path-equals-autograd-descent: every fast forward equals T explicit steps x - eta P grad E by autograd on the energy.
+"""Every fast forward equals T explicit steps x - eta P grad E by autograd on the energy
+(docs/design.md#invariant-1-fast-path-equals-autograd-descent).
 
 Tolerances: relative to the size of the update, 1e-9 in float64 and 1e-4 in float32.
 The checker itself is tested by permanent mutations (a perturbed output projection, a dropped
@@ -68,7 +69,8 @@ def test_float32_tolerance():
 
 
 def test_acceptance_snippet_runs():
-    att = CEMAttention(AttentionConfig(d_model=64, n_heads=4, T=2, diagonal="shared", preconditioner="psd", rank=4, rope=False))
+    att = CEMAttention(AttentionConfig(d_model=64, n_heads=4, T=2, diagonal="shared", preconditioner="psd", rank=4,
+                                       rope=False))
     mlp = CEMGatedMLP(MLPConfig(d_model=64, d_ff=128, T=2))
     h = torch.randn(2, 10, 64)
     y, e, tr = att(h), att.energy(h, h), att.trace(h)

@@ -59,10 +59,10 @@ def test_landscape_energies_are_the_layer_energy_at_the_grid_points(kwargs):
     data = figdata.energy_landscape(**kwargs)
     layer, h = _layer_and_input(kwargs)
     i = data["token"]
-    for k, l in [(0, 0), (4, 7), (8, 2), (8, 8)]:
+    for k, j in [(0, 0), (4, 7), (8, 2), (8, 8)]:
         x = layer.norm(h).detach().clone()
-        x[0, i] = torch.from_numpy(data["origin"] + data["a"][l] * data["basis"][0] + data["b"][k] * data["basis"][1])
-        assert float(layer.energy(x, h)[0, i].detach()) == pytest.approx(data["energy"][k, l], rel=1e-12)
+        x[0, i] = torch.from_numpy(data["origin"] + data["a"][j] * data["basis"][0] + data["b"][k] * data["basis"][1])
+        assert float(layer.energy(x, h)[0, i].detach()) == pytest.approx(data["energy"][k, j], rel=1e-12)
 
 
 @pytest.mark.parametrize("kwargs", LANDSCAPES, ids=["width2", "width8"])

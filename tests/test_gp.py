@@ -182,8 +182,8 @@ def _tiny_specs():
     task, train = GPTaskConfig(n_points=8), GPTrainConfig(steps=3, eval_size=16, batch_size=8)
     return [gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
                              train=train, group="depth1"),
-            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, cem=CEMOptions(T=2)), train=train,
-                             group="depth1")]
+            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, cem=CEMOptions(T=2)),
+                             train=train, group="depth1")]
 
 
 def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from conftest import child_env
 
 from cem_core import (
     VARIANTS,
@@ -91,6 +92,7 @@ def test_every_parameter_receives_gradient(variant):
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
+@pytest.mark.slow                       # 150 training steps per variant
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_tiny_model_overfits_a_fixed_batch(variant):
     torch.manual_seed(0)
@@ -185,7 +187,9 @@ def test_info_command_extras_and_errors(capsys):
     assert "d_model=65 is invalid" in capsys.readouterr().err
 
 
+@pytest.mark.slow                       # a fresh interpreter
 def test_module_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "cem_core", "info", "--d-model", "64", "--n-layers", "1",
-                          "--n-heads", "4", "--d-ff", "96"], capture_output=True, text=True, check=True).stdout
+                          "--n-heads", "4", "--d-ff", "96"], env=child_env(), capture_output=True, text=True,
+                         check=True).stdout
     assert "cem-full" in out and "KV bytes/token" in out

@@ -1,7 +1,7 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, docs/design.md#74-static-plotly-export-needs-chrome); the app builds
-Plotly figures from the same data functions. Builders only draw: the numbers come from cem_core.ui.figdata (CEM figures) and
-cem_core.experiments.gp_sweep (GP figures).
+Plotly figures from the same data functions. Builders only draw: the numbers come from
+cem_core.ui.figdata (CEM figures) and cem_core.experiments.gp_sweep (GP figures).
 """
 from __future__ import annotations
 
