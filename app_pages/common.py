@@ -64,17 +64,23 @@ def widget_keys(cls, prefix: str) -> dict:
     return {name: f"{prefix}{name}" for name in cls.specs()}
 
 
-def cem_widget(cls, name: str, key: str) -> None:
-    """The control of one CEM switch, built from its metadata: a slider for a number, a select box for
-    a choice, with the range the controls class offers."""
-    meta = CEMOptions.__dataclass_fields__[name].metadata
+def control(cls, name: str, key: str, label: str, widget=None, **kwargs) -> None:
+    """The widget of one control, with the range or the options its controls class allows (a page never
+    repeats them): by default a slider for a number, a select box for a choice, a toggle for a flag."""
     kind, allowed = cls.specs()[name]
     if kind == "choice":
-        st.selectbox(meta["label"], allowed, key=key, help=meta["help"])
-    elif kind == "int":
-        st.slider(meta["label"], *allowed, key=key, help=meta["help"])
+        (widget or st.selectbox)(label, allowed, key=key, **kwargs)
+    elif kind == "bool":
+        (widget or st.toggle)(label, key=key, **kwargs)
     else:
-        st.slider(meta["label"], allowed[0], allowed[1], step=allowed[2], key=key, help=meta["help"])
+        (widget or st.slider)(label, allowed[0], allowed[1], key=key, **kwargs)
+
+
+def cem_widget(cls, name: str, key: str) -> None:
+    """The control of one CEM switch, its label, help and step from the switch's metadata."""
+    meta = CEMOptions.__dataclass_fields__[name].metadata
+    kind, allowed = cls.specs()[name]
+    control(cls, name, key, meta["label"], help=meta["help"], **({"step": allowed[2]} if kind == "float" else {}))
 
 
 def mirror_to_url(controls) -> None:

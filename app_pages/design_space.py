@@ -4,7 +4,16 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import cem_widget, explain, load_controls, mirror_to_url, run_safely, show_figure, widget_keys
+from app_pages.common import (
+    cem_widget,
+    control,
+    explain,
+    load_controls,
+    mirror_to_url,
+    run_safely,
+    show_figure,
+    widget_keys,
+)
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import figdata, interactive
 from cem_core.ui.controls import DesignControls
@@ -28,17 +37,18 @@ def body() -> None:
     load_controls("design", DesignControls, KEYS)
     with st.sidebar:
         st.header("Model sizes")
-        st.number_input("d_model", 8, 8192, step=64, key=KEYS["d_model"])
-        st.number_input("layers", 1, 128, key=KEYS["n_layers"])
-        st.number_input("heads", 1, 128, key=KEYS["n_heads"])
-        st.number_input("d_ff", 8, 32768, step=64, key=KEYS["d_ff"])
-        st.number_input("vocabulary", 2, 300000, step=1000, key=KEYS["vocab_size"])
-        st.number_input("sequence length", 1, 131072, step=128, key=KEYS["seq_len"])
+        number = st.number_input
+        control(DesignControls, "d_model", KEYS["d_model"], "d_model", number, step=64)
+        control(DesignControls, "n_layers", KEYS["n_layers"], "layers", number)
+        control(DesignControls, "n_heads", KEYS["n_heads"], "heads", number)
+        control(DesignControls, "d_ff", KEYS["d_ff"], "d_ff", number, step=64)
+        control(DesignControls, "vocab_size", KEYS["vocab_size"], "vocabulary", number, step=1000)
+        control(DesignControls, "seq_len", KEYS["seq_len"], "sequence length", number, step=128)
         st.header("CEM options")
         for name in DesignControls.CEM:
             cem_widget(DesignControls, name, KEYS[name])
-        st.slider("low-rank scale (spectrum demo)", 0.0, 3.0, step=0.1, key=KEYS["p_scale"])
-        st.number_input("seed", 0, 9999, key=KEYS["seed"])
+        control(DesignControls, "p_scale", KEYS["p_scale"], "low-rank scale (spectrum demo)", step=0.1)
+        control(DesignControls, "seed", KEYS["seed"], "seed", number)
     c = DesignControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(c)
 

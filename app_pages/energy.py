@@ -3,9 +3,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import cem_widget, explain, load_controls, mirror_to_url, run_safely, show_figure, widget_keys
+from app_pages.common import (
+    cem_widget,
+    control,
+    explain,
+    load_controls,
+    mirror_to_url,
+    run_safely,
+    show_figure,
+    widget_keys,
+)
 from cem_core.ui import interactive
-from cem_core.ui.controls import LAYERS, EnergyControls
+from cem_core.ui.controls import EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
@@ -23,17 +32,16 @@ def sidebar_controls() -> EnergyControls:
     load_controls("energy", EnergyControls, KEYS)
     with st.sidebar:
         st.header("Layer")
-        st.radio("layer", LAYERS, format_func=LAYER_LABELS.get, key=KEYS["layer"])
+        control(EnergyControls, "layer", KEYS["layer"], "layer", st.radio, format_func=LAYER_LABELS.get)
         for name in EnergyControls.CEM:                                # every CEM switch of an untrained layer
             cem_widget(EnergyControls, name, KEYS[name])
-        st.slider("preconditioner scale", 0.0, 3.0, step=0.1, key=KEYS["p_scale"],
-                  help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
+        control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
+                help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
         st.header("Sizes")
-        st.slider("heads", 1, 8, key=KEYS["heads"])
-        st.number_input("width d", 2, 512, key=KEYS["width"])
-        st.number_input("sequence length", 2, 256, key=KEYS["seq_len"])
-        st.number_input("seed", 0, 9999, key=KEYS["seed"])
-        st.toggle("RoPE", key=KEYS["rope"])
+        control(EnergyControls, "heads", KEYS["heads"], "heads")
+        for name, label in (("width", "width d"), ("seq_len", "sequence length"), ("seed", "seed")):
+            control(EnergyControls, name, KEYS[name], label, st.number_input)
+        control(EnergyControls, "rope", KEYS["rope"], "RoPE")
         st.header("Attention heatmap")
         tops = {"heat_step": st.session_state[KEYS["T"]], "heat_head": st.session_state[KEYS["heads"]] - 1}
         for name, top in tops.items():

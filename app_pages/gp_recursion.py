@@ -7,6 +7,7 @@ import torch
 from app_pages.common import (
     ROOT,
     cem_widget,
+    control,
     explain,
     job_board,
     load_controls,
@@ -126,13 +127,13 @@ def body() -> None:
     load_controls("gp", GPControls, KEYS)
     with st.sidebar:
         st.header("GP demo")
-        st.selectbox("kernel", gp.KERNELS, key=KEYS["kernel"])
-        st.number_input("function seed", 0, 9999, key=KEYS["seed"])
-        st.slider("points seen", 0, 32, key=KEYS["context"])
+        control(GPControls, "kernel", KEYS["kernel"], "kernel")
+        control(GPControls, "seed", KEYS["seed"], "function seed", st.number_input)
+        control(GPControls, "context", KEYS["context"], "points seen")
         st.header("Model to train")
         for name in GPControls.CEM:
             cem_widget(GPControls, name, KEYS[name])
-        st.slider("training steps", 50, 1000, step=50, key=KEYS["steps"])
+        control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
     controls = GPControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(controls)
     sweep_section(sweep_records())

@@ -7,6 +7,7 @@ import torch
 from app_pages.common import explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
+from cem_core.experiments.lm.train import PRESETS
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
 
@@ -16,7 +17,7 @@ KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
 
 def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
-    presets = ["cpu-tiny", "paper-86m", "paper-162m"] if HAS_GPU else ["cpu-tiny"]
+    presets = list(PRESETS) if HAS_GPU else ["cpu-tiny"]
     load_controls("lm", jobs.JobSpec, KEYS)
     st.session_state[KEYS["variants"]] = list(st.session_state[KEYS["variants"]])
     choices = board.data_choices()
