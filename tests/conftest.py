@@ -124,3 +124,20 @@ def child_env(**extra: str) -> dict:
     folder and script location (an installed cem_core is not assumed), one torch thread."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", **extra}
+
+
+APP_PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py",
+             "gp": "app_pages/gp_recursion.py", "lm": "app_pages/mini_lm.py"}
+
+
+def run_page(page: str, query: dict | None = None, timeout: float = 120):
+    """One of the app's pages run headless (AppTest), opened the way a link opens it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page != "energy":
+        at.switch_page(APP_PAGES[page]).run()
+    return at

@@ -2,28 +2,16 @@
 teacher mode, and the validator over the full grid of control values."""
 import itertools
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
+from conftest import APP_PAGES, run_page
 from streamlit.testing.v1 import AppTest
 
 from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
 
 pytestmark = pytest.mark.slow          # every test runs whole app pages (AppTest)
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py", "gp": "app_pages/gp_recursion.py",
-         "lm": "app_pages/mini_lm.py"}
-
-
-def run_page(page: str, query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in (query or {}).items():
-        at.query_params[k] = v
-    at.run()
-    if page != "energy":
-        at.switch_page(PAGES[page]).run()
-    return at
+PAGES = APP_PAGES
 
 
 def assert_clean(at: AppTest) -> None:

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from streamlit.testing.v1 import AppTest
+from conftest import run_page
 
 from cem_core.ui import jobs
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
@@ -104,9 +103,7 @@ def test_a_corrupt_record_never_blocks_a_new_run(board, monkeypatch, record):
 @pytest.mark.parametrize("record", ["stale", "corrupt"])
 def test_the_page_reports_and_clears_a_bad_record(board, bystander, record):
     _write_record(board, _record_for(bystander.pid) if record == "stale" else "{not json")
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/mini_lm.py").run()
+    at = run_page("lm")
     assert not at.exception and not at.error, [e.value for e in at.error]
     warning = " ".join(w.value for w in at.warning)
     assert ("no longer that run" if record == "stale" else "could not be used") in warning
@@ -136,10 +133,7 @@ def test_data_paths_resolving_outside_the_data_folder_are_refused(board, tmp_pat
 
 @pytest.mark.slow
 def test_live_gp_training_runs_one_at_a_time_across_sessions(board):
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["gp_steps"] = "50"
-    at.run()
-    at.switch_page("app_pages/gp_recursion.py").run()
+    at = run_page("gp", {"gp_steps": "50"})
     train_button = next(b for b in at.button if b.label == "Train a small model now")
     with board.live_training_lock():                                    # another session is training
         train_button.click().run()
@@ -158,9 +152,7 @@ def test_the_page_shows_what_the_data_readers_skipped(board, monkeypatch):
              "validation": {"documents": 9, "malformed": 0, "oversized": 0, "filtered": 0}}
     (Path(job["out"]) / "compare.json").write_text(json.dumps([{"variant": "llama", "params": 1, "tokens_per_s": 2.0,
                                                                 "val_ppl": 5.0, "sample": "x", "data_stats": stats}]))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("app_pages/mini_lm.py").run()
+    at = run_page("lm")
     assert not at.exception and not at.error
     captions = " ".join(c.value for c in at.caption)
     assert "train 90 documents; 3 malformed and 1 oversized records skipped" in captions
@@ -168,10 +160,7 @@ def test_the_page_shows_what_the_data_readers_skipped(board, monkeypatch):
 
 @pytest.mark.slow
 def test_a_link_naming_a_data_folder_that_is_not_there_gives_a_message(board):
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["lm_data"] = "nosuch"
-    at.run()
-    at.switch_page("app_pages/mini_lm.py").run()
+    at = run_page("lm", {"lm_data": "nosuch"})
     assert not at.exception
     assert "data='nosuch' is not a shard folder" in " ".join(e.value for e in at.error)
     assert at.session_state["lm_data"] == "demo"

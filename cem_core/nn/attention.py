@@ -27,6 +27,7 @@ from .config import AttentionConfig
 from .descent import EnergyDescentLayer
 from .energy import attention_energy
 from .rope import rope_angles, rotate, unrotate
+from .validate import check_config
 
 
 def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool = False):
@@ -103,8 +104,7 @@ class CEMAttention(EnergyDescentLayer):
     """h -> h + x^(T) - x^(0), T steps on E_att; see the module docstring."""
 
     def __init__(self, config: AttentionConfig):
-        if not isinstance(config, AttentionConfig):
-            raise ValueError(f"config must be an AttentionConfig; got {type(config).__name__}")
+        check_config(config, AttentionConfig)
         super().__init__(config)
         d, H = config.d_model, config.n_heads
         self.n_heads, self.head_dim = H, config.head_dim

@@ -23,6 +23,7 @@ from .config import LlamaAttentionConfig, SwiGLUConfig
 from .descent import check_input
 from .energy import ACTIVATION_FUNCTIONS
 from .rope import rotate
+from .validate import check_config
 
 
 class LlamaAttention(nn.Module):
@@ -33,8 +34,7 @@ class LlamaAttention(nn.Module):
     """
 
     def __init__(self, config: LlamaAttentionConfig):
-        if not isinstance(config, LlamaAttentionConfig):
-            raise ValueError(f"config must be a LlamaAttentionConfig; got {type(config).__name__}")
+        check_config(config, LlamaAttentionConfig)
         super().__init__()
         self.config = config
         d = config.d_model
@@ -70,8 +70,7 @@ class SwiGLU(nn.Module):
     ``gate_proj`` inside phi, ``up_proj`` linear; the CEM MLP's names are the other way round)."""
 
     def __init__(self, config: SwiGLUConfig):
-        if not isinstance(config, SwiGLUConfig):
-            raise ValueError(f"config must be a SwiGLUConfig; got {type(config).__name__}")
+        check_config(config, SwiGLUConfig)
         super().__init__()
         self.config = config
         d, f = config.d_model, config.d_ff

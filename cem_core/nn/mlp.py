@@ -26,14 +26,14 @@ from torch import nn
 from .config import MLPConfig
 from .descent import EnergyDescentLayer
 from .energy import ACTIVATION_FUNCTIONS, mlp_energy
+from .validate import check_config
 
 
 class CEMGatedMLP(EnergyDescentLayer):
     """h -> h + x^(T) - x^(0), T steps on E_mlp; the gate G c is computed once."""
 
     def __init__(self, config: MLPConfig):
-        if not isinstance(config, MLPConfig):
-            raise ValueError(f"config must be an MLPConfig; got {type(config).__name__}")
+        check_config(config, MLPConfig)
         super().__init__(config)
         d, f = config.d_model, config.d_ff
         self.phi = ACTIVATION_FUNCTIONS[config.activation][0]

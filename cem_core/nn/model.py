@@ -21,7 +21,7 @@ from .baselines import LlamaAttention, SwiGLU
 from .config import KINDS, AttentionConfig, CEMOptions, LlamaAttentionConfig, MLPConfig, SwiGLUConfig, check_eval_T
 from .descent import EnergyDescentLayer
 from .mlp import CEMGatedMLP
-from .validate import check_bool, check_choice, check_float, check_int, fail
+from .validate import check_bool, check_choice, check_config, check_float, check_int, fail
 
 VARIANTS = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"),
             "cem-mlp": ("llama", "cem"), "cem-full": ("cem", "cem")}         # (attention kind, MLP kind)
@@ -195,8 +195,7 @@ class LanguageModel(nn.Module):
     """Token embedding, n_layers blocks, final RMSNorm, LM head (tied to the embedding by default)."""
 
     def __init__(self, config: ModelConfig):
-        if not isinstance(config, ModelConfig):
-            raise ValueError(f"config must be a ModelConfig; got {type(config).__name__}")
+        check_config(config, ModelConfig)
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)

@@ -52,3 +52,10 @@ def check_device(value):
         if device.index is not None and device.index >= count:
             fail("device", value, f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}")
     return device
+
+
+def check_config(config, kind: type) -> None:
+    """A layer's config must be of the layer's own config class."""
+    if not isinstance(config, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise ValueError(f"config must be {article} {kind.__name__}; got {type(config).__name__}")
