@@ -85,14 +85,23 @@ def one_thread():
     torch.set_num_threads(old)
 
 
-def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8):
-    """A GP sweep run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a test)."""
+def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8, cem=None):
+    """A GP sweep run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a
+    test): Llama attention, or CEM attention with the switches `cem`."""
     from cem_core.experiments import gp_sweep
     from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
 
-    return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points),
-                            model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
+    model = GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama" if cem is None else "cem",
+                          **({} if cem is None else {"cem": cem}))
+    return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points), model=model,
                             train=GPTrainConfig(steps=steps, eval_size=16, batch_size=8, seed=seed), group="depth1")
+
+
+def tiny_gp_specs() -> list:
+    """Two quick runs of a sweep: Llama attention and CEM attention at T = 2."""
+    from cem_core import CEMOptions
+
+    return [tiny_gp_spec(3), tiny_gp_spec(3, cem=CEMOptions(T=2))]
 
 
 def interruptible() -> None:
@@ -141,3 +150,13 @@ def run_page(page: str, query: dict | None = None, timeout: float = 120):
     if page != "energy":
         at.switch_page(APP_PAGES[page]).run()
     return at
+
+
+@pytest.fixture
+def hf_fp64_norm(monkeypatch):
+    """Make transformers' LlamaRMSNorm float64-faithful for one test (restored afterwards): its own
+    forward rounds through float32 (see tests/llama_reference.py)."""
+    from llama_reference import rmsnorm_forward_fp64
+    from transformers.models.llama import modeling_llama
+
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rmsnorm_forward_fp64)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_gp import _tiny_specs
+from conftest import tiny_gp_specs
 
 from cem_core import LanguageModel, ModelConfig
 from cem_core.__main__ import main
@@ -124,7 +124,7 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     so the test does not depend on how far the real sweep has got."""
     listed = set(re.findall(r"`([A-Za-z0-9_]+\.(?:png|svg))`", README.read_text()))
     assert len(listed) >= 14
-    gp_sweep.run_sweep(tmp_path / "gp", _tiny_specs())
+    gp_sweep.run_sweep(tmp_path / "gp", tiny_gp_specs())
     out = tmp_path / "figures"
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json")]) == 0
     written = {p.name for p in out.iterdir()}

@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import COMMITTED_SWEEP
+from conftest import COMMITTED_SWEEP, tiny_gp_specs
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
@@ -178,16 +178,8 @@ def test_invalid_preset_and_cli_eval_T(capsys):
     assert "eval_T=4 is invalid" in capsys.readouterr().err
 
 
-def _tiny_specs():
-    task, train = GPTaskConfig(n_points=8), GPTrainConfig(steps=3, eval_size=16, batch_size=8)
-    return [gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama"),
-                             train=train, group="depth1"),
-            gp_sweep.RunSpec(task=task, model=GPModelConfig(width=8, d_ff=16, n_heads=2, cem=CEMOptions(T=2)),
-                             train=train, group="depth1")]
-
-
 def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
-    specs = _tiny_specs()
+    specs = tiny_gp_specs()
     records = gp_sweep.run_sweep(tmp_path, specs[:1])
     assert [r["hash"] for r in records] == [specs[0].hash]
     calls = []
@@ -209,7 +201,7 @@ def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
 
 
 def test_run_hash_covers_every_setting():
-    spec = _tiny_specs()[1]
+    spec = tiny_gp_specs()[1]
     assert spec.hash != replace(spec, train=replace(spec.train, seed=1)).hash
     assert spec.hash != replace(spec, model=spec.model.with_cem(anchor=0.5)).hash
     assert spec.hash != replace(spec, task=replace(spec.task, noise_var=0.02)).hash
@@ -224,7 +216,7 @@ def test_committed_results_match_the_default_sweep():
 
 
 def test_report_and_figures_from_results(tmp_path, capsys):
-    gp_sweep.run_sweep(tmp_path, _tiny_specs())
+    gp_sweep.run_sweep(tmp_path, tiny_gp_specs())
     assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
     assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out

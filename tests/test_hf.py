@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_against_transformers import (
+from llama_reference import (
     SHAPES,
-    _rmsnorm_forward_fp64,
     hf_config,
     hf_mask,
     hf_norm,
@@ -41,9 +40,7 @@ TOL = 1e-10
 DTYPE = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def hf_fp64_norm(monkeypatch):
-    monkeypatch.setattr(hf_llama.LlamaRMSNorm, "forward", _rmsnorm_forward_fp64)
+pytestmark = pytest.mark.usefixtures("hf_fp64_norm")        # HF's RMSNorm without its float32 round trip
 
 
 def hf_layer(d: int, H: int, f: int, rope: bool, seed: int):
