@@ -7,27 +7,37 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from cem_core.nn.config import KINDS, CEMOptions, check_eval_T, switches
-from cem_core.nn.model import VARIANTS, ModelConfig
+from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, ModelConfig
 from cem_core.nn.validate import check_device
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}   # KV-cache formats
 
 
 def _variant_configs(args) -> dict[str, ModelConfig]:
+    """Every variant at the given sizes, with its own CEM switches changed by the flags given."""
     sizes = dict(vocab_size=args.vocab_size, d_model=args.d_model, n_layers=args.n_layers,
                  n_heads=args.n_heads, d_ff=args.d_ff, max_seq_len=args.max_seq_len)
-    return {name: ModelConfig.variant(name, cem=cem_options(args), **sizes) for name in VARIANTS}
+    return {name: ModelConfig.variant(name, cem=cem_options(args, VARIANT_OPTIONS[name]), **sizes)
+            for name in VARIANTS}
+
+
+def _switches_text(cem: CEMOptions) -> str:
+    """The switches that differ from their defaults ("defaults" when none does)."""
+    changed = [f"{f.name}={getattr(cem, f.name)}" for f in switches() if getattr(cem, f.name) != f.default]
+    return " ".join(changed) or "defaults"
 
 
 def info_table(args) -> str:
     from cem_core.ui.figdata import variant_table
 
-    rows = variant_table(_variant_configs(args), DTYPES[args.dtype])
+    configs = _variant_configs(args)
+    rows = variant_table(configs, DTYPES[args.dtype])
     header = tuple(rows[0])
     cells = [header] + [tuple(f"{v:.3f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else v
                               for v in row.values()) for row in rows]
@@ -38,7 +48,8 @@ def info_table(args) -> str:
     notes = [
         "",
         f"d_model={args.d_model} n_layers={args.n_layers} n_heads={args.n_heads} d_ff={args.d_ff} "
-        f"vocab={args.vocab_size} (tied embeddings); CEM options: {cem_options(args)}",
+        f"vocab={args.vocab_size} (tied embeddings); CEM switches: "
+        + "; ".join(f"{name}: {_switches_text(config.cem)}" for name, config in configs.items() if name != "llama"),
         "attn/mlp proj: projection weights summed over layers (Llama 4d^2 and 3 d d_ff per layer; "
         "CEM 2d^2 and 2 d d_ff). Diagonal and preconditioner terms are listed separately and "
         "included in total (norms and embeddings too).",
@@ -48,20 +59,23 @@ def info_table(args) -> str:
     return "\n".join(lines + notes)
 
 
-def add_cem_arguments(parser: argparse.ArgumentParser, *, learned: bool = True) -> None:
-    """A flag for every CEM switch (CEMOptions' fields: type, choices, default and help from there)."""
+def add_cem_arguments(parser: argparse.ArgumentParser, *, per_variant: bool = False) -> None:
+    """A flag for every CEM switch (CEMOptions' fields: type, choices, default and help from there).
+    With `per_variant`, a switch not given keeps each variant's own value (VARIANT_OPTIONS)."""
     group = parser.add_argument_group("CEM switches (of every CEM layer)")
-    for f in switches(learned=learned):
+    for f in switches():
         kind, allowed = f.metadata["kind"], f.metadata["allowed"]
         extra = {"choices": allowed} if kind == "choice" else {"type": int if kind == "int" else float}
         scope = " (attention only)" if f.metadata["attention_only"] else ""
-        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=f.default,
-                           help=f"{f.metadata['help']}{scope} (default {f.default})", **extra)
+        default = "each variant's own" if per_variant else f.default
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name,
+                           default=argparse.SUPPRESS if per_variant else f.default,
+                           help=f"{f.metadata['help']}{scope} (default: {default})", **extra)
 
 
-def cem_options(args) -> CEMOptions:
-    """The CEMOptions the flags of add_cem_arguments set (switches without a flag keep their default)."""
-    return CEMOptions(**{f.name: getattr(args, f.name) for f in switches() if hasattr(args, f.name)})
+def cem_options(args, base: CEMOptions = CEMOptions()) -> CEMOptions:
+    """`base` with the switches the flags of add_cem_arguments set."""
+    return replace(base, **{f.name: getattr(args, f.name) for f in switches() if hasattr(args, f.name)})
 
 
 def _default(cls, name: str):
@@ -85,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--max-seq-len", type=int, default=2048, help="context length (default 2048)")
     info.add_argument("--dtype", choices=tuple(DTYPES), default="bfloat16",
                       help="number format of the KV cache (default bfloat16)")
-    add_cem_arguments(info)
+    add_cem_arguments(info, per_variant=True)
 
     gp_parser = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(
         dest="gp_command", required=True)

@@ -33,7 +33,7 @@ def test_cem_flags_come_from_cem_options(command):
     actions = {a.dest: a for a in PARSERS[command]._actions}
     for f in switches():
         action = actions[f.name]
-        assert action.default == f.default
+        assert action.default == (argparse.SUPPRESS if command == "info" else f.default)   # info: each variant's
         if f.metadata["kind"] == "choice":
             assert tuple(action.choices) == tuple(f.metadata["allowed"])
     args = PARSERS[command].parse_args(["--T", "3", "--diagonal", "shared", "--eta-mode", "learned"])
@@ -45,3 +45,14 @@ def test_a_bad_cem_flag_is_refused_by_the_options_object(capsys):
     from cem_core.__main__ import main
     assert main(["info", "--T", "0"]) == 2
     assert "T=0 is invalid: must be in [1, 64]" in capsys.readouterr().err
+
+
+def test_info_shows_each_variant_with_its_own_switches_unless_told(capsys):
+    from cem_core.__main__ import main
+    sizes = ["--d-model", "64", "--n-layers", "2", "--n-heads", "4", "--d-ff", "128"]
+    assert main(["info", *sizes]) == 0
+    own = capsys.readouterr().out
+    assert "cem-full: T=2 diagonal=shared preconditioner=dlr" in own and "cem-attn: defaults" in own
+    assert main(["info", *sizes, "--T", "3"]) == 0
+    told = capsys.readouterr().out
+    assert "cem-full: T=3 diagonal=shared preconditioner=dlr" in told and "cem-attn: T=3" in told
