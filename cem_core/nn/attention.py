@@ -6,8 +6,19 @@ One step with P = I, eta = 1 is causal multi-head attention with values tied to 
     -grad_x E_att(x | c_{1:i}) = sum_k W_Q,k^T sum_{j<=i} a^k_ij W_K,k c_j,
     a^k_ij = softmax_j(beta (W_Q,k x)^T W_K,k c_j),  beta = 1/sqrt(d_h).
 
-With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k, computed by concatenating per head
-q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c] (docs/design.md#24-dlr-interaction).
+With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k (docs/design.md#24-dlr-interaction). One diagonal per
+head is computed by concatenating per head q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c],
+each head's core d_h + d wide. One diagonal d shared by all heads costs far less: its score
+beta (d * x_i) . c_j is the same for every head, one (n, n_k) bias added to each head's scores, and
+its part of the update is d * sum_j (sum_k a^k_ij) c_j, one product of the head-summed weights with
+the history (about 2x the plain core instead of (H + 1)x).
+
+Without a diagonal, the T steps run in query space (``forward``): with q = W_Q x the step
+x <- x + eta P W_Q^T o (o the merged attention outputs) is q <- q + eta o M with M = W_Q P W_Q^T,
+a d x d matrix formed once from the weights, and the displacement sum_t eta_t P W_Q^T o_t is one
+readout at the end: T + 2 projections for T steps instead of 2T + 1. The anchor stays linear in
+query space only with P = I (then W_Q (x - x0) = q - q0); otherwise, and for ``trace``, the steps
+run in x space as every CEM layer's do.
 
 The pieces every attention layer uses live here too: the causal core (``causal_attention``), the
 generation cache (``AttentionCache``), splitting and merging heads and the RoPE tables at a cache
@@ -24,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import AttentionConfig
-from .descent import EnergyDescentLayer
+from .descent import EnergyDescentLayer, check_input
 from .energy import attention_energy
 from .rope import rope_angles, rotate, unrotate
 from .validate import check_config
@@ -94,10 +105,11 @@ class AttentionCache:
 
 @dataclass
 class _Context:
-    keys: torch.Tensor      # k' = v' per head: (B, H, n_k, d_h), or (B, H, n_k, d_h + d) with D+LR
+    keys: torch.Tensor      # k' = v' per head: (B, H, n_k, d_h), or (B, H, n_k, d_h + d) with per-head D+LR
     cos: torch.Tensor | None
     sin: torch.Tensor | None
     offset: int
+    inputs: torch.Tensor | None = None    # the history c_j (B, n_k, d), for a shared diagonal
 
 
 class CEMAttention(EnergyDescentLayer):
@@ -133,7 +145,9 @@ class CEMAttention(EnergyDescentLayer):
             k = cache.append("keys", k, dim=-2)                        # (B, H, n_k, d_h), n_k = offset + n
             if self.config.diagonal != "none":
                 c = cache.append("inputs", c, dim=1)                   # c_j: (B, n_k, d)
-        if self.config.diagonal != "none":
+        if self.config.diagonal == "shared":
+            return _Context(keys=k, cos=cos, sin=sin, offset=offset, inputs=c)
+        if self.config.diagonal == "per_head":
             B, n_k, d = c.shape
             c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
             k = torch.cat((k, c_heads), dim=-1)                        # k' = [W_K,k c ; c]: (B, H, n_k, d_h + d)
@@ -149,6 +163,8 @@ class CEMAttention(EnergyDescentLayer):
         q = split_heads(self.q_proj(x), self.n_heads)                  # W_Q,k x_i: (B, H, n, d_h)
         if self.config.rope:
             q = rotate(q, ctx.cos, ctx.sin)                            # R_i W_Q,k x_i: (B, H, n, d_h)
+        if ctx.inputs is not None:
+            return self._shared_diagonal_gradient(x, q, ctx, need_weights)
         diag = self.diagonal_matrix()                                  # d_k: (H, d), or None
         if diag is not None:
             dx = diag[None, :, None, :] * x[:, None]                   # d_k * x_i: (B, H, n, d)
@@ -163,6 +179,53 @@ class CEMAttention(EnergyDescentLayer):
         if diag is not None:
             u = u + (diag[None, :, None, :] * o_diag).sum(1)           # + sum_k diag(d_k) sum_j a_ij c_j: (B, n, d)
         return u, weights
+
+    def _shared_diagonal_gradient(self, x, q, ctx: _Context, need_weights: bool):
+        """-grad_x E_att with one diagonal d shared by all heads: the head-independent score bias and the
+        head-summed readout (see the module docstring). q: the (rotated) queries (B, H, n, d_h)."""
+        c, d_row = ctx.inputs, self.diag[0]                             # c_j: (B, n_k, d); d: (d,)
+        n_q, n_k = q.shape[-2], c.shape[1]
+        bias = ((x * d_row) @ c.transpose(-1, -2)) * self.scale        # beta (d * x_i) . c_j: (B, n, n_k)
+        future = torch.ones(n_q, n_k, dtype=torch.bool, device=x.device).triu(n_k - n_q + 1)  # j > i
+        bias = bias.masked_fill(future, float("-inf"))                 # causal: j <= i
+        scores = torch.matmul(q * self.scale, ctx.keys.transpose(-1, -2)) + bias[:, None]  # (B, H, n, n_k)
+        a = torch.softmax(scores, dim=-1)                              # a^k_ij = softmax_j: (B, H, n, n_k)
+        o = a @ ctx.keys                                               # sum_j a^k_ij R_j W_K,k c_j: (B, H, n, d_h)
+        if self.config.rope:
+            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T (...): (B, H, n, d_h)
+        u = self._readout(merge_heads(o))                              # sum_k W_Q,k^T (...): (B, n, d)
+        u = u + d_row * (a.sum(1) @ c)                                 # + diag(d) sum_j (sum_k a^k_ij) c_j: (B, n, d)
+        return u, (a if need_weights else None)
+
+    def _in_query_space(self) -> bool:
+        """Whether the T steps can run in query space (module docstring): no diagonal, and an anchor
+        only with P = I; worth it from T = 2 on."""
+        c = self.config
+        return c.diagonal == "none" and c.T > 1 and (c.anchor == 0 or c.preconditioner == "none")
+
+    def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
+        if not self._in_query_space():
+            return super().forward(h, cache)                           # T steps in x space
+        if self.check_inputs:
+            check_input(h, self.config.d_model)
+        W, lam = self.q_proj.weight, self.config.anchor                # W_Q: (d, d); the anchor lambda
+        x0 = self.norm(h)                                              # x^(0) = c = Norm(h): (B, n, d)
+        ctx = self._context(x0, cache)                                 # keys, once for all T steps
+        M = self.preconditioner(W) @ W.T                               # W_Q P W_Q^T (P symmetric): (d, d)
+        q0 = q = self.q_proj(x0)                                       # q^(0) = W_Q x^(0): (B, n, d)
+        total = 0.0                                                    # sum_t c_t o_t, read out once at the end
+        for t, eta in enumerate(self.step_sizes()):
+            heads = split_heads(q, self.n_heads)                       # (B, H, n, d_h)
+            if self.config.rope:
+                heads = rotate(heads, ctx.cos, ctx.sin)                # R_i q_i
+            o, _ = causal_attention(heads, ctx.keys, ctx.keys, self.scale, ctx.offset)
+            if self.config.rope:
+                o = unrotate(o, ctx.cos, ctx.sin)                      # R_i^T sum_j a_ij R_j W_K,k c_j
+            o = merge_heads(o)                                         # o^(t) (B, n, d): -grad E = o W_Q - lam (x-x0)
+            total = (1 - eta * lam) * total + eta * o if lam else total + eta * o   # x^(T) - x^(0) = (sum) W_Q P
+            if t < self.config.T - 1:
+                q = q + eta * (o @ M - lam * (q - q0))                 # q^(t+1) = W_Q x^(t+1)
+        return h + self.preconditioner(total @ W)                      # h' = h + x^(T) - x^(0)
 
     def _energy(self, x, c):
         return attention_energy(x, c, self.q_proj.weight, self.k_proj.weight, self.n_heads,
