@@ -7,7 +7,7 @@ from cem_core.experiments.records import package_version
 from cem_core.nn.attention import AttentionCache, CEMAttention
 from cem_core.nn.baselines import LlamaAttention, SwiGLU
 from cem_core.nn.config import AttentionConfig, CEMOptions, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
-from cem_core.nn.descent import Trace, assert_exact, exactness_error, reference_forward
+from cem_core.nn.descent import Trace, assert_exact, exactness_error, gradient_exactness_error, reference_forward
 from cem_core.nn.mlp import CEMGatedMLP
 from cem_core.nn.model import VARIANTS, Block, Generation, LanguageModel, ModelConfig, param_breakdown
 from cem_core.nn.precondition import Preconditioner
@@ -17,6 +17,6 @@ __version__ = package_version()          # from the installed metadata (pyprojec
 __all__ = [
     "AttentionCache", "AttentionConfig", "Block", "CEMOptions", "CEMAttention", "CEMGatedMLP", "Generation",
     "LanguageModel", "LlamaAttention", "LlamaAttentionConfig", "MLPConfig", "ModelConfig", "Preconditioner",
-    "SwiGLU", "SwiGLUConfig", "Trace", "VARIANTS", "assert_exact", "exactness_error", "param_breakdown",
-    "reference_forward",
+    "SwiGLU", "SwiGLUConfig", "Trace", "VARIANTS", "assert_exact", "exactness_error", "gradient_exactness_error",
+    "param_breakdown", "reference_forward",
 ]

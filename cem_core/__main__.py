@@ -189,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default: bfloat16 on GPU, float32 on CPU")
     bench.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     bench.add_argument("--compile", action="store_true", help="torch.compile both sides of each row")
+    bench.add_argument("--lm-preset", choices=tuple(LM_PRESETS), default=_default(BenchConfig, "lm_preset"),
+                       help="the LM preset whose training step the LM rows time, every variant vs llama "
+                            f"(default {_default(BenchConfig, 'lm_preset')})")
     bench.add_argument("--json", help="also write the records (name, time_ratio, flop_ratio, ...) here")
 
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")

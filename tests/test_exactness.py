@@ -1,9 +1,12 @@
-"""Every fast forward equals T explicit steps x - eta P grad E by autograd on the energy
+"""Every fast forward and backward equals T explicit steps x - eta P grad E by autograd on the energy
 (docs/design.md#invariant-1-fast-path-equals-autograd-descent).
 
-Tolerances: relative to the size of the update, 1e-9 in float64 and 1e-4 in float32.
-The checker itself is tested by permanent mutations (a perturbed output projection, a dropped
-causal mask): it must reject both.
+Tolerances: relative to the size of the update (forward) or of the largest gradient entry
+(backward), 1e-9 in float64 and 1e-4 in float32. The grid covers both attention fast paths beside
+the generic one: the shared diagonal's head-independent core (whole, in blocks of queries, and in
+blocks recomputed in backward) and query-space recursion (no diagonal, T > 1). The checkers are
+tested by permanent mutations (a perturbed output projection, a dropped causal mask, a detached
+term that leaves the forward exact): they must reject each.
 """
 import itertools
 
@@ -13,25 +16,73 @@ import torch.nn.functional as F
 from conftest import randomize_
 
 import cem_core.nn.attention as attention_module
-from cem_core import AttentionConfig, CEMAttention, CEMGatedMLP, MLPConfig, assert_exact, exactness_error
+from cem_core import (
+    AttentionConfig,
+    CEMAttention,
+    CEMGatedMLP,
+    MLPConfig,
+    assert_exact,
+    exactness_error,
+    gradient_exactness_error,
+)
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 
-ATTENTION_GRID = list(itertools.product(("none", "per_head", "shared"), ("none", "dlr", "psd"),
-                                        (1, 2, 3, 8), (False, True), (0.0, 0.7)))
+# how the shared diagonal's core runs over the 7 queries: whole, in blocks of 3 (3, 3, 1), or in
+# blocks of 3 recomputed in backward
+BLOCKINGS = ("whole", "blocks", "recompute")
+ATTENTION_GRID = [(diagonal, *rest, blocking)
+                  for diagonal, *rest in itertools.product(("none", "per_head", "shared"), ("none", "dlr", "psd"),
+                                                           (1, 2, 3, 8), (False, True), (0.0, 0.7))
+                  for blocking in (BLOCKINGS if diagonal == "shared" else ("whole",))]
 
 
-@pytest.mark.parametrize("diagonal,preconditioner,T,rope,anchor", ATTENTION_GRID)
-def test_attention_fast_path_is_autograd_descent(float64, diagonal, preconditioner, T, rope, anchor):
+def block_queries(monkeypatch, layer: CEMAttention, blocking: str) -> CEMAttention:
+    """Make the shared-diagonal core run over blocks of 3 queries (kept, or recomputed in backward)."""
+    if blocking != "whole":
+        monkeypatch.setattr(attention_module, "query_blocks", lambda *sizes: (3, blocking == "recompute"))
+    return layer
+
+
+def attention(diagonal, preconditioner, T, rope, anchor, **kwargs) -> CEMAttention:
     torch.manual_seed(T)
     cfg = AttentionConfig(d_model=16, n_heads=4, T=T, eta=0.8, diagonal=diagonal,
-                          preconditioner=preconditioner, rank=3, rope=rope, anchor=anchor)
-    layer = randomize_(CEMAttention(cfg), seed=T)
+                          preconditioner=preconditioner, rank=3, rope=rope, anchor=anchor, **kwargs)
+    return randomize_(CEMAttention(cfg), seed=T)
+
+
+@pytest.mark.parametrize("diagonal,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal, preconditioner, T, rope, anchor,
+                                                 blocking):
+    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor), blocking)
     h = 2.0 * torch.randn(2, 7, 16)
     assert_exact(layer, h, RTOL64)
     trace = layer.trace(h)
     torch.testing.assert_close(trace.energies[0], layer.energy(layer.norm(h), h), rtol=0, atol=0)
     torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("diagonal,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+def test_attention_backward_is_autograd_descent(float64, monkeypatch, diagonal, preconditioner, T, rope, anchor,
+                                                blocking):
+    """The gradients with respect to h and every parameter equal those of the T autograd steps."""
+    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor), blocking)
+    assert gradient_exactness_error(layer, 2.0 * torch.randn(2, 7, 16)) <= RTOL64
+
+
+@pytest.mark.parametrize("diagonal,preconditioner,anchor", [("none", "none", 0.0), ("none", "none", 0.7),
+                                                            ("none", "dlr", 0.0), ("shared", "psd", 0.7)])
+@pytest.mark.parametrize("eta_per_step", [False, True])
+def test_learned_eta_is_exact_forward_and_backward(float64, diagonal, preconditioner, anchor, eta_per_step):
+    """Learned step sizes (one, or one per step) on each fast path: exact, positive, and their own
+    gradients (d loss / d log eta) equal the reference's."""
+    layer = attention(diagonal, preconditioner, 3, True, anchor, learn_eta=True, eta_per_step=eta_per_step)
+    with torch.no_grad():
+        layer.log_eta.copy_(torch.linspace(-3.0, 0.5, layer.log_eta.numel()))
+    assert all(e > 0 for e in layer.step_size_values())
+    h = torch.randn(1, 6, 16)
+    assert_exact(layer, h, RTOL64)
+    assert gradient_exactness_error(layer, h) <= RTOL64
 
 
 MLP_GRID = list(itertools.product(("none", "dlr", "psd"), (1, 2, 3, 8), (0.0, 0.7), ("silu", "gelu", "relu")))
@@ -48,15 +99,6 @@ def test_mlp_fast_path_is_autograd_descent(float64, preconditioner, T, anchor, a
     trace = layer.trace(h)
     torch.testing.assert_close(trace.energies[0], layer.energy(layer.norm(h), h), rtol=0, atol=0)
     torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("eta_per_step", [False, True])
-def test_learned_eta_is_exact_and_positive(float64, eta_per_step):
-    layer = CEMAttention(AttentionConfig(d_model=16, n_heads=2, T=3, learn_eta=True, eta_per_step=eta_per_step))
-    with torch.no_grad():
-        layer.log_eta.copy_(torch.linspace(-3.0, 0.5, layer.log_eta.numel()))
-    assert all(e > 0 for e in layer.step_size_values())
-    assert_exact(layer, torch.randn(1, 6, 16), RTOL64)
 
 
 def test_float32_tolerance():
@@ -120,3 +162,43 @@ def test_checker_rejects_perturbed_mlp_readout(float64, monkeypatch):
     monkeypatch.setattr(layer, "_readout", lambda z: z @ (1.001 * layer.up_proj.weight))
     with pytest.raises(AssertionError):
         assert_exact(layer, h, RTOL64)
+
+
+def test_checker_rejects_a_wrong_backward(float64, monkeypatch):
+    """A forward that is exact but drops a gradient path (the diagonal's head-summed readout)."""
+    layer = attention("shared", "none", 2, False, 0.0)
+    h = torch.randn(2, 6, 16)
+    assert gradient_exactness_error(layer, h) < RTOL64
+    block = attention_module._shared_diagonal_block
+
+    def detached_readout(*args):
+        o, summed, weights = block(*args)
+        return o, summed.detach(), weights
+
+    monkeypatch.setattr(attention_module, "_shared_diagonal_block", detached_readout)
+    assert exactness_error(layer, h) < RTOL64
+    assert gradient_exactness_error(layer, h) > 1e-3
+
+
+@pytest.mark.parametrize("diagonal,preconditioner,T,anchor,projections,cores", [
+    ("none", "dlr", 3, 0.0, 1, 3),        # query space: W_Q x once, T cores
+    ("none", "none", 2, 0.7, 1, 2),       # the anchor stays linear in query space with P = I
+    ("none", "dlr", 2, 0.7, 2, 2),        # ... not with P != I: x space, W_Q x per step
+    ("none", "none", 1, 0.0, 1, 1),
+    ("shared", "psd", 2, 0.0, 2, 0),      # the shared diagonal's own core, not the flash core
+    ("per_head", "psd", 2, 0.0, 2, 2),    # per head: the concatenated keys through the flash core
+])
+def test_each_configuration_takes_its_fast_path(monkeypatch, diagonal, preconditioner, T, anchor, projections,
+                                                cores):
+    layer = attention(diagonal, preconditioner, T, False, anchor)
+    calls = {"q": 0, "core": 0}
+    layer.q_proj.register_forward_hook(lambda *_: calls.__setitem__("q", calls["q"] + 1))
+    flash = attention_module.causal_attention
+
+    def counted(*args, **kwargs):
+        calls["core"] += 1
+        return flash(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module, "causal_attention", counted)
+    layer(torch.randn(1, 5, 16))
+    assert calls == {"q": projections, "core": cores}

@@ -28,7 +28,18 @@ def test_design_ratios_at_d512_n512_h8():
     llama = attention_flops(LlamaAttentionConfig(d_model=512, n_heads=8), 512)
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, T=1), 512), llama) == pytest.approx(0.8)
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, T=2), 512), llama) == pytest.approx(1.4)
+    # T = 2 in query space: k, q, o M, readout and M = W_Q W_Q^T (one more projection's worth at batch 1,
+    # a quarter at batch 4) instead of 5 projections
+    assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, T=2), 512, batch=4),
+                 llama) == pytest.approx(1.25)
+    x_space = AttentionConfig(d_model=512, n_heads=8, T=2, anchor=0.5, preconditioner="psd", rank=4)
+    p_per_step = 512 * 2 * 2 * 512 * 4                                 # U (U^T g) for n tokens
+    assert attention_flops(x_space, 512)["total"] == pytest.approx(7 * 2 * 512 ** 3 + 2 * p_per_step)  # 5 + 2 cores
+    plain = attention_flops(AttentionConfig(d_model=512, n_heads=8), 512)
+    # a shared diagonal doubles the core (bias and head-summed readout); one per head makes it (H + 1) x
     assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, diagonal="shared"), 512),
+                 plain) == pytest.approx(1.25)
+    assert ratio(attention_flops(AttentionConfig(d_model=512, n_heads=8, diagonal="per_head"), 512),
                  llama) == pytest.approx(2.4)
     swiglu = mlp_flops(SwiGLUConfig(d_model=512, d_ff=1376), 512)
     assert ratio(mlp_flops(MLPConfig(d_model=512, d_ff=1376), 512), swiglu) == pytest.approx(1.0)
@@ -43,18 +54,21 @@ def _measured(layer, n, d):
 
 
 @pytest.mark.parametrize("T", [1, 3])
-@pytest.mark.parametrize("diagonal", ["none", "per_head"])
-def test_attention_count_matches_dispatched_matmuls(T, diagonal, monkeypatch):
+@pytest.mark.parametrize("diagonal", ["none", "per_head", "shared"])
+@pytest.mark.parametrize("preconditioner", ["none", "dlr"])
+def test_attention_count_matches_dispatched_matmuls(T, diagonal, preconditioner, monkeypatch):
     """torch's counter does not see inside SDPA on CPU, so the core runs as explicit matmuls here;
-    they compute the full n x n products, and ours halves them for causality: undo that to compare."""
+    they compute the full n x n products (as the shared diagonal's core does in one block of queries),
+    and ours halves them for causality: undo that to compare. Covers x space and query space."""
     original = attention_module.causal_attention
     for module in (attention_module, baselines_module):                # CEM attention and the Llama baseline
         monkeypatch.setattr(module, "causal_attention",
                             lambda q, k, v, scale, offset=0, need_weights=False: original(q, k, v, scale, offset, True))
     d, H, n = 32, 4, 16
-    cfg = AttentionConfig(d_model=d, n_heads=H, T=T, diagonal=diagonal, rope=False)
+    cfg = AttentionConfig(d_model=d, n_heads=H, T=T, diagonal=diagonal, preconditioner=preconditioner, rank=3,
+                          rope=False)
     ours = attention_flops(cfg, n)
-    assert _measured(CEMAttention(cfg), n, d) == ours["projections"] + 2 * ours["core"]
+    assert _measured(CEMAttention(cfg), n, d) == ours["projections"] + 2 * ours["core"] + ours["preconditioner"]
     llama_config = LlamaAttentionConfig(d_model=d, n_heads=H)
     llama = attention_flops(llama_config, n)
     assert _measured(LlamaAttention(llama_config), n, d) == llama["projections"] + 2 * llama["core"]

@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import child_env
 
+import cem_core.nn.attention as attention_module
 from cem_core import (
     VARIANTS,
     AttentionCache,
@@ -133,11 +134,15 @@ def test_generate_with_cache_equals_without(float64, variant, diagonal):
     assert greedy[0].cache_bytes == 3 * 16 * per_token and greedy[1].cache_bytes == 0
 
 
-@pytest.mark.parametrize("variant", ["llama", "cem-full"])
-def test_cached_logits_equal_full_forward(float64, variant):
+@pytest.mark.parametrize("variant,diagonal", [("llama", "none"), ("cem-full", "none"), ("cem-full", "per_head"),
+                                               ("cem-full", "shared")])
+def test_cached_logits_equal_full_forward(float64, monkeypatch, variant, diagonal):
+    """Chunks of 4, 1 and 6 tokens against a growing cache (queries at an offset; the shared diagonal's
+    core in blocks of 2 queries) give the logits of one full forward."""
+    monkeypatch.setattr(attention_module, "QUERY_BLOCK", 2)
     torch.manual_seed(2)
     cfg = ModelConfig.variant(variant, vocab_size=40, d_model=16, n_heads=2, d_ff=24, n_layers=2,
-                              cem=CEMOptions(T=4, diagonal="per_head"))
+                              cem=CEMOptions(T=4, diagonal=diagonal))
     model = LanguageModel(cfg)
     idx = torch.randint(0, 40, (2, 11))
     caches = [AttentionCache() for _ in model.blocks]

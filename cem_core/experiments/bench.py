@@ -3,33 +3,38 @@
 Each row times two sides, interleaved (A, B, A, B, ...) after a warm-up, and prints the medians,
 the measured time ratio B/A and the FLOP ratio beside it (cem_core.nn.flops, whose counting
 convention is printed with the table). Backward passes start from a fixed random upstream
-gradient, so no loss is timed. Rows: the two kernels attention is made of (a d x d projection and
-the causal core), whose measured speeds give each attention row a second ideal; CEM attention at
-T = 1, 2, 4 vs LlamaAttention; D+LR per head and shared vs no diagonal; CEM gated MLP at T = 1, 2
-vs SwiGLU at equal d_ff; a full block and a full model (tokens/s, forward and forward+backward);
-the fast path vs the autograd reference; activation memory (bytes saved for backward) and
-KV-cache bytes per token.
+gradient, so no loss is timed. Rows: the kernels attention is made of (a d x d projection, the
+causal core, the shared diagonal's core), whose measured speeds give attention rows a second ideal;
+CEM attention at T = 1, 2, 4 vs LlamaAttention; D+LR per head and shared vs no diagonal; CEM gated
+MLP at T = 1, 2 vs SwiGLU at equal d_ff; a full block and a 2-layer model of the LM's cem-full vs
+llama (tokens/s, forward and forward+backward); the LM's training step at an LM preset's sizes for
+every variant vs llama (tokens/s); the fast path vs the autograd reference; activation memory
+(bytes saved for backward) and KV-cache bytes per token.
 """
 from __future__ import annotations
 
 import json
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cem_core.nn.attention import CEMAttention, causal_attention
+from cem_core.nn.attention import CEMAttention, causal_attention, query_blocks, shared_diagonal_attention
 from cem_core.nn.baselines import LlamaAttention, SwiGLU
 from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
 from cem_core.nn.descent import reference_forward
 from cem_core.nn.flops import CONVENTION, attention_flops, mlp_flops, model_flops
 from cem_core.nn.mlp import CEMGatedMLP
-from cem_core.nn.model import VARIANT_OPTIONS, Block, LanguageModel, ModelConfig
+from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, ModelConfig
+from cem_core.nn.validate import check_choice
 
+from .lm.train import PRESETS, LMTrainConfig, train_step
 from .records import atomic_write_text, provenance
+from .schedule import adamw
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +50,10 @@ class BenchConfig:
     dtype: str = "float32"             # "bfloat16" on GPU
     backward: bool = True              # time forward+backward (the targets) or forward only
     compile: bool = False              # torch.compile both sides of every layer, block and model row
+    lm_preset: str = "cpu-tiny"        # the LM preset whose training step the LM rows time
+
+    def __post_init__(self) -> None:
+        check_choice("lm_preset", self.lm_preset, tuple(PRESETS))
 
 
 def _sync(device: str) -> None:
@@ -82,17 +91,18 @@ def interleaved(a, b, repeats: int, warmup: int) -> tuple[list[float], list[floa
 
 
 def saved_bytes(module, x) -> int:
-    """Bytes of the tensors autograd saves for backward in one forward pass (activation memory)."""
-    total = 0
+    """Bytes autograd holds for backward after one forward pass (activation memory): each storage
+    once, however many ops save it or views of it (the input and parameters included)."""
+    storages = {}
 
     def pack(t):
-        nonlocal total
-        total += t.numel() * t.element_size()
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         module(x)
-    return total
+    return sum(storages.values())
 
 
 def _prepared(module: nn.Module, c: BenchConfig) -> nn.Module:
@@ -121,17 +131,23 @@ def _row(name, a_name, b_name, ta, tb, flop_ratio, extra=None) -> dict:
     return record | (extra or {})
 
 
+PROJECTION = "attention core (causal) vs one d x d projection"
+SHARED_CORE = "shared-diagonal core vs causal core"
+
+
 def kernel_rows(c: BenchConfig) -> list[dict]:
-    """The two kernels an attention layer is made of, timed at the layer's sizes: one d x d
-    projection (nn.Linear over batch x n tokens) and the causal attention core (the layers' own
-    ``causal_attention`` call), plus the same core without the mask. How fast they run here, per
-    FLOP, decides how close a layer can come to its FLOP ratio (see ``kernel_ideal``)."""
+    """The kernels an attention layer is made of, timed at the layer's sizes: one d x d projection
+    (nn.Linear over batch x n tokens), the causal attention core (the layers' own ``causal_attention``
+    call), the same core without the mask, and the shared diagonal's core (``shared_diagonal_attention``
+    with its bias and head-summed readout, in the blocks the layer uses). How fast they run here, per
+    FLOP, decides how close a layer can come to its FLOP ratio (see ``kernel_time``)."""
     dtype, d, n, H = getattr(torch, c.dtype), c.d_model, c.seq_len, c.n_heads
     torch.manual_seed(0)
     projection = nn.Linear(d, d, bias=False).to(device=c.device, dtype=dtype)
     x = torch.randn(c.batch, n, d, device=c.device, dtype=dtype)
     qkv = [torch.randn(c.batch, n, H, d // H, device=c.device, dtype=dtype).transpose(1, 2) for _ in range(3)]
     scale = (d // H) ** -0.5
+    blocks = query_blocks(n, n, H, d // H, d)
 
     def make_x():
         return x.detach().requires_grad_(c.backward)
@@ -145,53 +161,75 @@ def kernel_rows(c: BenchConfig) -> list[dict]:
     def no_mask(t):
         return F.scaled_dot_product_attention(*t, scale=scale)
 
+    def make_shared():
+        return make_qkv()[:2] + [make_x(), make_x()]                   # q, keys, d * x, c
+
+    def shared(t):
+        o, summed, _ = shared_diagonal_attention(*t, scale, *blocks)
+        return torch.cat((o.flatten(), summed.flatten()))
+
     def timed(a, make_a, b, make_b):
         return interleaved(_runner(a, make_a, c.backward, c.device), _runner(b, make_b, c.backward, c.device),
                            c.repeats, c.warmup)
 
     tp, tc = timed(projection, make_x, causal, make_qkv)
     tf, tc2 = timed(no_mask, make_qkv, causal, make_qkv)
+    tc3, ts = timed(causal, make_qkv, shared, make_shared)
     projection_flops, core_flops = 2 * n * d * d, 2 * (2 * n * n * d) / 2             # W x; q k^T and a v, causal half
-    return [_row("attention core (causal) vs one d x d projection", "projection", "core", tp, tc,
-                 core_flops / projection_flops),
-            _row("attention core: causal vs no mask", "no mask", "causal", tf, tc2, 0.5)]
+    return [_row(PROJECTION, "projection", "core", tp, tc, core_flops / projection_flops),
+            _row("attention core: causal vs no mask", "no mask", "causal", tf, tc2, 0.5),
+            _row(SHARED_CORE, "causal core", "shared core", tc3, ts, 2.0)]
 
 
-def kernel_ideal(kernels: list[dict], T: int) -> float:
-    """CEM attention at T steps vs Llama attention if the layers cost only their projections and
-    attention cores, each at the speed measured for it here: ((1 + 2T) p + T c) / (4 p + c)."""
-    p, core = kernels[0]["time_a_ms"], kernels[0]["time_b_ms"]
-    return ((1 + 2 * T) * p + T * core) / (4 * p + core)
+def kernel_time(kernels: list[dict], cfg: AttentionConfig | LlamaAttentionConfig, c: BenchConfig) -> float:
+    """Milliseconds an attention layer would take if it cost only its projections and attention cores,
+    each at the speed measured for it here: its d x d projections (``attention_flops``, query space and
+    the batch-shared M included) at the projection's time, and its cores at the causal core's time (the
+    shared diagonal's at that core's own). Llama: 4 p + c; CEM at T steps: (1 + 2T) p + T c in x space,
+    (T + 2) p + T c in query space."""
+    rows = {r["name"]: r for r in kernels}
+    projection, core = rows[PROJECTION]["time_a_ms"], rows[PROJECTION]["time_b_ms"]
+    n, d = c.seq_len, c.d_model
+    flops = attention_flops(cfg, n, c.batch)
+    steps = getattr(cfg, "T", 1)
+    cores = steps * rows[SHARED_CORE]["time_b_ms"] if getattr(cfg, "diagonal", "none") == "shared" else steps * core
+    return flops["projections"] / (2 * n * d * d) * projection + cores
 
 
 def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
-    """CEM attention at T = 1, 2, 4 vs Llama, D+LR vs none, CEM MLP at T = 1, 2 vs SwiGLU."""
+    """CEM attention at T = 1, 2, 4 vs Llama, D+LR vs none, CEM MLP at T = 1, 2 vs SwiGLU. Attention rows
+    built from measured kernels carry the ratio of their ``kernel_time``s (the per-head diagonal's wide
+    flash core has no kernel row, so no such ideal)."""
     dtype = getattr(torch, c.dtype)
     h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
     make = (lambda: h.detach().requires_grad_(True)) if c.backward else (lambda: h)
     rows = []
 
-    def compare(name, a_cls, a_cfg, b_cls, b_cfg, flops_fn, extra=None):
+    def compare(name, a_cls, a_cfg, b_cls, b_cfg, flops_fn, kernel_ideal=False):
         a, b = _layer(a_cls, a_cfg, c), _layer(b_cls, b_cfg, c)
         ta, tb = interleaved(_runner(a, make, c.backward, c.device), _runner(b, make, c.backward, c.device),
                              c.repeats, c.warmup)
-        fa, fb = flops_fn(a_cfg, c.seq_len)["total"], flops_fn(b_cfg, c.seq_len)["total"]
-        mem = {"saved_bytes_a": saved_bytes(eager(a), make()), "saved_bytes_b": saved_bytes(eager(b), make())}
-        rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, mem | (extra or {})))
+        fa, fb = (flops_fn(cfg, c.seq_len, c.batch)["total"] for cfg in (a_cfg, b_cfg))
+        extra = {"saved_bytes_a": saved_bytes(eager(a), make()), "saved_bytes_b": saved_bytes(eager(b), make())}
+        if kernel_ideal:
+            extra["kernel_ratio"] = kernel_time(kernels, b_cfg, c) / kernel_time(kernels, a_cfg, c)
+        rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, extra))
 
     llama = LlamaAttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
     for T in (1, 2, 4):
-        compare(f"CEM attention T={T} vs Llama attention", LlamaAttention, llama, CEMAttention,
-                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T), attention_flops,
-                {"kernel_ratio": kernel_ideal(kernels, T)})
+        cfg = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T)
+        space = ", query space" if cfg.query_space else ""
+        compare(f"CEM attention T={T}{space} vs Llama attention", LlamaAttention, llama, CEMAttention, cfg,
+                attention_flops, kernel_ideal=True)
     plain = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
     for diagonal in ("per_head", "shared"):
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
-                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops)
+                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops,
+                kernel_ideal=diagonal == "shared")
     swiglu = SwiGLUConfig(d_model=c.d_model, d_ff=c.d_ff)
     for T in (1, 2):
         compare(f"CEM gated MLP T={T} vs SwiGLU", SwiGLU, swiglu, CEMGatedMLP,
-                MLPConfig(d_model=c.d_model, d_ff=c.d_ff, T=T), mlp_flops)
+                MLPConfig(d_model=c.d_model, d_ff=c.d_ff, T=T), lambda cfg, n, batch: mlp_flops(cfg, n))
     return rows
 
 
@@ -221,7 +259,7 @@ def model_rows(c: BenchConfig) -> list[dict]:
         h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
         make = (lambda: h.detach().requires_grad_(True)) if backward else (lambda: h)
         ta, tb = interleaved(*(_runner(b, make, backward, c.device) for b in blocks), c.repeats, c.warmup)
-        flops = [model_flops(cfg, c.seq_len) for cfg in configs]
+        flops = [model_flops(cfg, c.seq_len, c.batch) for cfg in configs]
         rows.append(_row(f"block ({mode}), {FULL} vs llama", "llama", "cem-full", ta, tb,
                          flops[1]["block"] / flops[0]["block"], throughput(ta, tb)))
         torch.manual_seed(0)
@@ -230,6 +268,36 @@ def model_rows(c: BenchConfig) -> list[dict]:
         ta, tb = interleaved(*(_runner(m, lambda: idx, backward, c.device) for m in models), c.repeats, c.warmup)
         rows.append(_row(f"model, 2 layers ({mode}), {FULL} vs llama", "llama", "cem-full", ta, tb,
                          flops[1]["total"] / flops[0]["total"], throughput(ta, tb)))
+    return rows
+
+
+def lm_rows(c: BenchConfig) -> list[dict]:
+    """The language model's training step at the LM preset's sizes (``BenchConfig.lm_preset``, byte
+    vocabulary): the trainer's own ``train_step`` (forward, cross-entropy, backward, clipping, AdamW) for
+    every variant as it trains vs llama, in tokens/s."""
+    preset = LMTrainConfig.from_preset(c.lm_preset)
+    tokens, bf16 = preset.batch_size * preset.seq_len, c.dtype == "bfloat16"
+    dtype = torch.float32 if bf16 else getattr(torch, c.dtype)         # as the trainer: bfloat16 by autocast
+    autocast = partial(torch.autocast, torch.device(c.device).type, dtype=torch.bfloat16, enabled=bf16)
+    batch = torch.randint(0, 257, (preset.batch_size, preset.seq_len + 1), device=c.device)
+    steps, configs = {}, {}
+    for variant in VARIANTS:
+        configs[variant] = replace(preset, variant=variant).model_config(vocab_size=257)
+        torch.manual_seed(0)
+        model = LanguageModel(configs[variant]).to(device=c.device, dtype=dtype)
+        optimizer = adamw(model, preset.lr, preset.weight_decay)
+        net = torch.compile(model) if c.compile else model
+        steps[variant] = partial(train_step, net, model, optimizer, batch, preset.grad_clip, autocast)
+    rows = []
+    for variant in VARIANTS:
+        if variant == "llama":
+            continue
+        ta, tb = interleaved(steps["llama"], steps[variant], c.repeats, c.warmup)
+        flops = [model_flops(configs[v], preset.seq_len, preset.batch_size)["total"] for v in ("llama", variant)]
+        label = FULL if variant == "cem-full" else variant
+        rows.append(_row(f"LM train step at {c.lm_preset}, {label} vs llama", "llama", variant, ta, tb,
+                         flops[1] / flops[0], {"tokens_per_s_a": tokens / statistics.median(ta),
+                                               "tokens_per_s_b": tokens / statistics.median(tb)}))
     return rows
 
 
@@ -264,32 +332,34 @@ def cache_rows(c: BenchConfig) -> list[dict]:
 
 def run(c: BenchConfig) -> list[dict]:
     kernels = kernel_rows(c)
-    return kernels + layer_rows(c, kernels) + model_rows(c) + [reference_row(c)] + cache_rows(c)
+    return kernels + layer_rows(c, kernels) + model_rows(c) + lm_rows(c) + [reference_row(c)] + cache_rows(c)
 
 
 def format_table(records: list[dict], c: BenchConfig) -> str:
+    w = max(len(r["name"]) for r in records)                          # the row names' column
     lines = [f"device {c.device}, {c.dtype}, d_model {c.d_model}, heads {c.n_heads}, sequence {c.seq_len}, "
              f"batch {c.batch}, d_ff {c.d_ff}{', torch.compile' if c.compile else ''}; "
              f"{'forward+backward' if c.backward else 'forward'} unless the row says; "
              f"medians of {c.repeats} interleaved repeats",
              f"FLOP convention: {CONVENTION}",
-             f"{'row':<62} {'A ms':>9} {'B ms':>9} {'time B/A':>9} {'FLOPs B/A':>10} {'time/FLOPs':>10}",
-             "-" * 114]
+             f"{'row':<{w}} {'A ms':>9} {'B ms':>9} {'time B/A':>9} {'FLOPs B/A':>10} {'time/FLOPs':>10}",
+             "-" * (w + 52)]
     for r in records:
         if r["time_ratio"] is None:
-            lines.append(f"{r['name']:<62} {r['kv_bytes_per_token']:>9,} bytes  ({r['bytes_ratio']:.2f} x llama)")
+            lines.append(f"{r['name']:<{w}} {r['kv_bytes_per_token']:>9,} bytes  ({r['bytes_ratio']:.2f} x llama)")
             continue
         flop = f"{r['flop_ratio']:>10.3f}" if r["flop_ratio"] else f"{'-':>10}"
         vs = f"{r['vs_flops']:>10.3f}" if r["vs_flops"] else f"{'-':>10}"
-        lines.append(f"{r['name']:<62} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} "
+        lines.append(f"{r['name']:<{w}} {r['time_a_ms']:>9.2f} {r['time_b_ms']:>9.2f} {r['time_ratio']:>9.3f} "
                      f"{flop} {vs}")
         if "kernel_ratio" in r:
-            lines.append(f"{'':<62} ideal at the measured kernel speeds (projections and cores only): "
+            lines.append(f"{'':<{w}} ideal at the measured kernel speeds (projections and cores only): "
                          f"{r['kernel_ratio']:.3f}; time / that ideal {r['time_ratio'] / r['kernel_ratio']:.3f}")
         if "tokens_per_s_a" in r:
-            lines.append(f"{'':<62} tokens/s: {r['a']} {r['tokens_per_s_a']:,.0f}, {r['b']} {r['tokens_per_s_b']:,.0f}")
+            lines.append(f"{'':<{w}} tokens/s: {r['a']} {r['tokens_per_s_a']:,.0f}, "
+                         f"{r['b']} {r['tokens_per_s_b']:,.0f}")
         if "saved_bytes_a" in r:
-            lines.append(f"{'':<62} activation memory: {r['saved_bytes_a'] / 2**20:.1f} MiB vs "
+            lines.append(f"{'':<{w}} activation memory: {r['saved_bytes_a'] / 2**20:.1f} MiB vs "
                          f"{r['saved_bytes_b'] / 2**20:.1f} MiB")
     return "\n".join(lines)
 
@@ -299,7 +369,7 @@ def main(args) -> int:
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     c = BenchConfig(d_model=args.d_model, n_heads=args.n_heads, seq_len=args.seq_len, batch=args.batch,
                     d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
-                    compile=args.compile)
+                    compile=args.compile, lm_preset=args.lm_preset)
     AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
     records = run(c)
     print(format_table(records, c))

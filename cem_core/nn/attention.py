@@ -6,12 +6,15 @@ One step with P = I, eta = 1 is causal multi-head attention with values tied to 
     -grad_x E_att(x | c_{1:i}) = sum_k W_Q,k^T sum_{j<=i} a^k_ij W_K,k c_j,
     a^k_ij = softmax_j(beta (W_Q,k x)^T W_K,k c_j),  beta = 1/sqrt(d_h).
 
-With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k (docs/design.md#24-dlr-interaction). One diagonal per
+With D+LR, A_k = diag(d_k) + W_Q,k^T W_K,k (docs/design.md#24-dlr-interaction; the fast paths:
+docs/design.md#213-the-attention-fast-paths). One diagonal per
 head is computed by concatenating per head q' = [W_Q,k x ; d_k * x] and k' = v' = [W_K,k c ; c],
 each head's core d_h + d wide. One diagonal d shared by all heads costs far less: its score
 beta (d * x_i) . c_j is the same for every head, one (n, n_k) bias added to each head's scores, and
 its part of the update is d * sum_j (sum_k a^k_ij) c_j, one product of the head-summed weights with
-the history (about 2x the plain core instead of (H + 1)x).
+the history (about 2x the plain core instead of (H + 1)x; ``shared_diagonal_attention``). It runs over
+blocks of queries, each against only the keys it can see, and recomputes the blocks in backward
+where keeping their weights would take more memory than the concatenated path (``query_blocks``).
 
 Without a diagonal, the T steps run in query space (``forward``): with q = W_Q x the step
 x <- x + eta P W_Q^T o (o the merged attention outputs) is q <- q + eta o M with M = W_Q P W_Q^T,
@@ -33,12 +36,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .config import AttentionConfig
 from .descent import EnergyDescentLayer, check_input
 from .energy import attention_energy
 from .rope import rope_angles, rotate, unrotate
 from .validate import check_config
+
+QUERY_BLOCK = 128   # queries per block of the shared-diagonal core (``query_blocks``)
 
 
 def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool = False):
@@ -57,6 +63,54 @@ def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool 
     if n_q == n_k or n_q == 1:
         return F.scaled_dot_product_attention(q, k, v, is_causal=n_q > 1, scale=scale), None
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale), None
+
+
+def shared_diagonal_attention(q, keys, dx, c, scale: float, rows: int, recompute: bool = False,
+                              need_weights: bool = False):
+    """The core of CEM attention with one diagonal d shared by all heads, for queries at the last n_q of
+    the n_k key positions: the score of head k is scale (q_i . k_j + (d * x_i) . c_j), the second term
+    one head-independent (n_q, n_k) bias. q (B, H, n_q, d_h), keys (B, H, n_k, d_h), dx = d * x (B, n_q, d),
+    c (B, n_k, d). Returns sum_j a^k_ij k_j (B, H, n_q, d_h), sum_j (sum_k a^k_ij) c_j (B, n_q, d) and the
+    weights a^k_ij (B, H, n_q, n_k) when ``need_weights`` (then in one block).
+
+    Queries run in blocks of ``rows``, each against the keys its last query can see (about half the
+    causal work); with ``recompute`` a block keeps only its inputs for backward and recomputes its
+    weights there (``query_blocks`` says when)."""
+    n_q, n_k = q.shape[-2], keys.shape[-2]
+    rows = n_q if need_weights else rows
+    recompute = recompute and torch.is_grad_enabled() and not need_weights
+    outputs, summed, weights = [], [], None
+    for start in range(0, n_q, rows):
+        stop = min(start + rows, n_q)
+        seen = n_k - n_q + stop                                        # the block's last query sees keys j < seen
+        args = (q[:, :, start:stop], keys[:, :, :seen], dx[:, start:stop], c[:, :seen], scale, need_weights)
+        o, s, weights = (checkpoint(_shared_diagonal_block, *args, use_reentrant=False) if recompute
+                         else _shared_diagonal_block(*args))
+        outputs.append(o)
+        summed.append(s)
+    return torch.cat(outputs, dim=-2), torch.cat(summed, dim=1), weights
+
+
+def _shared_diagonal_block(q, keys, dx, c, scale: float, need_weights: bool):
+    """One block of b queries against the n_k keys they can see (the block's last query sees them all)."""
+    n_q, n_k = q.shape[-2], keys.shape[-2]
+    future = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)  # j > i
+    bias = (dx @ c.transpose(-1, -2)).masked_fill_(future, float("-inf"))  # (d * x_i) . c_j, j <= i: (B, b, n_k)
+    scores = (q @ keys.transpose(-1, -2)).add_(bias[:, None]).mul_(scale)  # beta (q_i . k_j + bias): (B, H, b, n_k)
+    a = torch.softmax(scores, dim=-1)                                  # a^k_ij = softmax_j
+    return a @ keys, a.sum(1) @ c, (a if need_weights else None)       # sum_j a^k_ij k_j, sum_j (sum_k a^k_ij) c_j
+
+
+def query_blocks(n_q: int, n_k: int, n_heads: int, head_dim: int, d_model: int) -> tuple[int, bool]:
+    """Queries per block of ``shared_diagonal_attention``, and whether to recompute each block in backward.
+
+    Blocks have QUERY_BLOCK rows. The weights saved for backward, (H + 1) sum_blocks b n_k floats per
+    sequence (a^k_ij and their head sum), are kept while they fit within two of the (H, n, d_h + d)
+    tensors that the concatenated path saves three of (q', k' and o'); past that (small d, long n)
+    every block is recomputed in backward, so memory stays no larger than that path's."""
+    rows = min(n_q, QUERY_BLOCK)
+    kept = sum((min(s + rows, n_q) - s) * (n_k - n_q + min(s + rows, n_q)) for s in range(0, n_q, rows))
+    return rows, (n_heads + 1) * kept > 2 * n_heads * n_q * (head_dim + d_model)
 
 
 def split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -182,29 +236,18 @@ class CEMAttention(EnergyDescentLayer):
 
     def _shared_diagonal_gradient(self, x, q, ctx: _Context, need_weights: bool):
         """-grad_x E_att with one diagonal d shared by all heads: the head-independent score bias and the
-        head-summed readout (see the module docstring). q: the (rotated) queries (B, H, n, d_h)."""
-        c, d_row = ctx.inputs, self.diag[0]                             # c_j: (B, n_k, d); d: (d,)
-        n_q, n_k = q.shape[-2], c.shape[1]
-        bias = ((x * d_row) @ c.transpose(-1, -2)) * self.scale        # beta (d * x_i) . c_j: (B, n, n_k)
-        future = torch.ones(n_q, n_k, dtype=torch.bool, device=x.device).triu(n_k - n_q + 1)  # j > i
-        bias = bias.masked_fill(future, float("-inf"))                 # causal: j <= i
-        scores = torch.matmul(q * self.scale, ctx.keys.transpose(-1, -2)) + bias[:, None]  # (B, H, n, n_k)
-        a = torch.softmax(scores, dim=-1)                              # a^k_ij = softmax_j: (B, H, n, n_k)
-        o = a @ ctx.keys                                               # sum_j a^k_ij R_j W_K,k c_j: (B, H, n, d_h)
+        head-summed readout (module docstring). q: the (rotated) queries (B, H, n, d_h)."""
+        c, d_row = ctx.inputs, self.diag[0]                            # c_j: (B, n_k, d); d: (d,)
+        rows, recompute = query_blocks(q.shape[-2], c.shape[1], self.n_heads, self.head_dim, self.config.d_model)
+        o, summed, weights = shared_diagonal_attention(q, ctx.keys, x * d_row, c, self.scale, rows, recompute,
+                                                       need_weights)  # (B, H, n, d_h), (B, n, d)
         if self.config.rope:
-            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T (...): (B, H, n, d_h)
+            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a^k_ij R_j W_K,k c_j
         u = self._readout(merge_heads(o))                              # sum_k W_Q,k^T (...): (B, n, d)
-        u = u + d_row * (a.sum(1) @ c)                                 # + diag(d) sum_j (sum_k a^k_ij) c_j: (B, n, d)
-        return u, (a if need_weights else None)
-
-    def _in_query_space(self) -> bool:
-        """Whether the T steps can run in query space (module docstring): no diagonal, and an anchor
-        only with P = I; worth it from T = 2 on."""
-        c = self.config
-        return c.diagonal == "none" and c.T > 1 and (c.anchor == 0 or c.preconditioner == "none")
+        return u + d_row * summed, weights                             # + diag(d) sum_j (sum_k a^k_ij) c_j
 
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
-        if not self._in_query_space():
+        if not self.config.query_space:
             return super().forward(h, cache)                           # T steps in x space
         if self.check_inputs:
             check_input(h, self.config.d_model)

@@ -222,6 +222,13 @@ class AttentionConfig(DescentConfig, HeadsConfig):
                 "diagonal": {"none": 0, "per_head": H * d, "shared": d}[self.diagonal],
                 **self._descent_param_counts()}
 
+    @property
+    def query_space(self) -> bool:
+        """Whether the T steps run in query space (q <- q + eta o W_Q P W_Q^T, one readout at the end;
+        docs/design.md#213-the-attention-fast-paths): exact without a diagonal term, and with an anchor
+        only when P = I (then W_Q (x - x0) = q - q0); worth it from T = 2 on."""
+        return self.diagonal == "none" and self.T > 1 and (self.anchor == 0 or self.preconditioner == "none")
+
     def cache_floats_per_token(self) -> int:
         """Cached numbers per token and layer: the keys only (d; the values are the keys), + c_j for D+LR."""
         return self.d_model + (self.d_model if self.diagonal != "none" else 0)

@@ -6,9 +6,9 @@ x^(t+1) = x^(t) - eta_t P grad_x E(x^(t) | c_{1:i}), with the history c = Norm(h
 loop once; attention and the gated MLP only say how to build the fixed context (keys, the gate)
 and how to compute -grad E fast. Only CEM layers are descent layers: the baselines
 (``baselines``) are not gradient steps on an energy and have no energy, trace or reference.
-``reference_forward`` recomputes the same T steps by autograd on the energy functions and
-``assert_exact`` compares the two: it is the checker behind
-docs/design.md#invariant-1-fast-path-equals-autograd-descent.
+``reference_forward`` recomputes the same T steps by autograd on the energy functions,
+``assert_exact`` compares the two forward passes and ``gradient_exactness_error`` their backward
+passes: the checkers behind docs/design.md#invariant-1-fast-path-equals-autograd-descent.
 """
 from __future__ import annotations
 
@@ -152,16 +152,22 @@ class EnergyDescentLayer(nn.Module):
         return Trace(iterates=iterates, energies=energies, step_sizes=etas, weights=weights)
 
 
-def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor) -> torch.Tensor:
-    """The same T steps computed by autograd on ``layer.energy``: x <- x - eta P grad E(x)."""
+def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
+    """The same T steps computed by autograd on ``layer.energy``: x <- x - eta P grad E(x).
+
+    Detached by default (a forward check). With ``differentiable`` every step stays in the graph
+    (grad E by create_graph, learned eta as tensors), so the reference's own gradients with respect
+    to h and every parameter check the fast path's backward."""
+    keep = (lambda t: t) if differentiable else torch.Tensor.detach
     with torch.enable_grad():
-        x0 = layer.norm(h).detach()
+        x0 = keep(layer.norm(h))
         x = x0
-        for eta in layer.step_size_values():
-            x = x.detach().requires_grad_(True)
-            (grad,) = torch.autograd.grad(layer.energy(x, h).sum(), x)  # grad_x E, autograd on the energy
-            x = x - eta * layer.preconditioner(grad).detach()    # x^(t+1) = x^(t) - eta P grad E
-    return (h + (x - x0)).detach()
+        for eta in (layer.step_sizes() if differentiable else layer.step_size_values()):
+            if not differentiable:
+                x = x.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(layer.energy(x, h).sum(), x, create_graph=differentiable)  # grad_x E
+            x = x - eta * keep(layer.preconditioner(grad))           # x^(t+1) = x^(t) - eta P grad E
+    return keep(h + (x - x0))
 
 
 def exactness_error(layer: EnergyDescentLayer, h: torch.Tensor) -> float:
@@ -180,3 +186,17 @@ def assert_exact(layer: EnergyDescentLayer, h: torch.Tensor, rtol: float) -> flo
         raise AssertionError(f"fast path differs from autograd descent on the energy: "
                              f"relative error {err:.3e} > {rtol:.1e} ({layer.config})")
     return err
+
+
+def gradient_exactness_error(layer: EnergyDescentLayer, h: torch.Tensor) -> float:
+    """The backward's check: for one fixed random upstream gradient, the largest over h and every
+    parameter of max |fast grad - reference grad| / max |reference grad|, the reference being
+    ``reference_forward(differentiable=True)``: 0 for an exact fast backward."""
+    h = h.detach().requires_grad_(True)
+    inputs = [h, *(p for p in layer.parameters() if p.requires_grad)]
+    upstream = torch.randn(h.shape, generator=torch.Generator().manual_seed(0), dtype=h.dtype)
+    fast, ref = (torch.autograd.grad((out * upstream).sum(), inputs, allow_unused=True, materialize_grads=True)
+                 for out in (layer(h), reference_forward(layer, h, differentiable=True)))
+    return max(float((f - r).abs().max() / r.abs().max().clamp_min(torch.finfo(h.dtype).tiny))
+               for f, r in zip(fast, ref))
+

@@ -21,21 +21,35 @@ def _matmuls(count: float, m: int, k: int, p: int) -> float:
     return count * 2 * m * k * p                                       # 2 m k p each
 
 
-def _preconditioner_flops(cfg, n: int) -> float:
-    per_token = {"none": 0, "psd": 2 * 2 * cfg.d_model * cfg.rank, "dlr": 4 * 2 * cfg.d_model * cfg.rank}
-    return cfg.T * n * per_token[cfg.preconditioner]                  # P g = U (V^T g) + V (U^T g) ...
+def _preconditioner_flops(cfg, rows: float) -> float:
+    """P applied to `rows` vectors: U (V^T g) + V (U^T g) for dlr, U (U^T g) for psd."""
+    per_row = {"none": 0, "psd": 2 * 2 * cfg.d_model * cfg.rank, "dlr": 4 * 2 * cfg.d_model * cfg.rank}
+    return rows * per_row[cfg.preconditioner]
 
 
-def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int) -> dict[str, float]:
-    """Projection and core FLOPs of one forward pass over n tokens, for CEM or Llama attention."""
+def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: int = 1) -> dict[str, float]:
+    """Projection, core and preconditioner FLOPs of one forward pass over n tokens, for CEM or Llama
+    attention, per sequence of a batch of `batch` (work on the weights alone is shared by the batch).
+
+    CEM as it runs (docs/design.md#213-the-attention-fast-paths): in x space k once, then q and the
+    readout W_Q^T per step (1 + 2T projections, P per step); in query space (``cfg.query_space``) k
+    and q once, o M for T - 1 steps, one readout (T + 2), M = W_Q P W_Q^T formed once per batch and P
+    applied once. The core is H heads of width d_h; a per-head diagonal widens each to d_h + d; a shared
+    diagonal adds one head-independent bias (d * x) c^T and one readout (sum_k a) c, so 2d in all."""
     d = cfg.d_model
+    weights = extra = 0.0
     if isinstance(cfg, LlamaAttentionConfig):
-        steps, projections, width, extra = 1, 4, d, 0.0               # q, k, v, o; one core d_h per head
+        steps, projections, width = 1, 4, d                            # q, k, v, o; one core d_h per head
     else:
-        steps, projections = cfg.T, 1 + 2 * cfg.T                      # k once; q and the readout W_Q^T per step
-        width = d + (cfg.n_heads * d if cfg.diagonal != "none" else 0)  # per head d_h (+ d with D+LR)
-        extra = _preconditioner_flops(cfg, n)
-    projections = _matmuls(projections, n, d, d)
+        steps, width = cfg.T, {"none": d, "shared": 2 * d, "per_head": d + cfg.n_heads * d}[cfg.diagonal]
+        if cfg.query_space:
+            projections = cfg.T + 2                                    # k, q, (T - 1) o M, one readout
+            weights = (_matmuls(1, d, d, d) + _preconditioner_flops(cfg, d)) / batch   # M = W_Q P W_Q^T
+            extra = _preconditioner_flops(cfg, n)                      # P once, on the summed readout
+        else:
+            projections = 1 + 2 * cfg.T                                # k once; q and the readout per step
+            extra = _preconditioner_flops(cfg, cfg.T * n)              # P g at every step
+    projections = _matmuls(projections, n, d, d) + weights
     core = steps * _matmuls(2, n, width, n) / 2                        # q k'^T and a v', causal half
     return {"projections": float(projections), "core": float(core), "preconditioner": float(extra),
             "total": float(projections + core + extra)}
@@ -46,14 +60,14 @@ def mlp_flops(cfg: MLPConfig | SwiGLUConfig, n: int) -> dict[str, float]:
     if isinstance(cfg, SwiGLUConfig):
         matmuls, extra = 3, 0.0                                        # gate, up, down
     else:
-        matmuls, extra = 1 + 2 * cfg.T, _preconditioner_flops(cfg, n)  # G c once; U x and U^T z per step
+        matmuls, extra = 1 + 2 * cfg.T, _preconditioner_flops(cfg, cfg.T * n)  # G c once; U x and U^T z per step
     projections = _matmuls(matmuls, n, cfg.d_model, cfg.d_ff)
     return {"projections": float(projections), "preconditioner": float(extra), "total": float(projections + extra)}
 
 
-def model_flops(cfg, n: int) -> dict[str, float]:
-    """One forward pass of a ModelConfig's language model over n tokens: a block (attention and MLP),
-    all blocks, and the output head (d x vocabulary per token)."""
-    block = attention_flops(cfg.attention_config(), n)["total"] + mlp_flops(cfg.mlp_config(), n)["total"]
+def model_flops(cfg, n: int, batch: int = 1) -> dict[str, float]:
+    """One forward pass of a ModelConfig's language model over n tokens, per sequence of a batch of
+    `batch`: a block (attention and MLP), all blocks, and the output head (d x vocabulary per token)."""
+    block = attention_flops(cfg.attention_config(), n, batch)["total"] + mlp_flops(cfg.mlp_config(), n)["total"]
     head = _matmuls(1, n, cfg.d_model, cfg.vocab_size)                  # the LM head, d x vocabulary per token
     return {"block": block, "blocks": cfg.n_layers * block, "head": head, "total": cfg.n_layers * block + head}

@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -245,9 +246,25 @@ def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> flo
     return total / count
 
 
-def train_flops_per_token(model_cfg: ModelConfig, seq_len: int) -> float:
-    """Matmul FLOPs per trained token (forward + backward = 3 x forward), for MFU."""
-    return 3 * model_flops(model_cfg, seq_len)["total"] / seq_len
+def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, autocast=nullcontext) -> torch.Tensor:
+    """One optimizer step on token blocks (B, seq_len + 1): next-token cross-entropy of `net` (the model,
+    or its DDP or compiled wrapper), backward, clipping of the model's gradient norm, the optimizer's
+    step. Returns the loss; a loss that is not finite raises FloatingPointError before any update."""
+    with autocast():
+        logits = net(batch[:, :-1])
+    loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss.item()}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss
+
+
+def train_flops_per_token(model_cfg: ModelConfig, seq_len: int, batch: int) -> float:
+    """Matmul FLOPs per trained token at `batch` sequences a step (forward + backward = 3 x forward), for MFU."""
+    return 3 * model_flops(model_cfg, seq_len, batch)["total"] / seq_len
 
 
 @dataclass
@@ -338,16 +355,10 @@ def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dis
         lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = stream.next().to(device)
-        with autocast():
-            logits = net(batch[:, :-1])
-        loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step + 1}; lower lr={cfg.lr}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
+        try:
+            loss = train_step(net, model, optimizer, stream.next().to(device), cfg.grad_clip, autocast)
+        except FloatingPointError as e:
+            raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.lr}") from None
         logged = loss.detach().clone()
         if d.active:
             dist.all_reduce(logged)
@@ -418,6 +429,7 @@ def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params,
                "world_size": d.world_size, "device": str(device), "identity_hash": run_hash}
     if device.type == "cuda":
         peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
-        summary["mfu"] = tokens_per_s * train_flops_per_token(model_cfg, cfg.seq_len) / (peak * d.world_size)
+        flops_per_token = train_flops_per_token(model_cfg, cfg.seq_len, cfg.batch_size)
+        summary["mfu"] = tokens_per_s * flops_per_token / (peak * d.world_size)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
