@@ -71,7 +71,8 @@ def body() -> None:
                                        "GFLOPs per token"), "design flops per token", "ds-flops")
     total = {v: sum(flops[v].values()) for v in VARIANTS}
     st.caption(" · ".join(f"{v}: {total[v] / total['llama']:.2f}× Llama" for v in VARIANTS)
-               + f". With D+LR each head's attention core is d_h + d wide, (H + 1) = {c.n_heads + 1}× the plain core.")
+               + f". A diagonal per head makes each head's attention core d_h + d wide, (H + 1) = {c.n_heads + 1}× "
+               "the plain core; one shared diagonal adds a head-independent bias and readout, 2× the plain core.")
     explain("Tying saves parameters, not matmuls: a CEM layer at T = 1 still multiplies by W_Q, W_K and W_Q^T. "
             "Each extra step T adds the query side and the attention core again, but reuses the keys.")
 

@@ -88,16 +88,24 @@ assert math.isclose(np.linalg.norm(np.eye(d) - best_rank), math.sqrt(d - d_h))
 
 # %% [markdown]
 # **Cost.** A diagonal per head costs $H d$ parameters, one shared by all heads costs $d$ (next to
-# the $2d^2$ of the tied projections). Compute costs more: the fast path concatenates per head
-# $q' = [W_{Q,k}x;\ \delta_k \odot x]$ and $k' = v' = [W_{K,k}c;\ c]$, so each head's attention core is
-# $d_h + d$ wide instead of $d_h$, which with $d = H d_h$ is $(H + 1)$ times the plain core.
+# the $2d^2$ of the tied projections). Compute costs more. With one diagonal per head the fast path
+# concatenates per head $q' = [W_{Q,k}x;\ \delta_k \odot x]$ and $k' = v' = [W_{K,k}c;\ c]$, so each head's
+# attention core is $d_h + d$ wide instead of $d_h$, which with $d = H d_h$ is $(H + 1)$ times the plain
+# core. With one diagonal $\delta$ shared by all heads the extra score $\beta (\delta \odot x_i)^\top c_j$ is the
+# same for every head: one $n \times n$ bias, a product $d$ wide, and the update's diagonal part
+# $\delta \odot \sum_j (\sum_k a^k_{ij}) c_j$ is one more product $d$ wide. The plain core's two products
+# ($q k^\top$ and $a v$ over $H$ heads of $d_h$) are $d$ wide each, so the shared diagonal costs twice the
+# plain core, whatever $H$.
 
 # %%
 H, dh_s = sp.symbols("H d_h", positive=True, integer=True)
 d_s = H * dh_s                                             # d = H d_h
-core_ratio = (dh_s + d_s) / dh_s                           # (d_h + d) / d_h
-show(r"\frac{d_h + d}{d_h}", sp.simplify(core_ratio))
+core_ratio = (dh_s + d_s) / dh_s                           # (d_h + d) / d_h, per head
+show(r"\text{per head: } \frac{d_h + d}{d_h}", sp.simplify(core_ratio))
 assert sp.simplify(core_ratio - (1 + H)) == 0
+shared_ratio = (2 * d_s + 2 * d_s) / (2 * d_s)             # (q k^T, a v: 2d) + (bias, (sum_k a) c: 2d) over 2d
+show(r"\text{shared: } \frac{2d + 2d}{2d}", sp.simplify(shared_ratio))
+assert shared_ratio == 2
 closed_form = {"none": sp.Integer(0), "per_head": H * d_s, "shared": d_s}   # diagonal parameters
 for diagonal, extra in closed_form.items():
     counts = cem_core.AttentionConfig(d_model=d_model, n_heads=n_heads, diagonal=diagonal).param_counts()

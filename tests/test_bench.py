@@ -72,12 +72,15 @@ def test_bench_rejects_bad_sizes(capsys):
 
 
 @pytest.mark.slow                       # inductor compiles C++ kernels
-def test_compiled_rows_run_the_same_layer(float64):
+@pytest.mark.parametrize("diagonal", ["none", "shared"])
+def test_compiled_rows_run_the_same_layer(float64, monkeypatch, diagonal):
     """--compile wraps each side in torch.compile (inductor); the compiled CEM layer computes what
-    the eager one does, forward and backward, and memory is read from the eager module."""
+    the eager one does, forward and backward, and memory is read from the eager module. Query space
+    (no diagonal) and the shared diagonal's core in blocks of 3 queries."""
     require_system_package(shutil.which("g++") is not None, "the torch.compile test", "g++")
+    monkeypatch.setattr(attention_module, "QUERY_BLOCK", 3)
     c = BenchConfig(d_model=16, n_heads=2, seq_len=8, batch=2, dtype="float64", compile=True)
-    layer = _layer(CEMAttention, AttentionConfig(d_model=16, n_heads=2, T=2), c)
+    layer = _layer(CEMAttention, AttentionConfig(d_model=16, n_heads=2, T=2, diagonal=diagonal), c)
     assert eager(layer) is not layer and isinstance(eager(layer), CEMAttention)
     h = torch.randn(2, 8, 16, dtype=torch.float64, requires_grad=True)
     out = layer(h)
