@@ -64,6 +64,8 @@ def test_kernel_time_weights_projections_and_cores_by_their_measured_times():
                        c) == pytest.approx(5.0 + 6.0)                   # x space: the anchor with P != I
     assert kernel_time(kernels, AttentionConfig(d_model=64, n_heads=4, T=2, diagonal="shared"),
                        c) == pytest.approx(5.0 + 10.0)
+    with pytest.raises(ValueError, match="per-head"):
+        kernel_time(kernels, AttentionConfig(d_model=64, n_heads=4, diagonal="per_head"), c)
 
 
 def test_bench_rejects_bad_sizes(capsys):

@@ -187,13 +187,15 @@ def kernel_time(kernels: list[dict], cfg: AttentionConfig | LlamaAttentionConfig
     the batch-shared M included) at the projection's time, and its cores at the causal core's time (the
     shared diagonal's at that core's own). Llama: 4 p + c; CEM at T steps: (1 + 2T) p + T c in x space,
     (T + 2) p + T c in query space."""
+    diagonal = getattr(cfg, "diagonal", "none")
+    if diagonal == "per_head":
+        raise ValueError("no kernel row times the per-head diagonal's core (flash at head width d_h + d)")
     rows = {r["name"]: r for r in kernels}
-    projection, core = rows[PROJECTION]["time_a_ms"], rows[PROJECTION]["time_b_ms"]
+    projection = rows[PROJECTION]["time_a_ms"]
+    core = rows[SHARED_CORE if diagonal == "shared" else PROJECTION]["time_b_ms"]
     n, d = c.seq_len, c.d_model
-    flops = attention_flops(cfg, n, c.batch)
-    steps = getattr(cfg, "T", 1)
-    cores = steps * rows[SHARED_CORE]["time_b_ms"] if getattr(cfg, "diagonal", "none") == "shared" else steps * core
-    return flops["projections"] / (2 * n * d * d) * projection + cores
+    projections = attention_flops(cfg, n, c.batch)["projections"] / (2 * n * d * d)
+    return projections * projection + getattr(cfg, "T", 1) * core
 
 
 def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:

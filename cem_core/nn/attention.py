@@ -256,7 +256,7 @@ class CEMAttention(EnergyDescentLayer):
         ctx = self._context(x0, cache)                                 # keys, once for all T steps
         M = self.preconditioner(W) @ W.T                               # W_Q P W_Q^T (P symmetric): (d, d)
         q0 = q = self.q_proj(x0)                                       # q^(0) = W_Q x^(0): (B, n, d)
-        total = 0.0                                                    # sum_t c_t o_t, read out once at the end
+        total = 0.0                                                    # x^(t) - x^(0) = P W_Q^T total, read out once
         for t, eta in enumerate(self.step_sizes()):
             heads = split_heads(q, self.n_heads)                       # (B, H, n, d_h)
             if self.config.rope:
@@ -264,8 +264,8 @@ class CEMAttention(EnergyDescentLayer):
             o, _ = causal_attention(heads, ctx.keys, ctx.keys, self.scale, ctx.offset)
             if self.config.rope:
                 o = unrotate(o, ctx.cos, ctx.sin)                      # R_i^T sum_j a_ij R_j W_K,k c_j
-            o = merge_heads(o)                                         # o^(t) (B, n, d): -grad E = o W_Q - lam (x-x0)
-            total = (1 - eta * lam) * total + eta * o if lam else total + eta * o   # x^(T) - x^(0) = (sum) W_Q P
+            o = merge_heads(o)                                         # o^(t): -grad E = W_Q^T o - lam (x - x0)
+            total = (1 - eta * lam) * total + eta * o                  # the step, in query-output space (P = I if lam)
             if t < self.config.T - 1:
                 q = q + eta * (o @ M - lam * (q - q0))                 # q^(t+1) = W_Q x^(t+1)
         return h + self.preconditioner(total @ W)                      # h' = h + x^(T) - x^(0)
