@@ -150,18 +150,30 @@ def build_parser() -> argparse.ArgumentParser:
     lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
                         help="the variants to train (default: all)")
     lm_cmp.add_argument("--json", help="also write the table as JSON records here")
-    for p in (lm_train, lm_cmp):
-        p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
-                       help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
-        p.add_argument("--data", default="demo",
-                       help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
-                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+    from cem_core.experiments.lm import sweep as lm_sweep
+    lm_sw = lm.add_parser("sweep", help="the paper's LM claims in miniature: nine variants x three seeds on the same "
+                                        "tokens (resumable), and the claims table")
+    lm_sw.add_argument("--preset", choices=lm_sweep.PRESETS, default="default",
+                       help="; ".join(lm_sweep.preset_summary(p) for p in lm_sweep.PRESETS) + " (default: default)")
+    lm_sw.add_argument("--out", default=None, help="the sweep's folder (default: results/lm-<preset>)")
+    lm_sw.add_argument("--data", default="demo",
+                       help="demo (offline, NOT SlimPajama; the whole demo corpus) | slimpajama | PATH (local "
+                            "SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+    lm_sw.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="parallel worker processes, one thread each (default: min(2, cores))")
+    for p in (lm_train, lm_cmp, lm_sw):
         p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
                        help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
         p.add_argument("--source-filter", nargs="+", metavar="NAME",
                        help="keep only records whose meta.redpajama_set_name is one of these")
         p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
                        help="skip (and count) documents longer than this many bytes (default 16 MiB)")
+    for p in (lm_train, lm_cmp):
+        p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
+                       help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
+        p.add_argument("--data", default="demo",
+                       help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
+                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
         p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
         p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
         p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
@@ -259,13 +271,22 @@ def gp_report(args) -> int:
     return 0
 
 
-def _lm_data(args):
+def _lm_data(args, **demo):
     from cem_core.experiments.lm.data import DataConfig
     common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None,
                   max_document_bytes=args.max_document_bytes)
-    if args.data in ("demo", "slimpajama"):
+    if args.data == "demo":
+        return DataConfig(source="demo", dataset_id=args.dataset_id, **common, **demo)
+    if args.data == "slimpajama":
         return DataConfig(source=args.data, dataset_id=args.dataset_id, **common)
     return DataConfig(source="path", path=args.data, **common)
+
+
+def lm_sweep(args) -> int:
+    from cem_core.experiments.lm import sweep
+    data = _lm_data(args, demo_max_bytes=sweep.SWEEP_PRESETS[args.preset].demo_max_bytes)
+    args.out = args.out or f"results/lm-{args.preset}"
+    return sweep.main_sweep(args, data)
 
 
 def _lm_overrides(args) -> dict:
@@ -327,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                 check_device(args.device)
             return {"train": gp_train, "sweep": main_sweep, "report": gp_report}[args.gp_command](args)
         elif args.command == "lm":
-            return {"train": lm_train, "compare": lm_compare}[args.lm_command](args)
+            return {"train": lm_train, "compare": lm_compare, "sweep": lm_sweep}[args.lm_command](args)
         elif args.command == "bench":
             from cem_core.experiments.bench import main as bench_main
             if args.device is not None:

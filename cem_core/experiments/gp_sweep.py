@@ -13,9 +13,9 @@ folder DIR holds one sweep:
   that no run appears twice (a copy is never counted as another seed).
 - DIR/.lock: one sweep writes to a folder at a time (`FolderLock`); a second is refused at once.
 
-Worker processes (``jobs`` > 1) leave Ctrl-C to the sweep's process, and exit within a second
-when it dies, however it dies (SIGKILL included). On Ctrl-C or an error the sweep terminates its
-workers at once; every finished run is already saved, and the same command resumes.
+Worker processes (``jobs`` > 1, ``pool``) leave Ctrl-C to the sweep's process, and exit within a
+second when it dies, however it dies (SIGKILL included). On Ctrl-C or an error the sweep terminates
+its workers at once; every finished run is already saved, and the same command resumes.
 """
 from __future__ import annotations
 
@@ -23,26 +23,21 @@ import csv
 import io
 import json
 import math
-import os
-import signal
 import statistics
 import sys
-import threading
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-import psutil
 import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
+from .pool import finished
 from .records import atomic_write_text, provenance
 
 PRESETS = ("quick", "default", "gpu")
@@ -141,43 +136,6 @@ def _learned_etas(model) -> list | None:
 
 def _worker(spec: RunSpec, device: str) -> dict:
     return run_spec(spec, device=device, threads=1)
-
-
-def _start_worker(parent: int) -> None:
-    """In each worker process: leave Ctrl-C to the parent (the terminal sends it to the whole process
-    group), and exit as soon as the parent is gone, however it ended."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(psutil.Process(parent),), name="exit-with-parent",
-                     daemon=True).start()
-
-
-def _exit_with_parent(parent: psutil.Process, every: float = 0.2) -> None:
-    while _alive(parent):
-        time.sleep(every)
-    os._exit(1)
-
-
-def _alive(process: psutil.Process) -> bool:
-    """Whether the process still runs: is_running() also compares its start time, so a reused pid
-    does not count (this works on every OS; Windows, unlike POSIX, does not give an orphan a new
-    parent that getppid() would show). A killed parent that is not yet reaped is a zombie: gone."""
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued runs and terminate the running ones now, not when they finish."""
-    if hasattr(pool, "terminate_workers"):        # Python >= 3.14
-        pool.terminate_workers()
-        return
-    workers = list(pool._processes.values())      # before 3.14 there is no public way
-    pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.join(timeout=5)
 
 
 # -- results and the folder's identity -------------------------------------------------------
@@ -330,20 +288,9 @@ def _claim_folder(out: Path, preset: str | None, specs: list[RunSpec], records: 
 
 
 def _finished_runs(todo: list[RunSpec], jobs: int, device: str):
-    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes, which
-    are terminated at once when anything goes wrong (Ctrl-C included) or the caller closes this."""
-    if jobs == 1 or len(todo) <= 1:
-        yield from (run_spec(spec, device=device) for spec in todo)
-        return
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                               initargs=(os.getpid(),))
-    try:
-        futures = [pool.submit(_worker, spec, device) for spec in todo]
-        yield from (future.result() for future in as_completed(futures))
-    except BaseException:
-        _stop_workers(pool)
-        raise
-    pool.shutdown()
+    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes of one
+    thread each (``pool.finished``: terminated at once when anything goes wrong)."""
+    return finished(partial(run_spec if jobs == 1 else _worker, device=device), todo, jobs)
 
 
 def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
@@ -362,8 +309,8 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
         todo = [s for s in specs if s.hash not in done]
         if on_start:
             on_start(todo)
-        with closing(_finished_runs(todo, jobs, device)) as finished:
-            for record in finished:
+        with closing(_finished_runs(todo, jobs, device)) as runs:
+            for record in runs:
                 records.append(record)
                 save_results(out_dir, records)
                 if on_done:

@@ -61,9 +61,10 @@ PRESETS = {
 
 @dataclass(frozen=True, kw_only=True)
 class LMTrainConfig:
-    preset: str = "cpu-tiny"
+    preset: str | None = "cpu-tiny"  # the label of the sizes' origin; None: sizes set by the caller (lm sweep)
     variant: str = "llama"
-    T: int | None = None             # override the CEM layers' T (None: the variant's own)
+    cem: CEMOptions | None = None    # the CEM layers' switches (None: the variant's own, VARIANT_OPTIONS)
+    T: int | None = None             # override the CEM layers' T (None: as `cem` or the variant has it)
     d_model: int = 128
     n_layers: int = 2
     n_heads: int = 4
@@ -88,10 +89,18 @@ class LMTrainConfig:
     sample_tokens: int = 200
 
     def __post_init__(self) -> None:
-        check_choice("preset", self.preset, tuple(PRESETS))
+        if self.preset is not None:
+            check_choice("preset", self.preset, tuple(PRESETS))
         check_choice("variant", self.variant, tuple(VARIANTS))
         if self.T is not None and self.variant == "llama":
             fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
+        if self.cem is not None:
+            if isinstance(self.cem, dict):         # as run.json and the sweep's records hold it
+                object.__setattr__(self, "cem", CEMOptions(**self.cem))
+            if not isinstance(self.cem, CEMOptions):
+                fail("cem", self.cem, "must be None or a CEMOptions")
+            if self.variant == "llama":
+                fail("cem", self.cem, "applies to CEM layers only; variant='llama' has none")
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
             check_int(name, getattr(self, name), 1)
@@ -124,8 +133,8 @@ class LMTrainConfig:
         return cls(preset=preset, **values)
 
     def cem_options(self) -> CEMOptions:
-        """The variant's CEM switches, with T overridden when set."""
-        options = VARIANT_OPTIONS[self.variant]
+        """The CEM switches (`cem`, else the variant's own), with T overridden when set."""
+        options = VARIANT_OPTIONS[self.variant] if self.cem is None else self.cem
         return options if self.T is None else replace(options, T=self.T)
 
     def model_config(self, vocab_size: int) -> ModelConfig:

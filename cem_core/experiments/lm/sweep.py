@@ -1,0 +1,476 @@
+"""``lm sweep``: the paper's language-model claims in miniature, nine variants x three seeds, resumable.
+
+Every variant is trained on the same tokens (the data stream does not depend on the seed), with one
+learning rate and schedule, for a budget of 20 tokens per parameter of the Llama model (times the
+preset's fraction, 1 for ``default``). A sweep folder DIR holds one sweep:
+
+- DIR/sweep.json, its manifest: the preset, the data (and, for the demo corpus, the sha256 of its
+  text, which depends on the Python installation), the runs and the verdict rule of the claims
+  table, fixed before any run trains. A folder of another sweep or another data source is refused.
+- DIR/results.json and DIR/results.csv: one record per finished run (rewritten atomically after each
+  run), with its identity hash (configuration and data), validation curve, test-time scaling and
+  provenance. A run whose hash is there is never trained again; each record is checked on load.
+- DIR/runs/NAME-seedK/: each run's own LM run folder (checkpoints, metrics), so an interrupted run
+  resumes from its last checkpoint. Not needed once the run's record is in results.json (the
+  repository commits the records only).
+
+The claims table (``claims``) compares pairs of variants by the mean over seeds of the paired
+difference in validation perplexity and its standard error, under ``VERDICT_RULE``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import statistics
+import sys
+from contextlib import closing
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
+from cem_core.experiments.pool import finished
+from cem_core.experiments.records import atomic_write_text, provenance
+from cem_core.nn.config import CEMOptions
+from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
+from cem_core.nn.validate import check_choice, check_int
+
+from . import run_folder
+from .data import DataConfig, demo_corpus, describe
+from .train import LMTrainConfig, train
+
+PRESETS = ("quick", "probe", "default", "gpu")
+COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
+COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
+MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
+
+# name -> (model variant, CEM switches): the nine variants the paper's claims compare
+VARIANTS = {
+    "llama": ("llama", None),
+    "attn T=1": ("cem-attn", CEMOptions(T=1)),
+    "attn T=2": ("cem-attn", CEMOptions(T=2)),
+    "attn T=2, diag per head": ("cem-attn", CEMOptions(T=2, diagonal="per_head")),
+    "attn T=2, diag shared": ("cem-attn", CEMOptions(T=2, diagonal="shared")),
+    "attn T=2, diag shared, P dlr": ("cem-attn", CEMOptions(T=2, diagonal="shared", preconditioner="dlr")),
+    "mlp T=1": ("cem-mlp", CEMOptions(T=1)),
+    "mlp T=2": ("cem-mlp", CEMOptions(T=2)),
+    "cem-full": ("cem-full", VARIANT_OPTIONS["cem-full"]),
+}
+EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
+
+
+@dataclass(frozen=True)
+class SweepPreset:
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    seq_len: int
+    batch_size: int
+    budget: float                      # fraction of 20 tokens per Llama parameter
+    lrs: tuple                         # one learning rate for every run (the probe tries several)
+    seeds: tuple
+    variants: tuple
+    eval_batches: int
+    evals: int = 6                     # validation points along each run
+    demo_max_bytes: int = 11_000_000   # the whole demo corpus (10.7 MB), so the budget is under one epoch
+
+
+# The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
+# perplexity relative to each probed variant's best was lowest (see the README).
+DEFAULT_LR = 3e-3
+_CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
+SWEEP_PRESETS = {
+    # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
+    "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=tuple(VARIANTS)),
+    "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
+                         variants=("llama", "attn T=2", "cem-full")),
+    "quick": SweepPreset(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, budget=0.002,
+                         lrs=(DEFAULT_LR,), seeds=(0, 1), variants=tuple(VARIANTS), eval_batches=2, evals=2,
+                         demo_max_bytes=200_000),
+    "gpu": SweepPreset(d_model=384, n_layers=6, n_heads=6, d_ff=1024, seq_len=512, batch_size=64, budget=1.0,
+                       lrs=(1e-3,), seeds=(0, 1, 2), variants=tuple(VARIANTS), eval_batches=64),
+}
+
+# The verdict rule, fixed before the sweep ran and recorded in its manifest; never moved afterwards.
+TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
+VERDICT_RULE = (
+    "For each pair (A vs B) the difference d = ppl(A) - ppl(B) in validation perplexity is paired by seed; "
+    "m is its mean over seeds and se = sd / sqrt(seeds). An 'improves' claim (A lower than B) is supported "
+    "when m < -2 se, contradicted when m > +2 se, inconclusive otherwise. A 'comparable' claim uses the "
+    f"tolerance t = {TOLERANCE:.0%} of ppl(B): supported when m + 2 se <= t ppl(B) (A is at most t worse, "
+    "better counts too), contradicted when m - 2 se > t ppl(B), inconclusive otherwise. A 'marginal' "
+    "claim is supported when |m| + 2 se <= t ppl(B), contradicted when |m| - 2 se > t ppl(B). A claim with "
+    "several pairs is supported when all are, contradicted when any is, inconclusive otherwise; a run "
+    "that diverged contradicts a claim of stable training.")
+
+# The paper's eight claims: (text, [(kind, A, B), ...])
+CLAIMS = [
+    ("CEM attention costs little perplexity against Llama", [("comparable", "attn T=1", "llama")]),
+    ("The CEM gated MLP stays competitive with SwiGLU", [("comparable", "mlp T=1", "llama")]),
+    ("T = 2 improves CEM attention over T = 1", [("improves", "attn T=2", "attn T=1")]),
+    ("T = 2 improves the CEM MLP over T = 1", [("improves", "mlp T=2", "mlp T=1")]),
+    ("Recursive CEM attention (T = 2) beats Llama with fewer parameters", [("improves", "attn T=2", "llama")]),
+    ("Learned preconditioners add only a marginal gain next to recursion",
+     [("marginal", "attn T=2, diag shared, P dlr", "attn T=2, diag shared")]),
+    ("The diagonal is essential (D+LR beats low rank) and the shared diagonal is best",
+     [("improves", "attn T=2, diag shared", "attn T=2"),
+      ("improves", "attn T=2, diag shared", "attn T=2, diag per head")]),
+    ("The fully CEM transformer trains stably, with perplexity comparable to Llama's and fewer parameters",
+     [("comparable", "cem-full", "llama")]),
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    name: str                          # a key of VARIANTS
+    config: LMTrainConfig
+
+    @property
+    def folder(self) -> str:
+        slug = "".join(ch if ch.isalnum() else "-" for ch in self.name.lower()).strip("-")
+        while "--" in slug:
+            slug = slug.replace("--", "-")
+        return f"{slug}-lr{self.config.lr:g}-seed{self.config.seed}"
+
+
+def llama_params(p: SweepPreset, vocab_size: int = 257) -> int:
+    cfg = ModelConfig.variant("llama", vocab_size=vocab_size, d_model=p.d_model, n_layers=p.n_layers,
+                              n_heads=p.n_heads, d_ff=p.d_ff, max_seq_len=p.seq_len)
+    return cfg.param_counts()["total"]
+
+
+def steps_for(p: SweepPreset) -> int:
+    """Steps for the preset's fraction of 20 tokens per Llama parameter, at batch x seq_len tokens a step."""
+    return max(2, math.ceil(p.budget * 20 * llama_params(p) / (p.batch_size * p.seq_len)))
+
+
+def preset_runs(preset: str) -> list[RunSpec]:
+    check_choice("preset", preset, PRESETS)
+    p = SWEEP_PRESETS[preset]
+    steps = steps_for(p)
+    every = max(1, steps // p.evals)
+    specs = []
+    for lr in p.lrs:
+        for name in p.variants:
+            variant, cem = VARIANTS[name]
+            depth = (cem or CEMOptions()).T
+            for seed in p.seeds:
+                cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, d_model=p.d_model, n_layers=p.n_layers,
+                                    n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len, batch_size=p.batch_size,
+                                    steps=steps, lr=lr, seed=seed, eval_every=every, eval_batches=p.eval_batches,
+                                    ckpt_every=every, sample_tokens=0,
+                                    eval_T=EVAL_TS if variant != "llama" and depth == 2 else ())
+                specs.append(RunSpec(name=name, config=cfg))
+    return specs
+
+
+def default_data(preset: str) -> DataConfig:
+    return DataConfig(source="demo", demo_max_bytes=SWEEP_PRESETS[preset].demo_max_bytes)
+
+
+def data_fingerprint(data: DataConfig) -> str | None:
+    """sha256 of the demo corpus's text (it depends on the Python installation); None for other sources,
+    whose identity is their path or dataset id."""
+    if data.source != "demo":
+        return None
+    digest = hashlib.sha256()
+    for doc in demo_corpus(data.demo_max_bytes):
+        digest.update(doc.encode("utf-8", errors="replace"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def run_one(spec: RunSpec, data: DataConfig, out: Path, threads: int | None = None) -> dict:
+    """Train (or resume) one run in out/runs/<folder>; return its record for results.json."""
+    if threads:
+        torch.set_num_threads(threads)
+    cfg = spec.config
+    folder = out / "runs" / spec.folder
+    diverged = False
+    try:
+        summary = train(cfg, data, folder, progress=False).summary
+    except FloatingPointError:
+        diverged, summary = True, {}
+    metrics = run_folder.read_metrics(folder)
+    curve = [[r["step"], r["val_ppl"]] for r in metrics if "val_ppl" in r]
+    params = ModelConfig.variant(cfg.variant, cem=cfg.cem_options(), vocab_size=257, d_model=cfg.d_model,
+                                 n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff,
+                                 max_seq_len=cfg.seq_len).param_counts()["total"]
+    identity = cfg.identity(data)
+    return {"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.lr,
+            "variant": cfg.variant, "params": params, "steps": cfg.steps,
+            "tokens": cfg.steps * cfg.batch_size * cfg.seq_len, "diverged": diverged,
+            "val_ppl": summary.get("val_ppl", math.nan), "val_loss": summary.get("val_loss", math.nan),
+            "val_ppl_by_T": summary.get("val_ppl_by_T", {}),
+            "tokens_per_s": summary.get("tokens_per_s", math.nan), "val_curve": curve,
+            "identity": identity, "provenance": provenance()}
+
+
+def _worker(spec: RunSpec, data: DataConfig, out: Path) -> dict:
+    return run_one(spec, data, out, threads=1)
+
+
+RECORD_FIELDS = {"hash": str, "name": str, "seed": int, "lr": float, "variant": str, "params": int, "steps": int,
+                 "tokens": int, "diverged": bool, "val_ppl": float, "val_loss": float, "val_ppl_by_T": dict,
+                 "tokens_per_s": float, "val_curve": list, "identity": dict}
+CSV_FIELDS = ("name", "seed", "lr", "variant", "params", "steps", "tokens", "diverged", "val_ppl", "val_loss",
+              "tokens_per_s", "hash")
+
+
+def _record_problem(record) -> str:
+    if not isinstance(record, dict):
+        return f"{short_repr(record)} is not an object (a run record)"
+    for name, kind in RECORD_FIELDS.items():
+        value = record.get(name)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float
+              else isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
+        if not ok:
+            return f"the field {name!r} is missing or not a {kind.__name__}"
+    if json_hash(record["identity"]) != record["hash"]:
+        return f"hash={record['hash']!r} is not the hash of the record's identity (the record was edited)"
+    if record["name"] not in VARIANTS:
+        return f"name={record['name']!r} is not one of the sweep's variants"
+    return ""
+
+
+def load_results(path: Path) -> list[dict]:
+    """The run records in results.json ([] when there is none), each checked."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
+    if not isinstance(records, list):
+        raise ValueError(f"{path} must hold a list of run records; move it away to start a sweep afresh")
+    seen = set()
+    for i, record in enumerate(records):
+        if problem := _record_problem(record):
+            raise ValueError(f"{path}: record {i}: {problem}; fix it, or move the file away to start afresh")
+        if record["hash"] in seen:
+            raise ValueError(f"{path}: run {record['hash']} appears twice; a copy is not another seed: remove one")
+        seen.add(record["hash"])
+    return records
+
+
+def save_results(out: Path, records: list[dict]) -> None:
+    atomic_write_text(out / "results.json", json.dumps(records, indent=1))
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    atomic_write_text(out / "results.csv", table.getvalue())
+
+
+def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
+    """What sweep.json records, the verdict rule included (written before any run trains)."""
+    return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
+            "data_label": describe(data), "data_sha256": data_fingerprint(data),
+            "runs": [json_hash(s.config.identity(data)) for s in specs],
+            "tolerance": TOLERANCE, "verdict_rule": VERDICT_RULE}
+
+
+def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
+    stray = foreign_files(out, (MANIFEST, "results.json", "results.csv", "runs"))
+    if stray:
+        raise ValueError(f"{out} holds files that are not an LM sweep's ({', '.join(stray[:6])}): choose a new or "
+                         "empty folder with --out")
+    path = out / MANIFEST
+    if path.exists():
+        try:
+            recorded = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{path} is unreadable ({err}); move {out} away to start afresh") from None
+        if differences := describe_differences({k: v for k, v in recorded.items() if k != "data_label"},
+                                               {k: v for k, v in wanted.items() if k != "data_label"}, limit=4):
+            raise ValueError(f"{out} holds another sweep (its {MANIFEST} records {differences}); runs of two "
+                             f"sweeps or two data sources must not mix in one folder: use another --out")
+    strangers = [r for r in records if r["hash"] not in set(wanted["runs"])]
+    if strangers:
+        raise ValueError(f"{out}: {len(strangers)} records in results.json are not runs of this sweep (first: "
+                         f"{strangers[0]['name']}, seed {strangers[0]['seed']}); move {out} away to start afresh")
+    if not path.exists():
+        atomic_write_text(path, json.dumps(wanted, indent=1))
+
+
+def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, on_start=None,
+              on_done=None) -> list[dict]:
+    """Run every run of the preset not yet in out/results.json; return all records in sweep order."""
+    check_int("jobs", jobs, 1, 64)
+    out = Path(out)
+    data = data or default_data(preset)
+    specs = preset_runs(preset)
+    with FolderLock(out, "LM sweep"):
+        records = load_results(out / "results.json")
+        _claim_folder(out, manifest(preset, data, specs), records)
+        done = {r["hash"] for r in records}
+        todo = [s for s in specs if json_hash(s.config.identity(data)) not in done]
+        if on_start:
+            on_start(todo)
+        fn = partial(run_one if jobs == 1 else _worker, data=data, out=out)
+        with closing(finished(fn, todo, jobs)) as runs:
+            for record in runs:
+                records.append(record)
+                save_results(out, records)
+                if on_done:
+                    on_done(record)
+        order = {json_hash(s.config.identity(data)): i for i, s in enumerate(specs)}
+        records.sort(key=lambda r: order[r["hash"]])
+        save_results(out, records)
+    return records
+
+
+def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
+    """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
+    data = data or default_data(preset)
+    want = {json_hash(s.config.identity(data)) for s in preset_runs(preset)}
+    have = {r["hash"] for r in records}
+    return want - have, have - want
+
+
+# -- summaries and the claims table ----------------------------------------------------------------
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    """Per variant (in sweep order): parameters, seeds, mean and standard error of validation perplexity,
+    tokens/s, test-time scaling means."""
+    rows = []
+    for name in VARIANTS:
+        runs = [r for r in records if r["name"] == name]
+        if not runs:
+            continue
+        ok = [r for r in runs if not r["diverged"]]
+        ppl = [r["val_ppl"] for r in ok]
+        by_T = {}
+        for T in EVAL_TS:
+            values = [r["val_ppl_by_T"][str(T)] for r in ok if str(T) in r["val_ppl_by_T"]]
+            if values:
+                by_T[T] = statistics.fmean(values)
+        rows.append({"name": name, "params": runs[0]["params"], "seeds": len(runs), "diverged": len(runs) - len(ok),
+                     "ppl_mean": statistics.fmean(ppl) if ppl else math.nan,
+                     "ppl_se": statistics.stdev(ppl) / math.sqrt(len(ppl)) if len(ppl) > 1 else math.nan,
+                     "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in ok) if ok else math.nan,
+                     "ppl_by_T": by_T})
+    return rows
+
+
+def paired_difference(records: list[dict], a: str, b: str) -> dict:
+    """ppl(a) - ppl(b) paired by seed: mean, standard error, seeds, and ppl(b)'s mean."""
+    by_seed = {name: {r["seed"]: r for r in records if r["name"] == name} for name in (a, b)}
+    seeds = sorted(set(by_seed[a]) & set(by_seed[b]))
+    diffs = [by_seed[a][s]["val_ppl"] - by_seed[b][s]["val_ppl"] for s in seeds]
+    reference = [by_seed[b][s]["val_ppl"] for s in seeds]
+    diverged = any(by_seed[n][s]["diverged"] for n in (a, b) for s in seeds)
+    finite = diffs and all(math.isfinite(x) for x in diffs)
+    return {"a": a, "b": b, "seeds": len(seeds), "diverged": diverged,
+            "mean": statistics.fmean(diffs) if finite else math.nan,
+            "se": statistics.stdev(diffs) / math.sqrt(len(diffs)) if finite and len(diffs) > 1 else math.nan,
+            "reference": statistics.fmean(reference) if reference else math.nan}
+
+
+def verdict(kind: str, d: dict) -> str:
+    """The verdict of one pair under VERDICT_RULE."""
+    m, se, ref = d["mean"], d["se"], d["reference"]
+    if not all(math.isfinite(x) for x in (m, se, ref)):
+        return "contradicted" if d["diverged"] else "inconclusive"
+    t = TOLERANCE * ref
+    if kind == "improves":
+        return "supported" if m < -2 * se else "contradicted" if m > 2 * se else "inconclusive"
+    if kind == "comparable":
+        return "supported" if m + 2 * se <= t else "contradicted" if m - 2 * se > t else "inconclusive"
+    if kind == "marginal":
+        return "supported" if abs(m) + 2 * se <= t else "contradicted" if abs(m) - 2 * se > t else "inconclusive"
+    raise ValueError(f"kind={kind!r} is not a claim kind")
+
+
+def claims(records: list[dict]) -> list[dict]:
+    """The eight claims, each with its pairs (difference, standard error, verdict) and one verdict."""
+    rows = []
+    for i, (text, pairs) in enumerate(CLAIMS, 1):
+        compared = []
+        for kind, a, b in pairs:
+            d = paired_difference(records, a, b)
+            compared.append(d | {"kind": kind, "verdict": verdict(kind, d)})
+        verdicts = {p["verdict"] for p in compared}
+        overall = ("contradicted" if "contradicted" in verdicts else
+                   "supported" if verdicts == {"supported"} else "inconclusive")
+        rows.append({"claim": i, "text": text, "pairs": compared, "verdict": overall})
+    return rows
+
+
+def markdown_tables(records: list[dict]) -> str:
+    """The variants table and the claims table, as the README shows them."""
+    rows = summarize(records)
+    llama = next((r for r in rows if r["name"] == "llama"), None)
+    lines = ["| variant | params | × Llama | val ppl (mean ± se) | seeds | tokens/s | ppl at T=1 / 2 / 4 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        ratio = r["params"] / llama["params"] if llama else math.nan
+        by_T = " / ".join(f"{r['ppl_by_T'][T]:.3f}" for T in EVAL_TS if T in r["ppl_by_T"]) or "–"
+        div = f" ({r['diverged']} diverged)" if r["diverged"] else ""
+        lines.append(f"| {r['name']} | {r['params']:,} | {ratio:.3f} | {r['ppl_mean']:.3f} ± {r['ppl_se']:.3f} | "
+                     f"{r['seeds']}{div} | {r['tokens_per_s']:,.0f} | {by_T} |")
+    lines += ["", "| # | claim | compared (A vs B) | ppl(A) − ppl(B), mean ± se | verdict |",
+              "| ---: | --- | --- | ---: | --- |"]
+    for c in claims(records):
+        pairs = "; ".join(f"{p['a']} vs {p['b']} ({p['kind']})" for p in c["pairs"])
+        diffs = "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}" for p in c["pairs"])
+        lines.append(f"| {c['claim']} | {c['text']} | {pairs} | {diffs} | **{c['verdict']}** |")
+    return "\n".join(lines)
+
+
+class _Progress:
+    def __init__(self, args, n_runs: int):
+        self.args, self.n_runs, self.bar = args, n_runs, None
+
+    def start(self, todo) -> None:
+        from tqdm import tqdm
+        a = self.args
+        print(f"lm sweep {a.preset}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {a.out}, "
+              f"{len(todo)} to run with {a.jobs} worker(s)", flush=True)
+        self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
+
+    def done(self, record: dict) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{record['name']} seed {record['seed']}: ppl {record['val_ppl']:.3f}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar:
+            self.bar.close()
+
+
+def main_sweep(args, data: DataConfig | None) -> int:
+    out = Path(args.out)
+    specs = preset_runs(args.preset)
+    try:
+        with _Progress(args, len(specs)) as progress:
+            records = run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start, on_done=progress.done)
+    except KeyboardInterrupt:
+        print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
+        return 130
+    print(markdown_tables(records))
+    print(f"\nverdict rule: {VERDICT_RULE}\nresults: {out / 'results.json'}")
+    return 0
+
+
+def preset_summary(preset: str) -> str:
+    """One line on what a preset trains (for --help and the README)."""
+    p = SWEEP_PRESETS[preset]
+    n = llama_params(p)
+    return (f"{preset}: d_model {p.d_model}, {p.n_layers} layers, {p.n_heads} heads, d_ff {p.d_ff}, sequence "
+            f"{p.seq_len} x batch {p.batch_size}, {steps_for(p):,} steps = {p.budget:g} x 20 tokens per Llama "
+            f"parameter ({n:,}), lr {', '.join(f'{lr:g}' for lr in p.lrs)}, seeds {len(p.seeds)}, "
+            f"{len(p.variants)} variants")

@@ -1,0 +1,72 @@
+"""Worker processes for sweeps: results as they finish, nothing left behind however the sweep ends.
+
+``finished(fn, items, jobs)`` yields ``fn(item)`` for every item, in this process (``jobs`` = 1)
+or in ``jobs`` spawned worker processes (one thread each is the caller's to set in ``fn``).
+Workers leave Ctrl-C to the sweep's process and exit within a second when it dies, however it
+dies (SIGKILL included). On Ctrl-C, an error, or when the caller closes the generator, the
+workers are terminated at once; what finished was already yielded.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+import psutil
+
+
+def finished(fn, items: list, jobs: int):
+    """fn(item) for each item as it finishes (in order when jobs = 1). ``fn`` must be a module-level
+    function when jobs > 1 (it is pickled into spawned workers)."""
+    if jobs == 1 or len(items) <= 1:
+        yield from (fn(item) for item in items)
+        return
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+                               initargs=(os.getpid(),))
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        yield from (future.result() for future in as_completed(futures))
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+
+
+def _start_worker(parent: int) -> None:
+    """In each worker process: leave Ctrl-C to the parent (the terminal sends it to the whole process
+    group), and exit as soon as the parent is gone, however it ended."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(psutil.Process(parent),), name="exit-with-parent",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: psutil.Process, every: float = 0.2) -> None:
+    while _alive(parent):
+        time.sleep(every)
+    os._exit(1)
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Whether the process still runs: is_running() also compares its start time, so a reused pid
+    does not count (this works on every OS; Windows, unlike POSIX, does not give an orphan a new
+    parent that getppid() would show). A killed parent that is not yet reaped is a zombie: gone."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued runs and terminate the running ones now, not when they finish."""
+    if hasattr(pool, "terminate_workers"):        # Python >= 3.14
+        pool.terminate_workers()
+        return
+    workers = list(pool._processes.values())      # before 3.14 there is no public way
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
