@@ -1,10 +1,12 @@
-"""Mini language model: Llama vs CEM variants trained in a supervised background run."""
+"""Mini language model: the committed LM sweep (the paper's claims with seeds and verdicts), and Llama vs
+CEM variants trained in a supervised background run."""
 from __future__ import annotations
 
 import streamlit as st
 import torch
 
-from app_pages.common import explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
+from app_pages.common import ROOT, explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
+from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
 from cem_core.experiments.lm.train import PRESETS
@@ -86,6 +88,32 @@ def live(board: jobs.JobBoard, job: dict) -> None:
 
 
 
+@st.cache_data(show_spinner=False)
+def sweep_records():
+    return sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+
+
+def sweep_section(records) -> None:
+    st.subheader("The committed sweep: the paper's claims in miniature")
+    if not records:
+        st.warning("No LM sweep results found: run `make lm-sweep` (about an hour on 2 cores).")
+        return
+    missing, _ = sweep.stale_runs(records, "default")
+    if missing:
+        st.warning(f"{len(missing)} runs of the default sweep are missing; the tables show what is there.")
+    st.caption(f"{len(records)} runs on the {DEMO_LABEL} (not SlimPajama): {sweep.preset_summary('default')}. "
+               "Every variant sees the same tokens. Command: `python -m cem_core lm sweep --preset default`.")
+    st.dataframe(sweep.variant_rows(records), hide_index=True)
+    show_figure(interactive.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
+    st.markdown("**The claims, each with a verdict**")
+    st.dataframe(sweep.claim_rows(records), hide_index=True)
+    st.caption(f"Verdict rule, fixed before the sweep ran: {sweep.VERDICT_RULE}")
+    explain("Each claim compares two variants trained on the same tokens with the same seeds: the difference in "
+            "validation perplexity is averaged over seeds, and only a difference larger than twice its standard "
+            "error counts. At this size (a quarter of a million parameters) a verdict is about the direction of "
+            "a claim, not about the paper's scale.")
+
+
 def body() -> None:
     st.title("Mini language model")
     st.markdown("The paper's main comparison in miniature: Llama vs CEM variants on the same data, with "
@@ -98,6 +126,7 @@ def body() -> None:
         board.clear()
         job = None
     if job is None or not job["running"]:
+        sweep_section(sweep_records())
         launcher(board)
     if job is not None:
         live(board, job)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m cem_core info | gp train|sweep|report | lm train|compare | bench | figures``.
+"""Command line: ``python -m cem_core info | gp train|sweep|report | lm train|compare|sweep | bench | figures``.
 
 Every flag has a help text (``--help``); choices and defaults come from the configs and constants
 they set, so the command line cannot disagree with them."""
@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
     figures.add_argument("--out", default="figures", help="the folder (default figures)")
+    figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),
+                         help="the LM sweep's results.json (default: the committed sweep, from the repository root)")
     figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_SWEEP / "results.json"),
                          help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
     return parser
@@ -332,7 +334,7 @@ def lm_compare(args) -> int:
 
 def write_figures(args) -> int:
     from cem_core.ui.plots import write_all_figures
-    for path in write_all_figures(args.out, gp_results=args.gp_results):
+    for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results):
         print(path)
     return 0
 

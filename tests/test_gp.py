@@ -30,6 +30,7 @@ from cem_core.experiments.gp import (
     train_gp,
     zero_predictor,
 )
+from cem_core.experiments.lm import sweep as lm_sweep
 
 TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=0.5, n_points=12, d_x=2),
          GPTaskConfig(kernel="periodic", lengthscale=0.8, period=0.7, signal_var=2.0, noise_var=0.05, n_points=12)]
@@ -220,7 +221,9 @@ def test_report_and_figures_from_results(tmp_path, capsys):
     assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
     assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out
-    assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json")]) == 0
+    lm_sweep.run_sweep(tmp_path / "lm", "quick")
+    assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json"),
+                 "--lm-results", str(tmp_path / "lm" / "results.json")]) == 0
     for name in ("gp_rmse_vs_context", "gp_ratio_vs_T", "gp_test_time_scaling"):
         for ext in ("png", "svg"):
             assert (tmp_path / "fig" / f"{name}.{ext}").stat().st_size > 1000

@@ -1,7 +1,7 @@
 """Plotly figure builders for the app, plus the exports behind its download buttons.
 
-Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, flops,
-config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
+Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.sweep,
+flops, config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
 Plotly's static export needs a browser download (docs/design.md#74-static-plotly-export-needs-chrome);
 ``to_html`` embeds plotly.js so the file works offline.
 """
@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from matplotlib.figure import Figure
 
 from cem_core.experiments import gp_sweep
+from cem_core.experiments.lm import sweep as lm_sweep
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -138,6 +139,23 @@ def curves_figure(series: dict, title: str, xaxis: str, yaxis: str) -> go.Figure
     return _layout(fig, title, xaxis, yaxis)
 
 
+def lm_sweep_figure(records) -> go.Figure:
+    """Validation perplexity against tokens per variant: the mean over seeds, and a band from the lowest
+    to the highest seed."""
+    fig = go.Figure()
+    for i, (name, c) in enumerate(lm_sweep.validation_curves(records).items()):
+        color = PALETTE[i % len(PALETTE)]
+        x = [t / 1e6 for t in c["tokens"]]
+        fig.add_scatter(x=x, y=c["low"], mode="lines", line=dict(width=0, color=color), showlegend=False,
+                        hoverinfo="skip", name=f"{name} lowest seed")
+        fig.add_scatter(x=x, y=c["high"], mode="lines", line=dict(width=0, color=color), fill="tonexty",
+                        opacity=0.2, showlegend=False, hoverinfo="skip", name=f"{name} seeds")
+        fig.add_scatter(x=x, y=c["mean"], mode="lines+markers", name=name, line=dict(color=color))
+    fig.update_yaxes(type="log")
+    return _layout(fig, "Validation perplexity (mean over seeds; band: lowest to highest seed)",
+                   "tokens trained (millions)", "validation perplexity")
+
+
 # -- design space ---------------------------------------------------------------------------
 
 
@@ -234,6 +252,8 @@ def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
     ax.set_ylabel(layout.yaxis.title.text or "")
     if layout.xaxis.type == "log":
         ax.set_xscale("log", base=2)
+    if layout.yaxis.type == "log":
+        ax.set_yscale("log")
     if any(t.name for t in fig.data if t.type != "heatmap"):
         ax.legend(fontsize=7)
     mfig.tight_layout()

@@ -1,7 +1,8 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, docs/design.md#74-static-plotly-export-needs-chrome); the app builds
 Plotly figures from the same data functions. Builders only draw: the numbers come from
-cem_core.ui.figdata (CEM figures) and cem_core.experiments.gp_sweep (GP figures).
+cem_core.ui.figdata (CEM figures), cem_core.experiments.gp_sweep (GP figures) and
+cem_core.experiments.lm.sweep (language-model figures).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 from cem_core.experiments import gp_sweep
+from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.ui import figdata
 
 
@@ -129,6 +131,38 @@ def mpl_parameter_counts(data):
     return _finish(fig, ax, xlabel="parameters (millions)", title="Parameters: Llama vs CEM variants")
 
 
+def mpl_lm_validation_curves(records):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, c in lm_sweep.validation_curves(records).items():
+        tokens = [t / 1e6 for t in c["tokens"]]
+        (line,) = ax.plot(tokens, c["mean"], lw=1.5, label=name)
+        ax.fill_between(tokens, c["low"], c["high"], color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_yscale("log")
+    return _finish(fig, ax, xlabel="tokens trained (millions)", ylabel="validation perplexity",
+                   title="LM sweep: validation perplexity (mean, band = lowest to highest seed)")
+
+
+def mpl_lm_perplexity(records):
+    rows = lm_sweep.summarize(records)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    y = range(len(rows))
+    ax.barh(list(y), [r["ppl_mean"] for r in rows], xerr=[2 * r["ppl_se"] for r in rows], color="#4c78a8",
+            capsize=3)
+    for k, r in enumerate(rows):
+        ax.text(r["ppl_mean"], k, f"  {r['ppl_mean']:.3f}  ({r['params'] / rows[0]['params']:.2f}x params)",
+                va="center", fontsize=8)
+    ax.set_yticks(list(y), [r["name"] for r in rows])
+    ax.invert_yaxis()
+    low = min(r["ppl_mean"] - 2 * r["ppl_se"] for r in rows)
+    high = max(r["ppl_mean"] + 2 * r["ppl_se"] for r in rows)
+    ax.set_xlim(low - 0.1 * (high - low), high + 0.6 * (high - low))
+    ax.set(xlabel="validation perplexity at the end (mean ± 2 se over seeds)",
+           title="LM sweep: final validation perplexity per variant")
+    fig.tight_layout()
+    return fig
+
+
+LM_FIGURES = {"lm_validation_curves": mpl_lm_validation_curves, "lm_perplexity": mpl_lm_perplexity}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
                "preconditioner_spectra": (figdata.preconditioner_spectra, mpl_preconditioner_spectra),
@@ -145,19 +179,22 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_all_figures(out_dir, gp_results) -> list[Path]:
-    """Write every figure (CEM_FIGURES on their defaults, then GP_FIGURES from the sweep's
-    results.json `gp_results`) as PNG and SVG into out_dir; return the paths written."""
+def write_all_figures(out_dir, gp_results, lm_results) -> list[Path]:
+    """Write every figure (CEM_FIGURES on their defaults, GP_FIGURES from the GP sweep's results.json
+    `gp_results`, LM_FIGURES from the LM sweep's `lm_results`) as PNG and SVG into out_dir; return the
+    paths written."""
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, (data, builder) in CEM_FIGURES.items():
         paths += _save(builder(data()), out, name)
-    records = gp_sweep.load_results(gp_results)
-    if not records:
-        raise ValueError(f"gp_results={str(gp_results)!r} is invalid: no sweep results found (the CEM figures "
-                         "were written; run `make gp-sweep` for the GP ones)")
-    for name, builder in GP_FIGURES.items():
-        paths += _save(builder(records), out, name)
+    for figures, load, results, command in ((GP_FIGURES, gp_sweep.load_results, gp_results, "make gp-sweep"),
+                                            (LM_FIGURES, lm_sweep.load_results, lm_results, "make lm-sweep")):
+        records = load(results)
+        if not records:
+            raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "
+                             f"these were written; run `{command}`)")
+        for name, builder in figures.items():
+            paths += _save(builder(records), out, name)
     return paths

@@ -83,7 +83,7 @@ class SweepPreset:
 
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
 # perplexity relative to each probed variant's best was lowest (see the README).
-DEFAULT_LR = 3e-3
+DEFAULT_LR = 1e-3
 _CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
@@ -237,6 +237,10 @@ def _record_problem(record) -> str:
             return f"the field {name!r} is missing or not a {kind.__name__}"
     if json_hash(record["identity"]) != record["hash"]:
         return f"hash={record['hash']!r} is not the hash of the record's identity (the record was edited)"
+    config = record["identity"].get("config", {})
+    for name in ("seed", "lr", "variant"):
+        if config.get(name) != record[name]:
+            return f"{name}={short_repr(record[name])} does not match its identity ({short_repr(config.get(name))})"
     if record["name"] not in VARIANTS:
         return f"name={record['name']!r} is not one of the sweep's variants"
     return ""
@@ -330,6 +334,23 @@ def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, o
     return records
 
 
+def choose_lr(records: list[dict]) -> float:
+    """The probe's rule for the sweep's one learning rate: the lr whose worst perplexity relative to each
+    probed variant's best (over the probed lrs, mean over seeds) is lowest, so it suits every variant
+    alike; a diverged run counts as infinitely bad."""
+    lrs = sorted({r["lr"] for r in records})
+    names = sorted({r["name"] for r in records})
+
+    def ppl(name, lr):
+        runs = [r for r in records if r["name"] == name and r["lr"] == lr]
+        if not runs or any(r["diverged"] or not math.isfinite(r["val_ppl"]) for r in runs):
+            return math.inf
+        return statistics.fmean(r["val_ppl"] for r in runs)
+
+    best = {name: min(ppl(name, lr) for lr in lrs) for name in names}
+    return min(lrs, key=lambda lr: max(ppl(name, lr) / best[name] for name in names))
+
+
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
     data = data or default_data(preset)
@@ -362,6 +383,23 @@ def summarize(records: list[dict]) -> list[dict]:
                      "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in ok) if ok else math.nan,
                      "ppl_by_T": by_T})
     return rows
+
+
+def validation_curves(records: list[dict]) -> dict:
+    """Validation perplexity against tokens per variant: the mean over seeds and the band between the
+    lowest and highest seed, {name: {"tokens", "mean", "low", "high"}} (diverged runs left out)."""
+    curves = {}
+    for name in VARIANTS:
+        runs = [r for r in records if r["name"] == name and not r["diverged"] and r["val_curve"]]
+        if not runs:
+            continue
+        steps = sorted(set.intersection(*({step for step, _ in r["val_curve"]} for r in runs)))
+        per_step = [[dict(r["val_curve"])[step] for r in runs] for step in steps]
+        tokens_per_step = runs[0]["tokens"] / runs[0]["steps"]
+        curves[name] = {"tokens": [step * tokens_per_step for step in steps],
+                        "mean": [statistics.fmean(v) for v in per_step],
+                        "low": [min(v) for v in per_step], "high": [max(v) for v in per_step]}
+    return curves
 
 
 def paired_difference(records: list[dict], a: str, b: str) -> dict:
@@ -408,25 +446,42 @@ def claims(records: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown_tables(records: list[dict]) -> str:
-    """The variants table and the claims table, as the README shows them."""
+def variant_rows(records: list[dict]) -> list[dict]:
+    """The variants table as displayed (README, app, CLI): one row of strings per variant."""
     rows = summarize(records)
     llama = next((r for r in rows if r["name"] == "llama"), None)
-    lines = ["| variant | params | × Llama | val ppl (mean ± se) | seeds | tokens/s | ppl at T=1 / 2 / 4 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = []
     for r in rows:
-        ratio = r["params"] / llama["params"] if llama else math.nan
-        by_T = " / ".join(f"{r['ppl_by_T'][T]:.3f}" for T in EVAL_TS if T in r["ppl_by_T"]) or "–"
         div = f" ({r['diverged']} diverged)" if r["diverged"] else ""
-        lines.append(f"| {r['name']} | {r['params']:,} | {ratio:.3f} | {r['ppl_mean']:.3f} ± {r['ppl_se']:.3f} | "
-                     f"{r['seeds']}{div} | {r['tokens_per_s']:,.0f} | {by_T} |")
-    lines += ["", "| # | claim | compared (A vs B) | ppl(A) − ppl(B), mean ± se | verdict |",
-              "| ---: | --- | --- | ---: | --- |"]
-    for c in claims(records):
-        pairs = "; ".join(f"{p['a']} vs {p['b']} ({p['kind']})" for p in c["pairs"])
-        diffs = "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}" for p in c["pairs"])
-        lines.append(f"| {c['claim']} | {c['text']} | {pairs} | {diffs} | **{c['verdict']}** |")
-    return "\n".join(lines)
+        out.append({"variant": r["name"], "params": f"{r['params']:,}",
+                    "× Llama": f"{r['params'] / llama['params']:.3f}" if llama else "–",
+                    "val ppl (mean ± se)": f"{r['ppl_mean']:.3f} ± {r['ppl_se']:.3f}",
+                    "seeds": f"{r['seeds']}{div}", "tokens/s": f"{r['tokens_per_s']:,.0f}",
+                    "ppl at T=1 / 2 / 4": " / ".join(f"{r['ppl_by_T'][T]:.3f}" for T in EVAL_TS
+                                                     if T in r["ppl_by_T"]) or "–"})
+    return out
+
+
+def claim_rows(records: list[dict]) -> list[dict]:
+    """The claims table as displayed: one row of strings per claim."""
+    return [{"#": str(c["claim"]), "claim": c["text"],
+             "compared (A vs B)": "; ".join(f"{p['a']} vs {p['b']} ({p['kind']})" for p in c["pairs"]),
+             "ppl(A) − ppl(B), mean ± se": "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}" for p in c["pairs"]),
+             "verdict": c["verdict"]} for c in claims(records)]
+
+
+def _markdown(rows: list[dict], right: tuple = ()) -> list[str]:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---:" if k in right else "---" for k in keys) + " |"]
+    return lines + ["| " + " | ".join(r[k] for k in keys) + " |" for r in rows]
+
+
+def markdown_tables(records: list[dict]) -> str:
+    """The variants table and the claims table (verdicts in bold), as the README shows them."""
+    claims_ = [r | {"verdict": f"**{r['verdict']}**"} for r in claim_rows(records)]
+    return "\n".join(_markdown(variant_rows(records), ("params", "× Llama", "val ppl (mean ± se)", "seeds",
+                                                       "tokens/s")) + [""]
+                     + _markdown(claims_, ("#", "ppl(A) − ppl(B), mean ± se")))
 
 
 class _Progress:

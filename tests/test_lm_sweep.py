@@ -1,0 +1,167 @@
+"""`lm sweep`: the nine variants on the same tokens, resumable, one sweep per folder, and the claims
+table under its fixed verdict rule (docs/design.md#55-the-language-model-sweep)."""
+import json
+import math
+
+import pytest
+from conftest import ROOT, run_page
+
+from cem_core.__main__ import main
+from cem_core.experiments.lm import sweep
+from cem_core.experiments.lm.data import DataConfig
+from cem_core.nn.model import LanguageModel, ModelConfig
+
+QUICK_DATA = sweep.default_data("quick")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick preset, run once in this process (18 runs of a few steps)."""
+    out = tmp_path_factory.mktemp("lm-quick")
+    return out, sweep.run_sweep(out, "quick", jobs=1)
+
+
+def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
+    out, records = quick
+    preset = sweep.SWEEP_PRESETS["quick"]
+    assert [(r["name"], r["seed"]) for r in records] == [(n, s) for n in sweep.VARIANTS for s in preset.seeds]
+    assert len({r["tokens"] for r in records}) == 1 and len({r["lr"] for r in records}) == 1
+    assert all(math.isfinite(r["val_ppl"]) and r["val_curve"] for r in records)
+    two = [r for r in records if r["name"] in ("attn T=2", "mlp T=2", "cem-full")]
+    assert all(set(r["val_ppl_by_T"]) == {"1", "2", "4"} for r in two)
+    assert sweep.load_results(out / "results.json") == records
+    manifest = json.loads((out / sweep.MANIFEST).read_text())
+    assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["data_sha256"]
+
+
+def test_a_finished_sweep_trains_nothing_again(quick):
+    out, records = quick
+    todo = []
+    again = sweep.run_sweep(out, "quick", jobs=1, on_start=todo.extend)
+    assert todo == [] and again == records
+
+
+def test_the_budget_is_twenty_tokens_per_llama_parameter():
+    """Counted on the built model, not from the closed form the sweep uses."""
+    p = sweep.SWEEP_PRESETS["default"]
+    llama = LanguageModel(ModelConfig.variant("llama", vocab_size=257, d_model=p.d_model, n_layers=p.n_layers,
+                                              n_heads=p.n_heads, d_ff=p.d_ff, max_seq_len=p.seq_len))
+    params = sum(t.numel() for t in llama.parameters())
+    assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
+    specs = sweep.preset_runs("default")
+    assert len(specs) == 27 and len({s.config.steps for s in specs}) == 1
+    assert {s.config.lr for s in specs} == {sweep.DEFAULT_LR}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda out: sweep.run_sweep(out, "probe", jobs=1), "another sweep"),
+    (lambda out: sweep.run_sweep(out, "quick", DataConfig(source="demo", demo_max_bytes=100_000), jobs=1),
+     "another sweep"),
+])
+def test_another_sweep_or_data_source_is_refused(quick, change, message):
+    out, _ = quick
+    with pytest.raises(ValueError, match=message):
+        change(out)
+
+
+def test_edited_records_and_stray_files_are_refused(quick, tmp_path):
+    out, records = quick
+    for name, edit, message in (("seed", {"seed": 7}, "does not match"), ("hash", {"hash": "0" * 64}, "not the hash"),
+                                ("copy", None, "appears twice")):
+        folder = tmp_path / name
+        folder.mkdir()
+        damaged = [records[0], records[0]] if edit is None else [records[0] | edit]
+        (folder / "results.json").write_text(json.dumps(damaged))
+        with pytest.raises(ValueError, match=message):
+            sweep.run_sweep(folder, "quick", jobs=1)
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an LM sweep's"):
+        sweep.run_sweep(stray, "quick", jobs=1)
+
+
+def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, monkeypatch):
+    real = sweep.train
+
+    def diverge_cem_full(cfg, data, out, progress=False):
+        if cfg.variant == "cem-full":
+            raise FloatingPointError("loss became nan")
+        return real(cfg, data, out, progress=progress)
+
+    monkeypatch.setattr(sweep, "train", diverge_cem_full)
+    records = sweep.run_sweep(tmp_path, "quick", jobs=1)
+    full = [r for r in records if r["name"] == "cem-full"]
+    assert all(r["diverged"] and math.isnan(r["val_ppl"]) for r in full)
+    assert sweep.claims(records)[7]["verdict"] == "contradicted"
+
+
+# -- the verdict rule, on hand-made records -----------------------------------------------------------
+
+
+def _records(ppl: dict[str, list[float]]) -> list[dict]:
+    return [{"name": name, "seed": seed, "val_ppl": value, "diverged": False, "lr": 3e-3}
+            for name, values in ppl.items() for seed, value in enumerate(values)]
+
+
+@pytest.mark.parametrize("kind, a, b, expected", [
+    ("improves", [9.0, 9.1, 9.0], [10.0, 10.1, 10.05], "supported"),       # m = -1.02, se 0.02
+    ("improves", [10.5, 10.6, 10.55], [10.0, 10.1, 10.05], "contradicted"),
+    ("improves", [9.0, 11.0, 10.0], [10.0, 10.1, 10.05], "inconclusive"),    # se 0.58 > |m| / 2
+    ("comparable", [10.1, 10.2, 10.15], [10.0, 10.1, 10.05], "supported"),  # +1% < 2%
+    ("comparable", [9.0, 9.1, 9.0], [10.0, 10.1, 10.05], "supported"),      # better counts
+    ("comparable", [10.6, 10.7, 10.65], [10.0, 10.1, 10.05], "contradicted"),  # +6%
+    ("comparable", [10.0, 10.8, 10.4], [10.0, 10.1, 10.05], "inconclusive"),   # +3.5% ± 2.3%
+    ("marginal", [9.95, 10.05, 10.0], [10.0, 10.1, 10.05], "supported"),
+    ("marginal", [9.0, 9.1, 9.0], [10.0, 10.1, 10.05], "contradicted"),     # a 10% gain is not marginal
+])
+def test_verdicts_follow_the_stated_rule(kind, a, b, expected):
+    d = sweep.paired_difference(_records({"A": a, "B": b}), "A", "B")
+    assert d["seeds"] == 3 and d["mean"] == pytest.approx(sum(a) / 3 - sum(b) / 3)
+    assert sweep.verdict(kind, d) == expected
+
+
+def test_the_probe_rule_picks_the_learning_rate_that_suits_every_variant():
+    """lr 1e-2 is best for one variant but 30% worse for the other; 3e-3 is within 5% of both."""
+    records = [{"name": n, "lr": lr, "val_ppl": p, "diverged": False, "seed": 0}
+               for n, lr, p in [("llama", 1e-3, 10.0), ("llama", 3e-3, 10.5), ("llama", 1e-2, 13.0),
+                                ("cem", 1e-3, 12.0), ("cem", 3e-3, 10.4), ("cem", 1e-2, 10.0)]]
+    assert sweep.choose_lr(records) == 3e-3
+    records[-1]["diverged"] = True
+    assert sweep.choose_lr(records) == 3e-3
+
+
+def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
+    out, _ = quick
+    assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "0 to run" in text and text.count("| **") == 8 and "verdict rule" in text
+    assert main(["lm", "sweep", "--preset", "probe", "--out", str(out)]) == 2
+    assert "another sweep" in capsys.readouterr().err
+
+
+# -- the committed sweep ------------------------------------------------------------------------------
+
+
+def test_committed_sweep_matches_the_current_configuration():
+    """results/lm-default holds all 27 runs of the default preset as it is configured now, under the
+    verdict rule stated now; the probe's rule picks the learning rate the default preset uses."""
+    records = sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+    missing, extra = sweep.stale_runs(records, "default")
+    assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun `make lm-sweep`"
+    assert len(records) == 27 and all(r["provenance"]["git_commit"] for r in records)
+    manifest = json.loads((ROOT / sweep.COMMITTED_SWEEP / sweep.MANIFEST).read_text())
+    assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["tolerance"] == sweep.TOLERANCE
+    probe = sweep.load_results(ROOT / sweep.COMMITTED_PROBE / "results.json")
+    assert sweep.stale_runs(probe, "probe") == (set(), set())
+    assert sweep.choose_lr(probe) == sweep.DEFAULT_LR
+
+
+@pytest.mark.slow                      # a whole app page
+def test_the_app_and_the_readme_show_the_committed_sweep():
+    records = sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+    at = run_page("lm")
+    assert not at.exception
+    frames = [frame.value.to_dict("records") for frame in at.dataframe]
+    assert frames[0] == sweep.variant_rows(records) and frames[1] == sweep.claim_rows(records)
+    assert sweep.markdown_tables(records) in (ROOT / "README.md").read_text()
