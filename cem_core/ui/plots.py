@@ -132,31 +132,34 @@ def mpl_parameter_counts(data):
 
 
 def mpl_lm_validation_curves(records):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for name, c in lm_sweep.validation_curves(records).items():
         tokens = [t / 1e6 for t in c["tokens"]]
-        (line,) = ax.plot(tokens, c["mean"], lw=1.5, label=name)
-        ax.fill_between(tokens, c["low"], c["high"], color=line.get_color(), alpha=0.2, lw=0)
+        (line,) = ax.plot(tokens, c["mean"], lw=1.5, marker=".", label=name)
+        ax.fill_between(tokens, c["low"], c["high"], color=line.get_color(), alpha=0.15, lw=0)
     ax.set_yscale("log")
-    return _finish(fig, ax, xlabel="tokens trained (millions)", ylabel="validation perplexity",
-                   title="LM sweep: validation perplexity (mean, band = lowest to highest seed)")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    return _finish(fig, ax, xlabel="tokens trained (millions)", ylabel="validation perplexity (log scale)",
+                   title="LM sweep: validation perplexity (mean; band: lowest to highest seed)")
 
 
 def mpl_lm_perplexity(records):
     rows = lm_sweep.summarize(records)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    y = range(len(rows))
-    ax.barh(list(y), [r["ppl_mean"] for r in rows], xerr=[2 * r["ppl_se"] for r in rows], color="#4c78a8",
-            capsize=3)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    y = list(range(len(rows)))
+    means, errors = [r["ppl_mean"] for r in rows], [2 * r["ppl_se"] for r in rows]
+    ax.errorbar(means, y, xerr=errors, fmt="o", color="#4c78a8", capsize=4)
+    right = max(m + e for m, e in zip(means, errors))
+    left = min(m - e for m, e in zip(means, errors))
     for k, r in enumerate(rows):
-        ax.text(r["ppl_mean"], k, f"  {r['ppl_mean']:.3f}  ({r['params'] / rows[0]['params']:.2f}x params)",
-                va="center", fontsize=8)
-    ax.set_yticks(list(y), [r["name"] for r in rows])
+        ax.annotate(f"{r['ppl_mean']:.3f}  ({r['params'] / rows[0]['params']:.2f}x params)", (right, k),
+                    xytext=(8, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(y, [r["name"] for r in rows])
     ax.invert_yaxis()
-    low = min(r["ppl_mean"] - 2 * r["ppl_se"] for r in rows)
-    high = max(r["ppl_mean"] + 2 * r["ppl_se"] for r in rows)
-    ax.set_xlim(low - 0.1 * (high - low), high + 0.6 * (high - low))
-    ax.set(xlabel="validation perplexity at the end (mean ± 2 se over seeds)",
+    ax.set_xlim(left - 0.05 * (right - left), right + 0.8 * (right - left))
+    ax.grid(axis="x", alpha=0.3)
+    ax.set(xlabel="final validation perplexity (mean ± 2 se over seeds)",
            title="LM sweep: final validation perplexity per variant")
     fig.tight_layout()
     return fig

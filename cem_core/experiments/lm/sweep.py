@@ -200,7 +200,7 @@ def run_one(spec: RunSpec, data: DataConfig, out: Path, threads: int | None = No
         summary = train(cfg, data, folder, progress=False).summary
     except FloatingPointError:
         diverged, summary = True, {}
-    metrics = run_folder.read_metrics(folder)
+    metrics = run_folder.read_metrics(folder) if (folder / run_folder.METRICS).exists() else []
     curve = [[r["step"], r["val_ppl"]] for r in metrics if "val_ppl" in r]
     params = ModelConfig.variant(cfg.variant, cem=cfg.cem_options(), vocab_size=257, d_model=cfg.d_model,
                                  n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff,
