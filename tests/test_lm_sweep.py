@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from conftest import ROOT, run_page
+from conftest import ROOT, run_page, shard_corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments.lm import sweep
@@ -94,6 +94,21 @@ def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, mo
     full = [r for r in records if r["name"] == "cem-full"]
     assert all(r["diverged"] and math.isnan(r["val_ppl"]) for r in full)
     assert sweep.claims(records)[7]["verdict"] == "contradicted"
+
+
+def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
+    """--data PATH trains on local SlimPajama-format shards; the manifest names them, and the demo corpus
+    is then refused in that folder."""
+    data = shard_corpus(tmp_path)
+    out = tmp_path / "sweep"
+    assert main(["lm", "sweep", "--preset", "quick", "--data", data.path, "--out", str(out), "--jobs", "1"]) == 0
+    manifest = json.loads((out / sweep.MANIFEST).read_text())
+    assert manifest["data"]["source"] == "path" and manifest["data_sha256"] is None
+    assert "local SlimPajama-format shards" in manifest["data_label"]
+    assert len(sweep.load_results(out / "results.json")) == 18
+    capsys.readouterr()
+    assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 2
+    assert "data.source" in capsys.readouterr().err
 
 
 # -- the verdict rule, on hand-made records -----------------------------------------------------------
