@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from cem_core.nn.config import KINDS, CEMOptions, check_eval_T, switches
+from cem_core.nn.config import KINDS, MLP_KINDS, CEMOptions, check_eval_T, switches
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, ModelConfig
 from cem_core.nn.validate import check_device
 
@@ -107,10 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     model, task, training = gp.GPModelConfig, gp.GPTaskConfig, gp.GPTrainConfig
     train.add_argument("--attention", choices=KINDS, default=_default(model, "attention"),
                        help=f"attention kind (default {_default(model, 'attention')})")
-    train.add_argument("--mlp", choices=KINDS, default=_default(model, "mlp"),
-                       help=f"MLP kind (default {_default(model, 'mlp')}: SwiGLU, so runs differ in attention only)")
+    train.add_argument("--mlp", choices=MLP_KINDS, default=_default(model, "mlp"),
+                       help=f"MLP kind (default {_default(model, 'mlp')}: SwiGLU, so runs differ in attention only; "
+                            "none: attention-only blocks)")
+    train.add_argument("--tokens", choices=gp.TOKEN_FORMATS, default=_default(model, "tokens"),
+                       help="token format: pairs = [x_j, x_{j-1}, y_{j-1}, first]; interleaved = a query token "
+                            f"[x_j, 0, 1] then [x_j, y_j, 0] (default {_default(model, 'tokens')})")
     for name, what in (("width", "residual width"), ("depth", "number of blocks"), ("n_heads", "attention heads"),
-                       ("d_ff", "MLP width")):
+                       ("d_ff", "MLP width"), ("loops", "times the blocks run over, weights shared")):
         train.add_argument(f"--{name.replace('_', '-')}", type=int, default=_default(model, name),
                            help=f"{what} (default {_default(model, name)})")
     add_cem_arguments(train)
@@ -229,7 +233,7 @@ def gp_train(args) -> int:
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
                           d_x=args.d_x, n_points=args.n_points),
         model=GPModelConfig(attention=args.attention, mlp=args.mlp, width=args.width, depth=args.depth,
-                            n_heads=args.n_heads, d_ff=args.d_ff, cem=cem),
+                            n_heads=args.n_heads, d_ff=args.d_ff, cem=cem, tokens=args.tokens, loops=args.loops),
         train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
         group="cli")
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")

@@ -9,7 +9,7 @@ from conftest import COMMITTED_SWEEP, tiny_gp_specs
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
-from cem_core import CEMOptions
+from cem_core import CEMOptions, LanguageModel, ModelConfig
 from cem_core.__main__ import main
 from cem_core.experiments import gp_sweep
 from cem_core.experiments.gp import (
@@ -121,20 +121,31 @@ def test_short_training_lowers_rmse():
     assert np.mean(after.losses[-10:]) < np.mean(after.losses[:10])
 
 
-def test_predictions_are_causal_and_tokens_documented():
+@pytest.mark.parametrize("tokens, mlp, loops", [("pairs", "llama", 1), ("interleaved", "llama", 1),
+                                                ("pairs", "none", 1), ("pairs", "cem", 3)])
+def test_predictions_are_causal_and_tokens_documented(tokens, mlp, loops):
+    """Both token formats, attention-only blocks and looped blocks: the prediction of y_j sees x_{<=j} and
+    y_{<j} only."""
     task = GPTaskConfig(n_points=8)
     xs, ys = sample_batch(task, 2, torch.Generator().manual_seed(4))
-    tokens = make_tokens(xs, ys)
-    torch.testing.assert_close(tokens[:, 3], torch.cat((xs[:, 3], xs[:, 2], ys[:, 2, None], torch.zeros(2, 1)), -1))
-    assert (tokens[:, 0, 1:] == torch.tensor([0.0, 0.0, 1.0])).all()
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, diagonal="shared")))
+    pairs = make_tokens(xs, ys)
+    torch.testing.assert_close(pairs[:, 3], torch.cat((xs[:, 3], xs[:, 2], ys[:, 2, None], torch.zeros(2, 1)), -1))
+    assert (pairs[:, 0, 1:] == torch.tensor([0.0, 0.0, 1.0])).all()
+    interleaved = make_tokens(xs, ys, "interleaved")
+    assert interleaved.shape == (2, 16, 3)
+    torch.testing.assert_close(interleaved[:, 6], torch.cat((xs[:, 3], torch.zeros(2, 1), torch.ones(2, 1)), -1))
+    torch.testing.assert_close(interleaved[:, 7], torch.cat((xs[:, 3], ys[:, 3, None], torch.zeros(2, 1)), -1))
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, diagonal="shared"),
+                                              tokens=tokens, mlp=mlp, loops=loops))
     ys2 = ys.clone()
     ys2[:, 5:] += 3.0                                                       # y_j and later: invisible at j = 5
     xs2 = xs.clone()
     xs2[:, 6:] += 0.5                                                       # x_6 and later: invisible at j = 5
     with torch.no_grad():
         p, p2 = model(xs, ys), model(xs2, ys2)
+    assert p.shape == (2, 8)
     torch.testing.assert_close(p[:, :6], p2[:, :6])
+    assert not torch.allclose(p[:, 6:], p2[:, 6:])                         # and they do see what comes before
     for predictor in (zero_predictor, nearest_neighbour_predictor,
                       lambda a, b: gp_posterior_mean(task, a, b).float()):
         torch.testing.assert_close(predictor(xs, ys)[:, :6], predictor(xs2, ys2)[:, :6])
@@ -271,3 +282,29 @@ def test_sampled_function_for_plots():
     assert (ys - torch.from_numpy(np.interp(xs.numpy(), grid.numpy(), f.numpy()))).abs().max() < 0.6
     with pytest.raises(ValueError, match="^d_x="):
         sample_function_on_grid(replace(task, d_x=2), seed=0)
+
+
+def test_attention_only_and_looped_models():
+    """mlp="none" leaves the MLP out (no MLP parameters; a block is its attention sublayer); loops = 2 runs
+    the same blocks twice over; both leave the hashes of runs that do not use them unchanged."""
+    task = GPTaskConfig(n_points=6)
+    xs, ys = sample_batch(task, 3, torch.Generator().manual_seed(1))
+    base = GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2))
+    torch.manual_seed(0)
+    attention_only = GPTransformer(task, replace(base, mlp="none"))
+    assert attention_only.blocks[0].mlp is None
+    assert not any("mlp" in name for name, _ in attention_only.named_parameters())
+    lm = ModelConfig(vocab_size=11, d_model=16, n_heads=2, d_ff=32, n_layers=2, attention="cem", mlp="none")
+    assert lm.param_counts()["total"] == sum(p.numel() for p in LanguageModel(lm).parameters())
+    assert lm.param_counts()["mlp.projections"] == 0
+    h = torch.randn(3, 6, 16)
+    torch.testing.assert_close(attention_only.blocks[0](h), attention_only.blocks[0].attn(h))
+    torch.manual_seed(0)
+    looped = GPTransformer(task, replace(base, loops=2))
+    with torch.no_grad():
+        h = looped.in_proj(make_tokens(xs, ys))
+        h = looped.blocks[0](looped.blocks[0](h))
+        torch.testing.assert_close(looped(xs, ys), looped.head(looped.norm(h)).squeeze(-1))
+    train = GPTrainConfig()
+    assert gp_sweep.RunSpec(task, base, train, "g").config()["model"].keys().isdisjoint({"tokens", "loops"})
+    assert gp_sweep.RunSpec(task, replace(base, loops=2), train, "g").config()["model"]["loops"] == 2

@@ -256,7 +256,7 @@ def model_rows(c: BenchConfig) -> list[dict]:
         torch.manual_seed(0)
         blocks = [Block(cfg) for cfg in configs]
         for block in blocks:                       # as in a model: the model validates its input once
-            block.attn.check_inputs = block.mlp.check_inputs = False
+            block.skip_input_checks()
         blocks = [_prepared(block, c) for block in blocks]
         h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
         make = (lambda: h.detach().requires_grad_(True)) if backward else (lambda: h)

@@ -7,11 +7,13 @@ and y_{<j} and predicts y_j. Under the true prior the best any predictor can do 
 squared error) is the exact GP posterior mean E[y_j | x_{<=j}, y_{<j}]; every model's RMSE is
 reported as a ratio to it (docs/design.md#invariant-7-the-gp-optimum-is-the-yardstick).
 
-Token format (documented choice). Token j is [x_j, x_{j-1}, y_{j-1}, first_j]: the query input
-together with the previous (input, target) pair, and a flag that is 1 only at j = 0 (where the
-previous pair is zero padding). Through causal attention token j reaches every pair before j
-and its own query, and nothing else. No positional encoding (RoPE off): the points are
-exchangeable, their order carries no information.
+Token formats (``GPModelConfig.tokens``). "pairs" (the default): token j is
+[x_j, x_{j-1}, y_{j-1}, first_j], the query input together with the previous (input, target) pair,
+and a flag that is 1 only at j = 0 (where the previous pair is zero padding). "interleaved" (Garg
+et al.'s layout): a query token [x_j, 0, 1] and then a pair token [x_j, y_j, 0] for every j, 2N
+tokens, the prediction of y_j read at its query token. Either way, through causal attention the
+prediction of y_j reaches every pair before j and its own query, and nothing else. No positional
+encoding (RoPE off): the points are exchangeable, their order carries no information.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from cem_core.nn.validate import check_choice, check_float, check_int, fail
 from .schedule import adamw, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
+TOKEN_FORMATS = ("pairs", "interleaved")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,19 +184,24 @@ def gp_predictor(config: GPTaskConfig):
 @dataclass(frozen=True, kw_only=True)
 class GPModelConfig:
     attention: str = "cem"         # "llama" | "cem"
-    mlp: str = "llama"             # SwiGLU by default, so only the attention differs between runs
+    mlp: str = "llama"             # SwiGLU by default, so only the attention differs between runs; "none": no MLP
     width: int = 64
     depth: int = 1
     n_heads: int = 4
     d_ff: int = 128
     cem: CEMOptions = field(default_factory=CEMOptions)   # the switches of every CEM layer
+    tokens: str = "pairs"          # the token format (module docstring)
+    loops: int = 1                 # the blocks run this many times over, with shared weights
 
     def __post_init__(self) -> None:
+        check_choice("tokens", self.tokens, TOKEN_FORMATS)
+        check_int("loops", self.loops, 1, 64)
         self.model_config(n_points=2)   # validates every field through the model and layer configs
 
     def model_config(self, n_points: int) -> ModelConfig:
+        length = n_points * (2 if self.tokens == "interleaved" else 1)
         return ModelConfig(vocab_size=1, d_model=self.width, n_layers=self.depth, n_heads=self.n_heads,
-                           d_ff=self.d_ff, max_seq_len=n_points, attention=self.attention, mlp=self.mlp, cem=self.cem,
+                           d_ff=self.d_ff, max_seq_len=length, attention=self.attention, mlp=self.mlp, cem=self.cem,
                            rope=False)
 
     def with_cem(self, **switches) -> "GPModelConfig":
@@ -201,8 +209,19 @@ class GPModelConfig:
         return replace(self, cem=replace(self.cem, **switches))
 
 
-def make_tokens(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-    """Token j = [x_j, x_{j-1}, y_{j-1}, 1{j = 0}], shape (B, N, 2 d_x + 2)."""
+def token_width(d_x: int, tokens: str = "pairs") -> int:
+    return 2 * d_x + 2 if tokens == "pairs" else d_x + 2
+
+
+def make_tokens(xs: torch.Tensor, ys: torch.Tensor, tokens: str = "pairs") -> torch.Tensor:
+    """"pairs": token j = [x_j, x_{j-1}, y_{j-1}, 1{j = 0}], shape (B, N, 2 d_x + 2). "interleaved": the
+    query token [x_j, 0, 1] then the pair token [x_j, y_j, 0] for each j, shape (B, 2N, d_x + 2)."""
+    if tokens == "interleaved":
+        B, N, _ = xs.shape
+        zero, one = torch.zeros(B, N, 1, dtype=xs.dtype), torch.ones(B, N, 1, dtype=xs.dtype)
+        query = torch.cat((xs, zero, one), dim=-1)                     # [x_j, 0, 1]
+        pair = torch.cat((xs, ys[..., None], zero), dim=-1)            # [x_j, y_j, 0]
+        return torch.stack((query, pair), dim=2).reshape(B, 2 * N, -1)
     prev_x = F.pad(xs, (0, 0, 1, 0))[:, :-1]
     prev_y = F.pad(ys, (1, 0))[:, :-1, None]
     first = torch.zeros_like(prev_y)
@@ -211,24 +230,27 @@ def make_tokens(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
 
 
 class GPTransformer(nn.Module):
-    """in_proj -> blocks (cem_core.nn.model.Block) -> RMSNorm -> scalar head; predicts y_j."""
+    """in_proj -> blocks (cem_core.nn.model.Block), ``loops`` times over -> RMSNorm -> scalar head;
+    predicts y_j (read at the query tokens with the interleaved format)."""
 
     def __init__(self, task: GPTaskConfig, config: GPModelConfig):
         super().__init__()
         self.task, self.config = task, config
         mc = config.model_config(task.n_points)
-        self.in_proj = nn.Linear(2 * task.d_x + 2, config.width)
+        self.in_proj = nn.Linear(token_width(task.d_x, config.tokens), config.width)
         self.blocks = nn.ModuleList(Block(mc) for _ in range(config.depth))
         self.norm = nn.RMSNorm(config.width, eps=mc.norm_eps)
         self.head = nn.Linear(config.width, 1)
         for block in self.blocks:
-            block.attn.check_inputs = block.mlp.check_inputs = False
+            block.skip_input_checks()
 
     def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        h = self.in_proj(make_tokens(xs, ys))
-        for block in self.blocks:
-            h = block(h)
-        return self.head(self.norm(h)).squeeze(-1)
+        h = self.in_proj(make_tokens(xs, ys, self.config.tokens))
+        for _ in range(self.config.loops):
+            for block in self.blocks:
+                h = block(h)
+        out = self.head(self.norm(h)).squeeze(-1)
+        return out[:, 0::2] if self.config.tokens == "interleaved" else out   # at the query tokens
 
     @torch.no_grad()
     def predict_at(self, xs: torch.Tensor, ys: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -370,8 +392,14 @@ def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig
     return out
 
 
+# model fields added after the first committed sweep, with their defaults: a run records them only
+# when it differs from the default, so the hashes of earlier runs stay what they were
+LATER_MODEL_FIELDS = {"tokens": "pairs", "loops": 1}
+
+
 def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
     """The configuration of a run as results record it: the model's CEM switches among its own
-    fields (the form run hashes have always been computed from)."""
-    flat_model = {k: v for k, v in asdict(model).items() if k != "cem"} | asdict(model.cem)
+    fields (the form run hashes have always been computed from), later fields only off their defaults."""
+    flat_model = {k: v for k, v in asdict(model).items()
+                  if k != "cem" and not (k in LATER_MODEL_FIELDS and v == LATER_MODEL_FIELDS[k])} | asdict(model.cem)
     return {"task": asdict(task), "model": flat_model, "train": asdict(train)}

@@ -110,6 +110,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
     record = {
         "hash": spec.hash, "group": spec.group,
         "attention": m.attention, "mlp": m.mlp, "depth": m.depth, "width": m.width, "T": cem.T,
+        "tokens": m.tokens, "loops": m.loops,
         "diagonal": cem.diagonal, "preconditioner": cem.preconditioner, "eta_mode": cem.eta_mode, "eta": cem.eta,
         "anchor": cem.anchor, "seed": spec.train.seed, "steps": spec.train.steps,
         "kernel": spec.task.kernel, "d_x": spec.task.d_x, "n_points": spec.task.n_points,
@@ -325,9 +326,12 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
 
 
 def run_label(r: dict) -> str:
+    extras = "".join(f", {text}" for text, on in (("attention only", r["mlp"] == "none"),
+                                                   ("interleaved tokens", r.get("tokens", "pairs") != "pairs"),
+                                                   (f"looped x{r.get('loops', 1)}", r.get("loops", 1) != 1)) if on)
     if r["attention"] == "llama":
-        return f"Llama attention (depth {r['depth']})"
-    parts = [f"CEM{'-full' if r['mlp'] == 'cem' else ''} T={r['T']}"]
+        return f"Llama attention{extras} (depth {r['depth']})"
+    parts = [f"CEM{'-full' if r['mlp'] == 'cem' else ''} T={r['T']}{extras}"]
     if r["diagonal"] != "none":
         parts.append(f"diag {r['diagonal']}")
     if r["preconditioner"] != "none":

@@ -25,6 +25,7 @@ PRECONDITIONERS = ("none", "dlr", "psd")
 ETA_MODES = ("fixed", "learned", "per_step")
 ACTIVATIONS = ("silu", "gelu", "relu")
 KINDS = ("llama", "cem")
+MLP_KINDS = (*KINDS, "none")   # "none": attention-only blocks
 
 
 def switch(default, kind: str, allowed, app, label: str, help: str, *, attention_only: bool = False,

@@ -68,6 +68,7 @@ def mlp_flops(cfg: MLPConfig | SwiGLUConfig, n: int) -> dict[str, float]:
 def model_flops(cfg, n: int, batch: int = 1) -> dict[str, float]:
     """One forward pass of a ModelConfig's language model over n tokens, per sequence of a batch of
     `batch`: a block (attention and MLP), all blocks, and the output head (d x vocabulary per token)."""
-    block = attention_flops(cfg.attention_config(), n, batch)["total"] + mlp_flops(cfg.mlp_config(), n)["total"]
+    mlp = cfg.mlp_config()
+    block = attention_flops(cfg.attention_config(), n, batch)["total"] + (mlp_flops(mlp, n)["total"] if mlp else 0.0)
     head = _matmuls(1, n, cfg.d_model, cfg.vocab_size)                  # the LM head, d x vocabulary per token
     return {"block": block, "blocks": cfg.n_layers * block, "head": head, "total": cfg.n_layers * block + head}

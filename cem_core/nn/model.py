@@ -18,7 +18,16 @@ from torch import nn
 
 from .attention import AttentionCache, CEMAttention
 from .baselines import LlamaAttention, SwiGLU
-from .config import KINDS, AttentionConfig, CEMOptions, LlamaAttentionConfig, MLPConfig, SwiGLUConfig, check_eval_T
+from .config import (
+    KINDS,
+    MLP_KINDS,
+    AttentionConfig,
+    CEMOptions,
+    LlamaAttentionConfig,
+    MLPConfig,
+    SwiGLUConfig,
+    check_eval_T,
+)
 from .descent import EnergyDescentLayer
 from .mlp import CEMGatedMLP
 from .validate import check_bool, check_choice, check_config, check_float, check_int, fail
@@ -43,7 +52,7 @@ class ModelConfig:
     d_ff: int = 344
     max_seq_len: int = 256
     attention: str = "llama"                             # "llama" | "cem"
-    mlp: str = "llama"                                   # "llama" | "cem"
+    mlp: str = "llama"                                   # "llama" | "cem" | "none" (attention-only blocks)
     cem: CEMOptions = field(default_factory=CEMOptions)  # the switches of the CEM layers (T, diagonal, ...)
     rope: bool = True
     tie_embeddings: bool = True
@@ -54,13 +63,13 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
             check_int(name, getattr(self, name), 1)
         check_choice("attention", self.attention, KINDS)
-        check_choice("mlp", self.mlp, KINDS)
+        check_choice("mlp", self.mlp, MLP_KINDS)
         if not isinstance(self.cem, CEMOptions):
             fail("cem", self.cem, "must be a CEMOptions")
         if self.attention == "llama" and self.cem.diagonal != "none":
             fail("diagonal", self.cem.diagonal, "applies to CEM attention only (attention='llama')")
-        if self.attention == "llama" and self.mlp == "llama" and self.cem != CEMOptions():
-            fail("cem", self.cem, "applies to CEM layers only; attention and mlp are both 'llama'")
+        if self.attention == "llama" and self.mlp != "cem" and self.cem != CEMOptions():
+            fail("cem", self.cem, f"applies to CEM layers only; attention is 'llama' and mlp {self.mlp!r}")
         check_bool("rope", self.rope)
         check_bool("tie_embeddings", self.tie_embeddings)
         check_float("init_std", self.init_std, 0.0, strict=True)
@@ -85,9 +94,12 @@ class ModelConfig:
             return LlamaAttentionConfig(**shape)
         return AttentionConfig(**shape, **self.cem.attention_fields())
 
-    def mlp_config(self) -> MLPConfig | SwiGLUConfig:
-        """The config of every block's MLP: SwiGLU's, or the CEM gated MLP's with the model's switches."""
+    def mlp_config(self) -> MLPConfig | SwiGLUConfig | None:
+        """The config of every block's MLP: SwiGLU's, the CEM gated MLP's with the model's switches, or
+        None for attention-only blocks."""
         shape = dict(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps)
+        if self.mlp == "none":
+            return None
         if self.mlp == "llama":
             return SwiGLUConfig(**shape)
         return MLPConfig(**shape, **self.cem.descent_fields())
@@ -101,7 +113,7 @@ class ModelConfig:
         counts["head"] = 0 if self.tie_embeddings else self.vocab_size * d
         counts["norms"] = d                                            # the final norm; each sublayer adds its own
         for section, config in (("attention", self.attention_config()), ("mlp", self.mlp_config())):
-            for part, count in config.param_counts().items():
+            for part, count in (config.param_counts() if config is not None else {}).items():
                 counts["norms" if part == "norm" else f"{section}.{part}"] += L * count
         counts["total"] = sum(counts.values())
         return counts
@@ -172,17 +184,24 @@ def full_precision(t: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    """attention sublayer, then MLP sublayer; each h + delta with its own RMSNorm."""
+    """attention sublayer, then MLP sublayer (none with mlp="none"); each h + delta with its own RMSNorm."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         attn_cls = LlamaAttention if config.attention == "llama" else CEMAttention
-        mlp_cls = SwiGLU if config.mlp == "llama" else CEMGatedMLP
         self.attn = attn_cls(config.attention_config())
-        self.mlp = mlp_cls(config.mlp_config())
+        mlp_cls = {"llama": SwiGLU, "cem": CEMGatedMLP, "none": None}[config.mlp]
+        self.mlp = mlp_cls(config.mlp_config()) if mlp_cls else None
+
+    def skip_input_checks(self) -> None:
+        """For a caller that validates its own input once: the sublayers stop checking theirs."""
+        for layer in (self.attn, self.mlp):
+            if layer is not None:
+                layer.check_inputs = False
 
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
-        return self.mlp(self.attn(h, cache))
+        h = self.attn(h, cache)
+        return h if self.mlp is None else self.mlp(h)
 
 
 @dataclass
@@ -206,7 +225,7 @@ class LanguageModel(nn.Module):
             self.lm_head.weight = self.embed.weight
         self.apply(self._init_weights)
         for block in self.blocks:   # the model validates token ids; layers skip their own check
-            block.attn.check_inputs = block.mlp.check_inputs = False
+            block.skip_input_checks()
         # The id range check reduces over the ids, a host sync per call on an accelerator; a trainer
         # whose ids come from the model's own tokenizer turns it off there.
         self.check_token_ids = True
