@@ -7,6 +7,7 @@ import pytest
 from conftest import ROOT, run_page, shard_corpus
 
 from cem_core.__main__ import main
+from cem_core.experiments import verdicts
 from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.data import DataConfig
 from cem_core.nn.model import LanguageModel, ModelConfig
@@ -133,7 +134,7 @@ def _records(ppl: dict[str, list[float]]) -> list[dict]:
 def test_verdicts_follow_the_stated_rule(kind, a, b, expected):
     d = sweep.paired_difference(_records({"A": a, "B": b}), "A", "B")
     assert d["seeds"] == 3 and d["mean"] == pytest.approx(sum(a) / 3 - sum(b) / 3)
-    assert sweep.verdict(kind, d) == expected
+    assert verdicts.verdict(kind, d, sweep.TOLERANCE) == expected
 
 
 def test_the_probe_rule_picks_the_learning_rate_that_suits_every_variant():

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import atomic_write_text, provenance
@@ -99,15 +100,7 @@ SWEEP_PRESETS = {
 
 # The verdict rule, fixed before the sweep ran and recorded in its manifest; never moved afterwards.
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
-VERDICT_RULE = (
-    "For each pair (A vs B) the difference d = ppl(A) - ppl(B) in validation perplexity is paired by seed; "
-    "m is its mean over seeds and se = sd / sqrt(seeds). An 'improves' claim (A lower than B) is supported "
-    "when m < -2 se, contradicted when m > +2 se, inconclusive otherwise. A 'comparable' claim uses the "
-    f"tolerance t = {TOLERANCE:.0%} of ppl(B): supported when m + 2 se <= t ppl(B) (A is at most t worse, "
-    "better counts too), contradicted when m - 2 se > t ppl(B), inconclusive otherwise. A 'marginal' "
-    "claim is supported when |m| + 2 se <= t ppl(B), contradicted when |m| - 2 se > t ppl(B). A claim with "
-    "several pairs is supported when all are, contradicted when any is, inconclusive otherwise; a run "
-    "that diverged contradicts a claim of stable training.")
+VERDICT_RULE = verdicts.rule("ppl", "validation perplexity", TOLERANCE)
 
 # The paper's eight claims: (text, [(kind, A, B), ...])
 CLAIMS = [
@@ -403,32 +396,12 @@ def validation_curves(records: list[dict]) -> dict:
 
 
 def paired_difference(records: list[dict], a: str, b: str) -> dict:
-    """ppl(a) - ppl(b) paired by seed: mean, standard error, seeds, and ppl(b)'s mean."""
+    """ppl(a) - ppl(b) paired by seed (``verdicts.paired_difference``), with the two names."""
     by_seed = {name: {r["seed"]: r for r in records if r["name"] == name} for name in (a, b)}
-    seeds = sorted(set(by_seed[a]) & set(by_seed[b]))
-    diffs = [by_seed[a][s]["val_ppl"] - by_seed[b][s]["val_ppl"] for s in seeds]
-    reference = [by_seed[b][s]["val_ppl"] for s in seeds]
+    seeds = set(by_seed[a]) & set(by_seed[b])
     diverged = any(by_seed[n][s]["diverged"] for n in (a, b) for s in seeds)
-    finite = diffs and all(math.isfinite(x) for x in diffs)
-    return {"a": a, "b": b, "seeds": len(seeds), "diverged": diverged,
-            "mean": statistics.fmean(diffs) if finite else math.nan,
-            "se": statistics.stdev(diffs) / math.sqrt(len(diffs)) if finite and len(diffs) > 1 else math.nan,
-            "reference": statistics.fmean(reference) if reference else math.nan}
-
-
-def verdict(kind: str, d: dict) -> str:
-    """The verdict of one pair under VERDICT_RULE."""
-    m, se, ref = d["mean"], d["se"], d["reference"]
-    if not all(math.isfinite(x) for x in (m, se, ref)):
-        return "contradicted" if d["diverged"] else "inconclusive"
-    t = TOLERANCE * ref
-    if kind == "improves":
-        return "supported" if m < -2 * se else "contradicted" if m > 2 * se else "inconclusive"
-    if kind == "comparable":
-        return "supported" if m + 2 * se <= t else "contradicted" if m - 2 * se > t else "inconclusive"
-    if kind == "marginal":
-        return "supported" if abs(m) + 2 * se <= t else "contradicted" if abs(m) - 2 * se > t else "inconclusive"
-    raise ValueError(f"kind={kind!r} is not a claim kind")
+    values = [{s: r["val_ppl"] for s, r in by_seed[n].items()} for n in (a, b)]
+    return {"a": a, "b": b} | verdicts.paired_difference(*values, diverged=diverged)
 
 
 def claims(records: list[dict]) -> list[dict]:
@@ -438,11 +411,9 @@ def claims(records: list[dict]) -> list[dict]:
         compared = []
         for kind, a, b in pairs:
             d = paired_difference(records, a, b)
-            compared.append(d | {"kind": kind, "verdict": verdict(kind, d)})
-        verdicts = {p["verdict"] for p in compared}
-        overall = ("contradicted" if "contradicted" in verdicts else
-                   "supported" if verdicts == {"supported"} else "inconclusive")
-        rows.append({"claim": i, "text": text, "pairs": compared, "verdict": overall})
+            compared.append(d | {"kind": kind, "verdict": verdicts.verdict(kind, d, TOLERANCE)})
+        rows.append({"claim": i, "text": text, "pairs": compared,
+                     "verdict": verdicts.overall([p["verdict"] for p in compared])})
     return rows
 
 
