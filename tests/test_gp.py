@@ -1,5 +1,6 @@
 """The Gaussian-process task: exact posterior, sampling, baselines, training, the sweep."""
 import json
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared
 
 from cem_core import CEMOptions, LanguageModel, ModelConfig
 from cem_core.__main__ import main
-from cem_core.experiments import gp_sweep
+from cem_core.experiments import gp, gp_sweep
 from cem_core.experiments.gp import (
     GPModelConfig,
     GPTaskConfig,
@@ -31,6 +32,7 @@ from cem_core.experiments.gp import (
     zero_predictor,
 )
 from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.nn.model import recursion_depth
 
 TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=0.5, n_points=12, d_x=2),
          GPTaskConfig(kernel="periodic", lengthscale=0.8, period=0.7, signal_var=2.0, noise_var=0.05, n_points=12)]
@@ -308,3 +310,32 @@ def test_attention_only_and_looped_models():
     train = GPTrainConfig()
     assert gp_sweep.RunSpec(task, base, train, "g").config()["model"].keys().isdisjoint({"tokens", "loops"})
     assert gp_sweep.RunSpec(task, replace(base, loops=2), train, "g").config()["model"]["loops"] == 2
+
+
+def test_step_diagnostics_read_the_layer_after_each_step():
+    """After all T steps the diagnostic's readout is the model's own prediction; after 0 steps it is the
+    model with the attention layer removed; the energies are the layer's; entropies lie in [0, log n]."""
+    task, train = GPTaskConfig(n_points=10), GPTrainConfig(eval_size=64)
+    torch.manual_seed(0)
+    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, eta=0.5), tokens="interleaved"))
+    model.eval()
+    d = gp.step_diagnostics(model, task, train, n_functions=32)
+    xs, ys = (t[:32] for t in eval_set(task, train))
+    optimum = rmse(gp_posterior_mean(task, xs, ys), ys)
+    with torch.no_grad():
+        assert d["rmse_ratio_after_step"][-1] == pytest.approx(rmse(model(xs, ys), ys) / optimum, rel=1e-5)
+        with recursion_depth(model, 1):
+            assert d["rmse_ratio_after_step"][1] == pytest.approx(rmse(model(xs, ys), ys) / optimum, rel=1e-5)
+    assert d["T"] == 3 and len(d["energy_change"]) == 4 and d["energy_change"][0] == 0.0
+    assert d["step_size"] == [0.5] * 3 and all(n > 0 for n in d["update_norm"])
+    assert all(0 <= e <= math.log(20) for e in d["attention_entropy"])
+    with pytest.raises(ValueError, match="one CEM attention block"):
+        gp.step_diagnostics(GPTransformer(task, GPModelConfig(attention="llama", width=16, d_ff=32)), task, train)
+
+
+def test_training_records_a_held_out_curve():
+    task = GPTaskConfig(n_points=6)
+    result = train_gp(task, GPModelConfig(width=16, d_ff=32), GPTrainConfig(steps=20, batch_size=8, eval_size=32,
+                                                                           eval_every=5))
+    assert [step for step, _ in result.rmse_curve] == [5, 10, 15, 20]
+    assert result.rmse_curve[-1][1] == pytest.approx(result.rmse)

@@ -282,6 +282,7 @@ class GPTrainConfig:
     seed: int = 0
     eval_size: int = 1024
     eval_seed: int = 12345
+    eval_every: int = 0            # also record the held-out RMSE every this many steps (0: at the end only)
 
     def __post_init__(self) -> None:
         check_int("steps", self.steps, 1)
@@ -296,6 +297,7 @@ class GPTrainConfig:
         check_int("seed", self.seed, 0)
         check_int("eval_size", self.eval_size, 1)
         check_int("eval_seed", self.eval_seed, 0)
+        check_int("eval_every", self.eval_every, 0)
 
 
 def lr_at(train: GPTrainConfig, step: int) -> float:
@@ -330,6 +332,17 @@ class GPTrainResult:
     rmse_by_position: list
     seconds: float
     diverged: bool
+    rmse_curve: list = field(default_factory=list)   # [step, held-out RMSE] every eval_every steps
+
+
+def _held_out(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, device: str) -> torch.Tensor:
+    """The model's predictions on the held-out set, (eval_size, N)."""
+    xs, ys = eval_set(task, train)
+    was_training = model.training
+    model.eval()
+    pred = predict_in_batches(lambda a, b: model(a.to(device), b.to(device)).cpu(), xs, ys)
+    model.train(was_training)
+    return pred
 
 
 def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
@@ -343,7 +356,7 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
     model = GPTransformer(task, config).to(device)
     opt = adamw(model, train.lr, train.weight_decay)
     gen = torch.Generator().manual_seed(train.seed)
-    losses, diverged, start = [], False, time.perf_counter()
+    losses, curve, diverged, start = [], [], False, time.perf_counter()
     model.train()
     for step in range(train.steps):
         for group in opt.param_groups:
@@ -361,13 +374,17 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
         losses.append(loss.item())
         if progress is not None:
             progress(step, losses[-1])
+        if train.eval_every and (step + 1) % train.eval_every == 0 and step + 1 < train.steps:
+            curve.append([step + 1, rmse(_held_out(model, task, train, device), eval_set(task, train)[1])])
     seconds = time.perf_counter() - start
     model.eval()
-    xs, ys = eval_set(task, train)
-    pred = predict_in_batches(lambda a, b: model(a.to(device), b.to(device)).cpu(), xs, ys)
+    ys = eval_set(task, train)[1]
+    pred = _held_out(model, task, train, device)
+    if train.eval_every and not diverged:
+        curve.append([train.steps, rmse(pred, ys)])
     return GPTrainResult(model=model, losses=losses, rmse=rmse(pred, ys),
                          rmse_by_position=rmse_by_position(pred, ys).tolist(), seconds=seconds,
-                         diverged=diverged or not math.isfinite(rmse(pred, ys)))
+                         diverged=diverged or not math.isfinite(rmse(pred, ys)), rmse_curve=curve)
 
 
 def baseline_rmses(task: GPTaskConfig, train: GPTrainConfig) -> dict[str, dict]:
@@ -392,14 +409,50 @@ def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig
     return out
 
 
-# model fields added after the first committed sweep, with their defaults: a run records them only
-# when it differs from the default, so the hashes of earlier runs stay what they were
+# fields added after the first committed sweep, with their defaults: a run records them only when it
+# differs from the default, so the hashes of earlier runs stay what they were
 LATER_MODEL_FIELDS = {"tokens": "pairs", "loops": 1}
+LATER_TRAIN_FIELDS = {"eval_every": 0}
+
+
+def _recorded(fields: dict, later: dict) -> dict:
+    return {k: v for k, v in fields.items() if not (k in later and v == later[k])}
+
+
+@torch.no_grad()
+def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, n_functions: int = 256) -> dict:
+    """What the T steps of a trained depth-1 CEM attention layer do, on the first ``n_functions`` of the
+    held-out set: per step t = 0..T the mean energy E(x^(t) | c) relative to E(x^(0) | c), and the held-out
+    RMSE (ratio to the GP optimum) when the prediction is read out after t steps (the rest of the model
+    unchanged); per step t = 1..T the mean update norm |x^(t) - x^(t-1)|, the step size and the mean
+    attention entropy (nats; log n_k for uniform weights)."""
+    config = model.config
+    if config.attention != "cem" or config.depth != 1 or config.loops != 1:
+        fail("model", config, "step diagnostics need one CEM attention block (depth 1, loops 1)")
+    block = model.blocks[0]
+    xs, ys = (t[:n_functions] for t in eval_set(task, train))
+    h = model.in_proj(make_tokens(xs, ys, config.tokens))
+    trace = block.attn.trace(h)
+    optimum = rmse(gp_posterior_mean(task, xs, ys), ys)
+    ratios = []
+    for x in trace.iterates:
+        out = h + (x - trace.iterates[0])                              # h + x^(t) - x^(0): the layer stopped at t
+        out = out if block.mlp is None else block.mlp(out)
+        pred = model.head(model.norm(out)).squeeze(-1)
+        pred = pred[:, 0::2] if config.tokens == "interleaved" else pred
+        ratios.append(rmse(pred, ys) / optimum)
+    a = trace.weights.clamp_min(1e-30)                                 # (T, B, H, n, n_k)
+    entropy = -(a * a.log()).sum(-1)                                   # -sum_j a_ij log a_ij
+    energy = trace.energies.double().mean(dim=(1, 2))
+    return {"T": int(len(trace.step_sizes)), "rmse_ratio_after_step": ratios,
+            "energy_change": (energy - energy[0]).tolist(),
+            "update_norm": trace.update_norms.double().mean(dim=(1, 2)).tolist(),
+            "step_size": trace.step_sizes.tolist(), "attention_entropy": entropy.double().mean(dim=(1, 2, 3)).tolist()}
 
 
 def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
     """The configuration of a run as results record it: the model's CEM switches among its own
     fields (the form run hashes have always been computed from), later fields only off their defaults."""
-    flat_model = {k: v for k, v in asdict(model).items()
-                  if k != "cem" and not (k in LATER_MODEL_FIELDS and v == LATER_MODEL_FIELDS[k])} | asdict(model.cem)
-    return {"task": asdict(task), "model": flat_model, "train": asdict(train)}
+    own = {k: v for k, v in asdict(model).items() if k != "cem"}
+    flat_model = _recorded(own, LATER_MODEL_FIELDS) | asdict(model.cem)
+    return {"task": asdict(task), "model": flat_model, "train": _recorded(asdict(train), LATER_TRAIN_FIELDS)}

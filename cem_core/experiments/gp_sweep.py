@@ -122,6 +122,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "final_train_loss": result.losses[-1] if result.losses else None,
         "learned_eta": _learned_etas(result.model),
         "diverged": result.diverged, "train_seconds": result.seconds, "device": device,
+        "rmse_curve": result.rmse_curve,
         "config": spec.config(), "provenance": provenance(),
     }
     if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
