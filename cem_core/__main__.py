@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
     sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
                        help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
-                            "accelerator) (default: default)")
+                            "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
+                            "study (the factor study: where recursion helps) (default: default)")
     sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")

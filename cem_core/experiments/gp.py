@@ -17,6 +17,7 @@ encoding (RoPE off): the points are exchangeable, their order carries no informa
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -30,6 +31,7 @@ from cem_core.nn.descent import EnergyDescentLayer
 from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
+from .integrity import json_hash
 from .schedule import adamw, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
@@ -417,6 +419,23 @@ LATER_TRAIN_FIELDS = {"eval_every": 0}
 
 def _recorded(fields: dict, later: dict) -> dict:
     return {k: v for k, v in fields.items() if not (k in later and v == later[k])}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: task, model, training, and the part of the sweep it belongs to."""
+    task: GPTaskConfig
+    model: GPModelConfig
+    train: GPTrainConfig
+    group: str                     # which part of the sweep the run belongs to (for tables and plots)
+
+    def config(self) -> dict:
+        """The full configuration as results.json holds it (tuples become lists)."""
+        return json.loads(json.dumps(config_dict(self.task, self.model, self.train)))
+
+    @property
+    def hash(self) -> str:
+        return json_hash(self.config())
 
 
 @torch.no_grad()

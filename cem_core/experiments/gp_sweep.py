@@ -26,7 +26,7 @@ import math
 import statistics
 import sys
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -35,35 +35,22 @@ import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
-from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, baseline_rmses, config_dict, evaluate_at_T, train_gp
+from . import gp_study
+from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
 from .pool import finished
 from .records import atomic_write_text, provenance
 
-PRESETS = ("quick", "default", "gpu")
+PRESETS = ("quick", "default", "gpu", "plateau", "study")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
 COMMITTED_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    task: GPTaskConfig
-    model: GPModelConfig
-    train: GPTrainConfig
-    group: str                     # which part of the sweep the run belongs to (for tables and plots)
-
-    def config(self) -> dict:
-        """The full configuration as results.json holds it (tuples become lists)."""
-        return json.loads(json.dumps(config_dict(self.task, self.model, self.train)))
-
-    @property
-    def hash(self) -> str:
-        return json_hash(self.config())
 
 
 def preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (see the README's GP section for what each one answers)."""
     check_choice("preset", preset, PRESETS)
+    if preset in ("plateau", "study"):                # the factor study (gp_study)
+        return gp_study.plateau_runs() if preset == "plateau" else gp_study.study_runs()
     # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
     width, steps, batch, seeds, tasks = {
         "quick": (64, 400, 32, (0,), [GPTaskConfig()]),

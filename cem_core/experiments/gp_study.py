@@ -1,0 +1,133 @@
+"""The GP factor study: under which conditions in-layer recursion helps, and the verdict for each.
+
+Every condition crosses CEM attention at T in {1, 2, 4, 8} (depth 1) with one factor changed from the
+committed sweep's setup (width 64, 2,000 steps, RBF kernel, 32 points, d_x = 1, pair tokens), with a
+Llama-attention run of the same condition as a line to compare with:
+
+- ``base``: the setup itself;
+- ``long``: trained for ``LONG_STEPS``, the length at which CEM T = 1 stopped improving in the
+  ``plateau`` preset (``plateau_steps``: the first evaluation within 1% of the curve's best);
+- ``interleaved``: query and pair tokens (Garg et al.'s layout) instead of pair tokens;
+- ``attention only``: blocks without an MLP;
+- ``64 points`` and ``d_x = 2``: harder tasks;
+- ``eta per step``, ``P psd``, ``P dlr``: learned step sizes per step, learned preconditioners, at
+  T = 4 and 8 (against ``base`` at T = 1);
+- ``depth 4`` and ``looped x4``: CEM T = 1 at depth 4, and one block looped 4 times (shared weights),
+  against CEM T = 4 at depth 1: recursion vs depth at equal compute.
+
+The verdicts use ``verdicts`` (the LM claims table's rule) on the RMSE ratio to the GP optimum.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from . import verdicts
+from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
+
+STUDY_TS = (1, 2, 4, 8)
+SEEDS = (0, 1, 2)
+BASE_STEPS = 2000
+PLATEAU_STEPS, PLATEAU_EVERY = 16000, 1000
+LONG_STEPS = 8000        # plateau_steps() of the committed plateau probe (results/gp-plateau); a test checks it
+TOLERANCE = 0.02
+VERDICT_RULE = verdicts.rule("ratio", "held-out RMSE / GP optimum", TOLERANCE)
+
+_BASE_MODEL = GPModelConfig(width=64, d_ff=128, n_heads=4)
+_BASE_TRAIN = GPTrainConfig(steps=BASE_STEPS, batch_size=32)
+
+
+def _runs(group: str, task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig,
+          Ts=STUDY_TS, llama: bool = True, seeds=SEEDS) -> list[RunSpec]:
+    models = ([replace(model, attention="llama")] if llama else []) + [model.with_cem(T=T) for T in Ts]
+    return [RunSpec(task=task, model=m, train=replace(train, seed=seed), group=group) for m in models for seed in seeds]
+
+
+def plateau_runs() -> list[RunSpec]:
+    """CEM T = 1 and Llama attention trained long, the held-out RMSE recorded along the way (one seed)."""
+    train = replace(_BASE_TRAIN, steps=PLATEAU_STEPS, eval_every=PLATEAU_EVERY)
+    return _runs("plateau", GPTaskConfig(), _BASE_MODEL, train, Ts=(1,), seeds=(0,))
+
+
+def plateau_steps(records: list[dict]) -> int:
+    """The first evaluated length at which CEM T = 1's held-out RMSE is within 1% of its best on the curve."""
+    (run,) = [r for r in records if r["group"] == "plateau" and r["attention"] == "cem"]
+    best = min(value for _, value in run["rmse_curve"])
+    return min(step for step, value in run["rmse_curve"] if value <= 1.01 * best)
+
+
+def conditions() -> dict[str, list[RunSpec]]:
+    """The study's runs by condition (module docstring)."""
+    task, model, train = GPTaskConfig(), _BASE_MODEL, _BASE_TRAIN
+    out = {
+        "base": _runs("base", task, model, train),
+        "long": _runs("long", task, model, replace(train, steps=LONG_STEPS)),
+        "interleaved": _runs("interleaved", task, replace(model, tokens="interleaved"), train),
+        "attention only": _runs("attention only", task, replace(model, mlp="none"), train),
+        "64 points": _runs("64 points", GPTaskConfig(n_points=64), model, train),
+        "d_x = 2": _runs("d_x = 2", GPTaskConfig(d_x=2), model, train),
+    }
+    for name, switches in (("eta per step", dict(eta_mode="per_step")), ("P psd", dict(preconditioner="psd")),
+                           ("P dlr", dict(preconditioner="dlr"))):
+        out[name] = _runs(name, task, model.with_cem(**switches), train, Ts=(4, 8), llama=False)
+    out["depth 4"] = _runs("depth 4", task, replace(model, depth=4), train, Ts=(1,), llama=False)
+    out["looped x4"] = _runs("looped x4", task, replace(model, loops=4), train, Ts=(1,), llama=False)
+    return out
+
+
+def study_runs() -> list[RunSpec]:
+    return [spec for specs in conditions().values() for spec in specs]
+
+
+# -- the conditions table and map -----------------------------------------------------------------
+
+
+def _ratios(records: list[dict], group: str, T: int | None, attention: str = "cem") -> dict:
+    """{seed: RMSE ratio} of a condition's runs at T (Llama: T None)."""
+    return {r["seed"]: (math.inf if r["diverged"] else r["rmse_ratio"]) for r in records
+            if r["group"] == group and r["attention"] == attention and (T is None or r["T"] == T)}
+
+
+# each condition's claim: (text, [(kind, (group, T), (group, T)), ...]); the paper's claim is that deeper
+# recursion lowers the RMSE
+CLAIMS = {
+    **{group: ("deeper recursion lowers the RMSE (T = 4 and T = 8 each below T = 1)",
+               [("improves", (group, 4), (group, 1)), ("improves", (group, 8), (group, 1))])
+       for group in ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2")},
+    **{group: (f"with {group}, T = 4 and T = 8 each below T = 1 (base)",
+               [("improves", (group, 4), ("base", 1)), ("improves", (group, 8), ("base", 1))])
+       for group in ("eta per step", "P psd", "P dlr")},
+    "depth 4": ("recursion matches depth at equal compute: T = 4 at depth 1 within 2% of T = 1 at depth 4",
+                [("comparable", ("base", 4), ("depth 4", 1))]),
+    "looped x4": ("recursion matches a looped block: T = 4 within 2% of one block looped 4 times",
+                  [("comparable", ("base", 4), ("looped x4", 1))]),
+}
+
+
+def conditions_table(records: list[dict]) -> list[dict]:
+    """One row per condition: its claim, the pairs with mean ± se of the ratio difference, the verdict."""
+    rows = []
+    for group, (text, pairs) in CLAIMS.items():
+        compared = []
+        for kind, a, b in pairs:
+            d = verdicts.paired_difference(_ratios(records, *a), _ratios(records, *b))
+            compared.append(d | {"kind": kind, "a": a, "b": b, "verdict": verdicts.verdict(kind, d, TOLERANCE)})
+        rows.append({"condition": group, "claim": text, "pairs": compared,
+                     "verdict": verdicts.overall([p["verdict"] for p in compared])})
+    return rows
+
+
+def conditions_map(records: list[dict]) -> dict:
+    """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed), and Llama's mean."""
+    out = {}
+    for group in ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
+                  "P dlr"):
+        Ts = sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"})
+        if not Ts:
+            continue
+        values = [list(_ratios(records, group, T).values()) for T in Ts]
+        llama = list(_ratios(records, group, None, "llama").values())
+        out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
+                      "high": [max(v) for v in values], "llama": statistics.fmean(llama) if llama else None}
+    return out
