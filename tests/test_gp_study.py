@@ -1,0 +1,53 @@
+"""The GP factor study (docs/design.md#56-the-gp-factor-study): each condition changes one factor of the
+committed sweep's setup, the plateau rule, and the verdict per condition on hand-made records."""
+import pytest
+
+from cem_core.experiments import gp_study, gp_sweep
+
+
+def test_each_condition_changes_one_factor_of_the_base_setup():
+    conditions = gp_study.conditions()
+    # the base condition is the committed sweep's depth-1 Llama and CEM (no diagonal) runs, hash for hash
+    assert {s.hash for s in conditions["base"]} == {s.hash for s in gp_sweep.preset_runs("default")
+                                                    if s.group == "depth1" and s.model.cem.diagonal == "none"}
+    changed = {"long": lambda s: s.train.steps == gp_study.LONG_STEPS,
+               "interleaved": lambda s: s.model.tokens == "interleaved",
+               "attention only": lambda s: s.model.mlp == "none",
+               "64 points": lambda s: s.task.n_points == 64, "d_x = 2": lambda s: s.task.d_x == 2,
+               "eta per step": lambda s: s.model.cem.eta_mode == "per_step",
+               "P psd": lambda s: s.model.cem.preconditioner == "psd",
+               "P dlr": lambda s: s.model.cem.preconditioner == "dlr",
+               "depth 4": lambda s: s.model.depth == 4 and s.model.cem.T == 1,
+               "looped x4": lambda s: s.model.loops == 4 and s.model.cem.T == 1}
+    assert set(conditions) == {"base", *changed}
+    for name, is_changed in changed.items():
+        assert all(is_changed(s) and s.group == name for s in conditions[name]), name
+        assert {s.train.seed for s in conditions[name]} == {0, 1, 2}
+    assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 114
+
+
+def test_the_plateau_is_the_first_length_within_one_percent_of_the_best():
+    curve = [[1000, 0.5], [2000, 0.4], [3000, 0.35], [4000, 0.3530], [5000, 0.3500], [6000, 0.349]]
+    records = [{"group": "plateau", "attention": "cem", "rmse_curve": curve},
+               {"group": "plateau", "attention": "llama", "rmse_curve": [[1000, 0.1]]}]
+    assert gp_study.plateau_steps(records) == 3000            # 0.35 <= 1.01 x 0.349
+
+
+def _record(group, T, seed, ratio, attention="cem"):
+    return {"group": group, "T": T, "seed": seed, "rmse_ratio": ratio, "attention": attention, "diverged": False}
+
+
+@pytest.mark.parametrize("t4, t8, expected", [
+    ([1.10, 1.11, 1.12], [1.05, 1.06, 1.07], "supported"),    # both below T = 1 by far more than 2 se
+    ([1.30, 1.31, 1.32], [1.05, 1.06, 1.07], "contradicted"),  # T = 4 above T = 1
+    ([1.10, 1.40, 1.20], [1.05, 1.06, 1.07], "inconclusive"),  # T = 4's spread covers T = 1
+])
+def test_conditions_table_applies_the_stated_rule(t4, t8, expected):
+    records = [_record("base", 1, s, v) for s, v in enumerate([1.20, 1.21, 1.22])]
+    records += [_record("base", 4, s, v) for s, v in enumerate(t4)]
+    records += [_record("base", 8, s, v) for s, v in enumerate(t8)]
+    row = next(r for r in gp_study.conditions_table(records) if r["condition"] == "base")
+    assert row["verdict"] == expected
+    assert row["pairs"][1]["mean"] == pytest.approx(sum(t8) / 3 - 1.21)
+    missing = next(r for r in gp_study.conditions_table(records) if r["condition"] == "long")
+    assert missing["verdict"] == "inconclusive"                 # no runs: nothing is claimed
