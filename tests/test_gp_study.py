@@ -51,3 +51,29 @@ def test_conditions_table_applies_the_stated_rule(t4, t8, expected):
     assert row["pairs"][1]["mean"] == pytest.approx(sum(t8) / 3 - 1.21)
     missing = next(r for r in gp_study.conditions_table(records) if r["condition"] == "long")
     assert missing["verdict"] == "inconclusive"                 # no runs: nothing is claimed
+
+
+@pytest.mark.slow                      # 21 tiny training runs and two figures
+def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
+    """The base and 'P psd' conditions, shrunk to a few steps: every CEM run records its step diagnostics,
+    the table has finite differences for base, and the map and diagnostic figures are drawn."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from dataclasses import replace
+
+    from cem_core.ui.plots import mpl_gp_conditions_map, mpl_gp_step_diagnostics
+
+    conditions = gp_study.conditions()
+    specs = [replace(s, model=replace(s.model, width=8, d_ff=16, n_heads=2),
+                     train=replace(s.train, steps=3, batch_size=4, eval_size=16))
+             for s in conditions["base"] + conditions["P psd"]]
+    records = gp_sweep.run_sweep(tmp_path, specs, jobs=1)
+    cem = [r for r in records if r["attention"] == "cem"]
+    assert all(len(r["step_diagnostics"]["rmse_ratio_after_step"]) == r["T"] + 1 for r in cem)
+    base = next(r for r in gp_study.conditions_table(records) if r["condition"] == "base")
+    assert all(p["seeds"] == 3 for p in base["pairs"])
+    assert set(gp_study.conditions_map(records)) == {"base", "P psd"}
+    assert sorted(gp_study.diagnostics_by_T(records, "base")) == [1, 2, 4, 8]
+    for fig, name in ((mpl_gp_conditions_map(records), "map"), (mpl_gp_step_diagnostics(records, "base"), "diag")):
+        fig.savefig(tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000

@@ -131,3 +131,15 @@ def conditions_map(records: list[dict]) -> dict:
         out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
                       "high": [max(v) for v in values], "llama": statistics.fmean(llama) if llama else None}
     return out
+
+
+def diagnostics_by_T(records: list[dict], group: str) -> dict:
+    """The step diagnostics of a condition's CEM runs, by trained T: each quantity's mean over seeds, per step."""
+    out = {}
+    for T in sorted({r["T"] for r in records if r["group"] == group and "step_diagnostics" in r}):
+        runs = [r["step_diagnostics"] for r in records if r["group"] == group and r["T"] == T
+                and "step_diagnostics" in r]
+        out[T] = {key: [statistics.fmean(values) for values in zip(*(d[key] for d in runs))]
+                  for key in ("rmse_ratio_after_step", "energy_change", "update_norm", "step_size",
+                              "attention_entropy")}
+    return out

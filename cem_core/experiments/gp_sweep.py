@@ -35,7 +35,7 @@ import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
-from . import gp_study
+from . import gp, gp_study
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
 from .pool import finished
@@ -112,6 +112,8 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "rmse_curve": result.rmse_curve,
         "config": spec.config(), "provenance": provenance(),
     }
+    if m.attention == "cem" and m.depth == 1 and m.loops == 1 and not result.diverged:
+        record["step_diagnostics"] = gp.step_diagnostics(result.model, spec.task, spec.train)
     if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
         record["rmse_by_eval_T"] = {str(T): v for T, v in
                                     evaluate_at_T(result.model, spec.task, spec.train, eval_Ts).items()}

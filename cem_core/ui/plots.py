@@ -1,7 +1,7 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, docs/design.md#74-static-plotly-export-needs-chrome); the app builds
 Plotly figures from the same data functions. Builders only draw: the numbers come from
-cem_core.ui.figdata (CEM figures), cem_core.experiments.gp_sweep (GP figures) and
+cem_core.ui.figdata (CEM figures), cem_core.experiments.gp_sweep and gp_study (GP figures) and
 cem_core.experiments.lm.sweep (language-model figures).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments import gp_study, gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.ui import figdata
 
@@ -161,6 +161,45 @@ def mpl_lm_perplexity(records):
     ax.grid(axis="x", alpha=0.3)
     ax.set(xlabel="final validation perplexity (mean ± 2 se over seeds)",
            title="LM sweep: final validation perplexity per variant")
+    fig.tight_layout()
+    return fig
+
+
+def mpl_gp_conditions_map(records):
+    data = gp_study.conditions_map(records)
+    fig, axes = plt.subplots(3, 3, figsize=(10, 8.5), sharex=True)
+    for ax, (group, d) in zip(axes.flat, data.items()):
+        ax.fill_between(d["T"], d["low"], d["high"], color="#4c78a8", alpha=0.2, lw=0)
+        ax.plot(d["T"], d["mean"], "o-", color="#4c78a8", label="CEM (mean; band: seeds)")
+        if d["llama"] is not None:
+            ax.axhline(d["llama"], color="gray", ls="--", label="Llama attention")
+        ax.axhline(1.0, color="black", lw=1, label="GP optimum")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_title(group, fontsize=10)
+    for ax in list(axes.flat)[len(data):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.supxlabel("in-layer steps T")
+    fig.supylabel("held-out RMSE / GP optimum")
+    fig.suptitle("GP regression: where recursion helps (one panel per condition)")
+    fig.tight_layout()
+    return fig
+
+
+def mpl_gp_step_diagnostics(records, group: str = "long"):
+    data = gp_study.diagnostics_by_T(records, group)
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5))
+    panels = (("rmse_ratio_after_step", "RMSE / optimum, read out after step t", 0),
+              ("energy_change", "E(x^(t)) - E(x^(0)) (mean)", 0),
+              ("update_norm", "|x^(t) - x^(t-1)| (mean)", 1), ("attention_entropy", "attention entropy (nats)", 1))
+    for ax, (key, title, first) in zip(axes.flat, panels):
+        for T, d in data.items():
+            ax.plot(range(first, first + len(d[key])), d[key], "o-", label=f"trained at T={T}")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step t")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"What the steps of trained CEM layers do (GP, condition '{group}', mean over seeds)")
     fig.tight_layout()
     return fig
 
