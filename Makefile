@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures notebooks gp-sweep lm-sweep clean
+.PHONY: app test info figures notebooks gp-sweep gp-study lm-sweep clean
 
 $(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterL
 
 gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into results/gp-default
 	$(BIN)/python -m cem_core gp sweep --out results/gp-default --preset default
+
+gp-study: $(BIN)/.runtime     ## the GP factor study: the plateau probe, then the study (about two hours on 2 cores)
+	$(BIN)/python -m cem_core gp sweep --out results/gp-plateau --preset plateau
+	$(BIN)/python -m cem_core gp sweep --out results/gp-study --preset study
 
 lm-sweep: $(BIN)/.runtime     ## rerun (resume) the LM claims sweep into results/lm-default (about 1 hour on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-default --preset default

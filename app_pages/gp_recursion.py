@@ -16,9 +16,9 @@ from app_pages.common import (
     show_figure,
     widget_keys,
 )
-from cem_core.experiments import gp, gp_sweep
+from cem_core.experiments import gp, gp_study, gp_sweep
 from cem_core.experiments.integrity import FolderBusy
-from cem_core.ui import interactive
+from cem_core.ui import interactive, plots
 from cem_core.ui.controls import GPControls
 
 KEYS = widget_keys(GPControls, "gp_")
@@ -68,6 +68,29 @@ def sweep_section(records) -> None:
     show_figure(interactive.gp_scaling_figure(records), "gp test-time scaling", "gp-scaling")
     explain("Test-time scaling: a model trained with T steps is run with more or fewer steps, with no "
             "retraining. A flat or rising curve means the extra steps do not refine the prediction.")
+
+
+@st.cache_data(show_spinner=False)
+def study_records():
+    return gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+
+
+def study_section(records) -> None:
+    st.subheader("The factor study: under which conditions does recursion help?")
+    if not records:
+        st.info("The factor study's results are not in this checkout yet: `make gp-study` runs it (about two "
+                "hours on 2 cores) into results/gp-study.")
+        return
+    missing, _ = gp_sweep.stale_hashes(records, "study")
+    if missing:
+        st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
+    st.pyplot(plots.mpl_gp_conditions_map(records), clear_figure=True)
+    st.dataframe(gp_study.table_rows(records), hide_index=True)
+    st.caption(f"Verdict rule, fixed before the study ran: {gp_study.VERDICT_RULE}")
+    st.pyplot(plots.mpl_gp_step_diagnostics(records), clear_figure=True)
+    explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
+            "The diagnostic below shows what the steps of the trained layers do: whether the energy falls, how "
+            "far each step moves, how peaked the attention is, and how good the prediction is after each step.")
 
 
 def demo_section(controls: GPControls) -> None:
@@ -137,6 +160,7 @@ def body() -> None:
     controls = GPControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
     mirror_to_url(controls)
     sweep_section(sweep_records())
+    study_section(study_records())
     demo_section(controls)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import replace
+from pathlib import Path
 
 from . import verdicts
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
@@ -31,6 +32,8 @@ SEEDS = (0, 1, 2)
 BASE_STEPS = 2000
 PLATEAU_STEPS, PLATEAU_EVERY = 16000, 1000
 LONG_STEPS = 8000        # plateau_steps() of the committed plateau probe (results/gp-plateau); a test checks it
+COMMITTED_PLATEAU = Path("results") / "gp-plateau"   # where the repository keeps them, from its root
+COMMITTED_STUDY = Path("results") / "gp-study"
 TOLERANCE = 0.02
 VERDICT_RULE = verdicts.rule("ratio", "held-out RMSE / GP optimum", TOLERANCE)
 
@@ -143,3 +146,16 @@ def diagnostics_by_T(records: list[dict], group: str) -> dict:
                   for key in ("rmse_ratio_after_step", "energy_change", "update_norm", "step_size",
                               "attention_entropy")}
     return out
+
+
+def table_rows(records: list[dict]) -> list[dict]:
+    """The conditions table as displayed (README, app): one row of strings per condition."""
+    def label(side):
+        group, T = side
+        return f"{group} T={T}"
+
+    return [{"condition": r["condition"], "claim": r["claim"],
+             "compared (A vs B)": "; ".join(f"{label(p['a'])} vs {label(p['b'])}" for p in r["pairs"]),
+             "ratio(A) − ratio(B), mean ± se": "; ".join(f"{p['mean']:+.4f} ± {p['se']:.4f}" for p in r["pairs"]),
+             "seeds": "; ".join(str(p["seeds"]) for p in r["pairs"]), "verdict": r["verdict"]}
+            for r in conditions_table(records)]
