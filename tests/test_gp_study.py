@@ -1,6 +1,7 @@
 """The GP factor study (docs/design.md#56-the-gp-factor-study): each condition changes one factor of the
 committed sweep's setup, the plateau rule, and the verdict per condition on hand-made records."""
 import pytest
+from conftest import ROOT
 
 from cem_core.experiments import gp_study, gp_sweep
 
@@ -23,7 +24,7 @@ def test_each_condition_changes_one_factor_of_the_base_setup():
     for name, is_changed in changed.items():
         assert all(is_changed(s) and s.group == name for s in conditions[name]), name
         assert {s.train.seed for s in conditions[name]} == {0, 1, 2}
-    assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 114
+    assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 111
 
 
 def test_the_plateau_is_the_first_length_within_one_percent_of_the_best():
@@ -77,3 +78,11 @@ def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
     for fig, name in ((mpl_gp_conditions_map(records), "map"), (mpl_gp_step_diagnostics(records, "base"), "diag")):
         fig.savefig(tmp_path / f"{name}.png")
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_long_condition_trains_for_the_committed_plateau_length():
+    """results/gp-plateau is the probe that set LONG_STEPS: CEM T = 1 trained 16,000 steps, its held-out
+    RMSE every 1,000 steps; the rule gives the length the study uses."""
+    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_PLATEAU / "results.json")
+    assert gp_sweep.stale_hashes(records, "plateau") == (set(), set())
+    assert gp_study.plateau_steps(records) == gp_study.LONG_STEPS
