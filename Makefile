@@ -36,7 +36,7 @@ gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into result
 
 gp-study: $(BIN)/.runtime     ## the GP factor study: the plateau probe, then the study (about two hours on 2 cores)
 	$(BIN)/python -m cem_core gp sweep --out results/gp-plateau --preset plateau
-	$(BIN)/python -m cem_core gp sweep --out results/gp-study --preset study
+	$(BIN)/python -m cem_core gp sweep --out results/gp-study --preset study --reuse results/gp-default
 
 lm-sweep: $(BIN)/.runtime     ## rerun (resume) the LM claims sweep into results/lm-default (about 1 hour on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-default --preset default

@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
+                                       "(same hash) are taken instead of trained again, provenance kept")
     report = gp_parser.add_parser("report", help="print the summary table of a sweep")
     report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
                         help="a sweep folder or its results.json (default: the committed sweep, from the repository "

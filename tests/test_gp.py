@@ -339,3 +339,23 @@ def test_training_records_a_held_out_curve():
                                                                            eval_every=5))
     assert [step for step, _ in result.rmse_curve] == [5, 10, 15, 20]
     assert result.rmse_curve[-1][1] == pytest.approx(result.rmse)
+
+
+def test_a_sweep_reuses_runs_of_the_same_configuration(tmp_path, monkeypatch, capsys):
+    """--reuse takes another sweep's runs of the same configuration (same hash) as they are, under this
+    sweep's group, and trains only the rest; runs of other configurations are not taken."""
+    first = tiny_gp_specs()
+    gp_sweep.run_sweep(tmp_path / "a", first)
+    other = replace(first[1], group="elsewhere")                             # same configuration, another group
+    new = replace(first[0], train=replace(first[0].train, seed=5))           # not in the first sweep
+    calls = []
+    real = gp_sweep.run_spec
+    monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or real(spec, **kw))
+    monkeypatch.setattr(gp_sweep, "preset_runs", lambda preset: [other, new])
+    assert main(["gp", "sweep", "--preset", "quick", "--out", str(tmp_path / "b"), "--jobs", "1",
+                 "--reuse", str(tmp_path / "a")]) == 0
+    assert calls == [new.hash]
+    records = {r["hash"]: r for r in gp_sweep.load_results(tmp_path / "b" / "results.json")}
+    source = {r["hash"]: r for r in gp_sweep.load_results(tmp_path / "a" / "results.json")}
+    assert records[other.hash] == source[other.hash] | {"group": "elsewhere"}
+    assert first[0].hash not in records

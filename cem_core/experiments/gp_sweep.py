@@ -285,11 +285,13 @@ def _finished_runs(todo: list[RunSpec], jobs: int, device: str):
 
 
 def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
-              on_start=None, on_done=None) -> list[dict]:
+              on_start=None, on_done=None, reuse: list[dict] = ()) -> list[dict]:
     """Run every spec not yet in out_dir/results.json; return all records, in spec order. Resumable.
 
     Holds the folder's lock throughout and refuses a folder of another sweep (``preset`` names the
-    sweep in its manifest). ``on_start(todo)`` is called with the runs to do once the folder is
+    sweep in its manifest). Records in ``reuse`` (another sweep's, checked) whose hash is one of the
+    specs' are the same configuration already trained: they are taken as they are, provenance and all,
+    under this sweep's group. ``on_start(todo)`` is called with the runs to do once the folder is
     claimed, ``on_done(record)`` after each finished run (already saved)."""
     check_int("jobs", jobs, 1, 64)
     out_dir = Path(out_dir)
@@ -297,6 +299,12 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
         records = load_results(out_dir / "results.json")
         _claim_folder(out_dir, preset, specs, records)
         done = {r["hash"] for r in records}
+        groups = {s.hash: s.group for s in specs}
+        adopted = [r | {"group": groups[r["hash"]]} for r in reuse if r["hash"] in groups and r["hash"] not in done]
+        if adopted:
+            records += adopted
+            done |= {r["hash"] for r in adopted}
+            save_results(out_dir, records)
         todo = [s for s in specs if s.hash not in done]
         if on_start:
             on_start(todo)
@@ -406,13 +414,20 @@ class _Progress:
             self.bar.close()
 
 
+def _results_path(path) -> Path:
+    """A sweep folder or its results.json."""
+    path = Path(path)
+    return path / "results.json" if path.is_dir() else path
+
+
 def main_sweep(args) -> int:
     specs = preset_runs(args.preset)
     out = Path(args.out)
     try:
         with _Progress(args, len(specs)) as progress:
+            reuse = load_results(_results_path(args.reuse)) if args.reuse else []
             records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
-                                on_start=progress.start, on_done=progress.done)
+                                on_start=progress.start, on_done=progress.done, reuse=reuse)
     except KeyboardInterrupt:
         kept = {r["hash"] for r in load_results(out / "results.json")} & {s.hash for s in specs}
         print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
