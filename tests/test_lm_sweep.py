@@ -151,7 +151,7 @@ def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
     out, _ = quick
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0
     text = capsys.readouterr().out
-    assert "0 to run" in text and text.count("| **") == 8 and "verdict rule" in text
+    assert "0 to run" in text and text.count("| **") == 8 and "verdict rule" in text and "not SlimPajama" in text
     assert main(["lm", "sweep", "--preset", "probe", "--out", str(out)]) == 2
     assert "another sweep" in capsys.readouterr().err
 

@@ -487,6 +487,7 @@ def main_sweep(args, data: DataConfig | None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
         return 130
+    print(f"data: {describe(data or default_data(args.preset))}")
     print(markdown_tables(records))
     print(f"\nverdict rule: {VERDICT_RULE}\nresults: {out / 'results.json'}")
     return 0
