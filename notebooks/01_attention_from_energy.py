@@ -27,18 +27,21 @@
 # **Learning goals.** After this notebook you can
 #
 # 1. write the causal interaction energy of a token and differentiate it with explicit-entry symbols;
-# 2. show that its negative gradient is the softmax-weighted keys read out by $W_Q^\top$;
+# 2. show that one gradient step with step size $\eta = 1$ and preconditioner $P = I$ adds the
+#    softmax-weighted keys read out by $W_Q^\top$;
 # 3. explain why the algebra ties the values to the keys ($W_V = W_K$) and the output to the
 #    queries ($W_O = W_Q^\top$);
 # 4. say where the temperature, the head dimension and the causal mask enter, and why several
 #    heads are a sum of energies;
-# 5. turn a SymPy gradient into a numeric function (`lambdify`) and test a fast layer with it.
+# 5. explain why rotary position embeddings (RoPE) keep the gradient form, and what they rotate;
+# 6. turn a SymPy gradient into a numeric function (`lambdify`) and test a fast layer with it.
 
 # %% tags=["parameters"]
 n_ctx = 3      # history length i: the token we differentiate sees c_1..c_i
 d = 3          # residual width of the symbolic single-head derivation
-d_h = 2        # head width (d_h < d, as in a real layer)
+d_h = 2        # head width (d_h < d, as in a real layer; even, for RoPE)
 n_heads = 2    # heads of the multi-head check against CEMAttention (width n_heads * d_h)
+rope_base = 10000.0  # RoPE base (cem_core's default), section 8
 seed = 0
 
 # %%
@@ -54,37 +57,13 @@ from nbhelpers import matrix, show, vector
 import cem_core
 
 # %% [markdown]
-# ## 1. Why explicit entries, not `MatrixSymbol`
-#
-# The natural way to write $x^\top W_Q^\top W_K c_j$ in SymPy is with `MatrixSymbol`. But SymPy
-# 1.14 **silently returns 0** when it differentiates a log-sum-exp of `MatrixSymbol` expressions
-# (`docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients`). Here is the pitfall, on exactly our energy:
-
-# %%
-X = sp.MatrixSymbol("x", d, 1)
-C = sp.MatrixSymbol("C", d, n_ctx)                         # columns c_1..c_i
-WQ, WK = sp.MatrixSymbol("W_Q", d_h, d), sp.MatrixSymbol("W_K", d_h, d)
-S = (WQ * X).T * (WK * C)                                  # the 1 x i row of scores s_j
-naive = -sp.log(sum(sp.exp(S[0, j]) for j in range(n_ctx)))
-show(r"\nabla_x E \text{ (MatrixSymbol)}", sp.diff(naive, X))
-
-# %% [markdown]
-# The energy plainly depends on $x$, so that 0 is wrong. Everything below is therefore built from
-# **explicit-entry matrices** (`Matrix(symbols("x_0:3"))`), which SymPy differentiates entry by
-# entry, correctly. And a bare 0 is never trusted: every derivation ends with a numeric check
-# against code we did not derive here. The two helpers (in `nbhelpers.py`, shared by the
-# notebooks) are short:
-
-# %%
-print(inspect.getsource(nbhelpers.vector) + "\n" + inspect.getsource(nbhelpers.matrix))
-
-# %% [markdown]
-# ## 2. The causal interaction energy
+# ## 1. The causal interaction energy
 #
 # Token $i$ holds an optimization variable $x$ (it starts at $x^{(0)} = \mathrm{Norm}(h_i)$) and
 # sees the fixed history $c_j = \mathrm{Norm}(h_j)$, $j \le i$. With one head, query projection
 # $W_Q$ and key projection $W_K$ (both $d_h \times d$), the score of $x$ against $c_j$ and the
-# energy are
+# energy are written below with **explicit-entry matrices**: every entry is its own SymPy symbol
+# (`vector` and `matrix` from `nbhelpers.py`; section 2 says why).
 
 # %%
 beta = sp.Symbol("beta", positive=True)                    # inverse temperature beta = 1/tau
@@ -109,10 +88,14 @@ show(r"E(x \mid c_{1:i})", -sp.log(sp.Sum(sp.exp(beta * s[j]), (j, 1, i))) / bet
 show("s_1", score(W_Q, W_K, x, c[0]))
 
 # %% [markdown]
-# ## 3. The gradient is attention
+# ## 2. One gradient step is attention
 #
-# Differentiate entry by entry. The chain rule brings down $\beta\,\partial s_j/\partial x$ and
-# divides by the sum of exponentials, which is exactly a softmax. So we claim
+# A CEM layer takes steps $x^{(t+1)} = x^{(t)} - \eta P \nabla_x E(x^{(t)})$ and adds
+# $x^{(T)} - x^{(0)}$ to the residual stream. **The attention layer of the paper is one step,
+# $T = 1$, with $\eta = 1$ and $P = I$** (`cem_core`'s defaults), so what it adds is
+# $x^{(1)} - x^{(0)} = -\nabla_x E(x^{(0)})$. Differentiate entry by entry. The chain rule brings
+# down $\beta\,\partial s_j/\partial x$ and divides by the sum of exponentials, which is exactly a
+# softmax. So we claim
 #
 # $$-\nabla_x E = W_Q^\top \sum_{j \le i} a_j\, W_K c_j, \qquad a_j = \operatorname{softmax}_j(\beta s_j),$$
 #
@@ -135,7 +118,7 @@ def attention_update(w_q, w_k, w_v, w_o, x, history):
 
 
 tied = attention_update(W_Q, W_K, W_K, W_Q.T, x, c)       # W_V = W_K, W_O = W_Q^T
-assert any(g != 0 for g in grad)                           # a real gradient, not the MatrixSymbol 0
+assert any(g != 0 for g in grad)                           # a real gradient, not a silent 0 (see the aside)
 assert sp.simplify(-grad - tied) == sp.zeros(d, 1)
 print("-grad E == W_Q^T sum_j softmax_j(beta s_j) W_K c_j: proved for every entry")
 
@@ -150,7 +133,32 @@ keys = {(W_K * c_j)[r]: sp.Symbol(f"kappa_{j + 1}{r}") for j, c_j in enumerate(c
 show(r"-\frac{\partial E}{\partial x_0}", sp.together((-grad[0]).xreplace(exps).xreplace(keys)))
 
 # %% [markdown]
-# ## 4. Why values must equal keys and the output must be $W_Q^\top$
+# ### Aside: why explicit entries, not `MatrixSymbol`
+#
+# The natural way to write $x^\top W_Q^\top W_K c_j$ in SymPy is with `MatrixSymbol`. But SymPy
+# 1.14 **silently returns 0** when it differentiates a log-sum-exp of `MatrixSymbol` expressions
+# (`docs/design.md#71-sympy-returns-0-for-matrixsymbol-gradients`). Here is the pitfall, on the
+# energy we just differentiated correctly:
+
+# %%
+X = sp.MatrixSymbol("x", d, 1)
+C = sp.MatrixSymbol("C", d, n_ctx)                         # columns c_1..c_i
+WQ, WK = sp.MatrixSymbol("W_Q", d_h, d), sp.MatrixSymbol("W_K", d_h, d)
+S = (WQ * X).T * (WK * C)                                  # the 1 x i row of scores s_j
+naive = -sp.log(sum(sp.exp(S[0, j]) for j in range(n_ctx)))
+show(r"\nabla_x E \text{ (MatrixSymbol, wrong)}", sp.diff(naive, X))
+
+# %% [markdown]
+# The energy plainly depends on $x$, so that 0 is wrong. That is why every derivation here uses
+# explicit-entry matrices, which SymPy differentiates entry by entry, correctly; and a bare 0 is
+# never trusted: every derivation ends with a numeric check against code we did not derive here.
+# The two helpers are short:
+
+# %%
+print(inspect.getsource(nbhelpers.vector) + "\n" + inspect.getsource(nbhelpers.matrix))
+
+# %% [markdown]
+# ## 3. Why values must equal keys and the output must be $W_Q^\top$
 #
 # Take a general attention head, $W_O \sum_j a_j W_V c_j$, with the same weights $a_j$. Its
 # difference from the gradient step factors as
@@ -183,7 +191,7 @@ print("W_Q^T M^-1 M W_K == W_Q^T W_K: the tie holds up to a change of basis")
 
 # %%
 rng = np.random.default_rng(seed)
-numbers = {sym: sp.Float(rng.normal()) for sym in (untied.free_symbols | tied.free_symbols) - {beta}}
+numbers = {sym: sp.Float(rng.normal()) for sym in sorted((untied.free_symbols | tied.free_symbols) - {beta}, key=str)}
 numbers[beta] = 1 / sp.sqrt(d_h)
 
 
@@ -199,7 +207,7 @@ print(", ".join(f"{name}: max |J - J^T| = {value:.1e}" for name, value in asymme
 assert asymmetry["tied"] < 1e-12 and asymmetry["untied"] > 1e-3
 
 # %% [markdown]
-# ## 5. Temperature and head dimension
+# ## 4. Temperature and head dimension
 #
 # The energy carries $1/\beta$ in front and $\beta$ inside the exponentials. Differentiating
 # $\frac{1}{\beta}\log\sum_j e^{\beta s_j}$ with respect to one score gives the softmax weight
@@ -226,20 +234,42 @@ probe = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=n_heads * d_h, n_
 assert math.isclose(probe.scale, 1 / math.sqrt(d_h))       # beta = 1/sqrt(d_h)
 
 # %% [markdown]
-# ## 6. The causal mask is the range of the sum
+# ## 5. The causal mask
 #
-# Token $i$'s energy sums over $j \le i$ only, so it does not depend on later tokens at all.
-# Attention code writes the same thing as a mask $m_{ij} = -\infty$ for $j > i$ added to the
-# scores, because $e^{-\infty} = 0$ removes those terms from the sum:
+# Attention code does not build one sum per token. It scores every pair $(i, j)$ of positions
+# and adds a mask $M_{ij} = 0$ for $j \le i$ and $M_{ij} = -\infty$ for $j > i$ to the scores, that
+# is, it multiplies $e^{\beta s_{ij}}$ by $m_{ij} = e^{M_{ij}} \in \{1, 0\}$. So write the energy of
+# token 1 over **all** $n$ positions with the mask entries as symbols, differentiate its update
+# with respect to the later input $c_2$, and only then apply the mask:
+#
+# $$E_1(x \mid c_{1:n}) = -\frac{1}{\beta}\log\sum_{j=1}^{n} m_{1j}\, e^{\beta s_{1j}} .$$
 
 # %%
-E_first = head_energy(W_Q, W_K, x, c[:1])                   # token 1 sees c_1 only
-assert sp.exp(-sp.oo) == 0
-assert all(sp.diff(E_first, entry) == 0 for c_j in c[1:] for entry in c_j)
-print("dE_1/dc_j == 0 for every j > 1: the future never enters token 1's energy")
+m = [sp.Symbol(f"m_1{j + 1}", nonnegative=True) for j in range(n_ctx)]  # token 1's mask row m_11 .. m_1n
+
+
+def masked_head_energy(w_q, w_k, x, history, mask):
+    """-(1/beta) log sum_j m_j exp(beta s_j) over every position j of the history."""
+    return -sp.log(sum(m_j * sp.exp(beta * score(w_q, w_k, x, c_j)) for m_j, c_j in zip(mask, history))) / beta
+
+
+update_1 = -sp.Matrix([sp.diff(masked_head_energy(W_Q, W_K, x, c, m), x_m) for x_m in x])  # token 1's update
+d_update_1 = update_1.jacobian(c[1])                      # d(update_1)/d(c_2), differentiated before masking
+causal = {m[0]: sp.exp(0), **{m_1j: sp.exp(-sp.oo) for m_1j in m[1:]}}  # M_11 = 0, M_1j = -inf for j > 1
+no_mask = {m_1j: sp.Integer(1) for m_1j in m}
+assert sp.simplify(d_update_1.xreplace(causal)) == sp.zeros(d, d)
+unmasked_at_random = np.array(d_update_1.xreplace(no_mask).xreplace(numbers), dtype=float)
+print(f"masked: d(update_1)/d(c_2) == 0; unmasked, at random numbers: max |entry| = "
+      f"{np.abs(unmasked_at_random).max():.2f}")
+assert np.abs(unmasked_at_random).max() > 1e-3
 
 # %% [markdown]
-# ## 7. Several heads are a sum of energies
+# Every term of $\partial\,\mathrm{update}_1/\partial c_2$ carries the factor $m_{12}$, and
+# $e^{-\infty} = 0$ removes it; without the mask the same derivative is not zero. Section 7 checks
+# the same statement on `CEMAttention`: the Jacobian of each token's update with respect to every
+# later input vanishes, and with respect to every earlier input it equals the SymPy derivative.
+#
+# ## 6. Several heads are a sum of energies
 #
 # With heads $k = 1..H$ the energy is $E = \sum_k E_k$, each head with its own $W_{Q,k}, W_{K,k}$
 # of size $d_h \times d$. The gradient is the sum of the heads' updates,
@@ -256,27 +286,38 @@ assert sp.expand(stacked - sum((W.T * o for W, o in zip(W_Qs, outputs)), sp.zero
 print("W_Q^T [o_1; ...; o_H] == sum_k W_Q,k^T o_k: concatenate heads, then one readout")
 
 # %% [markdown]
-# ## 8. From SymPy to numbers: `lambdify`, then compare with `CEMAttention`
+# ## 7. From SymPy to numbers: `lambdify`, then compare with `CEMAttention`
 #
-# Build the multi-head energy of every token $i = 1..n$ (token $i$ sees $c_1..c_i$), take its
-# gradient symbolically, and `lambdify` it. Then give a `CEMAttention` layer (T = 1, RoPE off)
-# random weights and compare. The layer returns $h + (x^{(1)} - x^{(0)})$ with
-# $x^{(0)} = c = \mathrm{Norm}(h)$, so `layer(h) - h` must equal $-\nabla E$ evaluated at
-# $x = \mathrm{Norm}(h)$ with history $c = \mathrm{Norm}(h)$. **Tolerance: $10^{-10}$ relative, in float64.**
+# Build the multi-head energy of a token over all $n$ positions with a mask row (token $i$ gets
+# $m_{ij} = 1$ for $j \le i$, else 0), take its gradient symbolically, and `lambdify` it. Then give
+# a `CEMAttention` layer ($T = 1$, $\eta = 1$, $P = I$, RoPE off) random weights and compare. The layer
+# returns $h + (x^{(1)} - x^{(0)})$ with $x^{(0)} = c = \mathrm{Norm}(h)$, so `layer(h) - h` must
+# equal $-\nabla E$ evaluated at $x = \mathrm{Norm}(h_i)$ with history $c = \mathrm{Norm}(h)$.
+# **Tolerance: $10^{-10}$ relative, in float64.**
 
 # %%
 xs = vector("x", D)
 cs = [vector(f"c{j + 1}", D) for j in range(n_ctx)]
 W_Ks = [matrix(f"K{k}", d_h, D) for k in range(n_heads)]
+mask_row = sp.symbols(f"mu_1:{n_ctx + 1}", nonnegative=True)   # m_i1 .. m_in of the token at hand
 
 
-def multi_head_energy(history):
-    return sum(head_energy(W_Qs[k], W_Ks[k], xs, history) for k in range(n_heads))  # E = sum_k E_k
+def multi_head_energy(query_turn=None, key_turns=None):
+    """sum_k of the masked head energies of x against c_1..c_n; RoPE's rotations (section 8) when given."""
+    total = 0
+    for W_q, W_k in zip(W_Qs, W_Ks):
+        q_side = W_q if query_turn is None else query_turn * W_q
+        k_sides = [W_k] * n_ctx if key_turns is None else [turn * W_k for turn in key_turns]
+        scores = [((q_side * xs).T * (k_side * c_j))[0] for k_side, c_j in zip(k_sides, cs)]
+        total += -sp.log(sum(m_j * sp.exp(beta * s_j) for m_j, s_j in zip(mask_row, scores))) / beta
+    return total
 
 
-symbols = [beta, *xs, *[e for c_j in cs for e in c_j], *[e for W in W_Qs + W_Ks for e in W]]
-neg_grads = [sp.lambdify(symbols, -sp.Matrix([sp.diff(multi_head_energy(cs[:t + 1]), x_m) for x_m in xs]))
-             for t in range(n_ctx)]                        # -grad_x E_t, token t sees c_1..c_t
+c_entries = [e for c_j in cs for e in c_j]
+symbols = [beta, *xs, *c_entries, *[e for W in W_Qs + W_Ks for e in W], *mask_row]
+neg_grad = -sp.Matrix([sp.diff(multi_head_energy(), x_m) for x_m in xs])
+update_fn = sp.lambdify(symbols, neg_grad)                 # -grad_x E_i
+jacobian_fn = sp.lambdify(symbols, neg_grad.jacobian(sp.Matrix(c_entries)), cse=True)  # d(-grad E_i)/d(c_1..c_n)
 
 torch.manual_seed(seed)
 layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=D, n_heads=n_heads, T=1, rope=False)).double()
@@ -285,16 +326,18 @@ with torch.no_grad():
     layer.q_proj.weight.copy_(torch.from_numpy(w_q))       # rows k*d_h..(k+1)*d_h-1 are W_Q,k
     layer.k_proj.weight.copy_(torch.from_numpy(w_k))
     layer.norm.weight.uniform_(0.5, 1.5)                   # a non-trivial RMSNorm scale
+assert (layer.config.T, layer.config.eta, layer.config.preconditioner) == (1, 1.0, "none")  # one step, eta = 1, P = I
 h = torch.randn(1, n_ctx, D, dtype=torch.float64)
 c_num = layer.norm(h)[0].detach().numpy()                  # c_j = Norm(h_j) = x_j^(0)
 weights = [*w_q.ravel(), *w_k.ravel()]                      # row-major: head 0's rows first, as in W_Qs
+masks = np.tril(np.ones((n_ctx, n_ctx)))                   # m_ij = 1 for j <= i, 0 (= e^-inf) for j > i
 
 
-def symbolic_update(t: int) -> np.ndarray:
-    return neg_grads[t](1 / math.sqrt(d_h), *c_num[t], *c_num.ravel(), *weights).ravel()
+def arguments(t: int) -> list:
+    return [1 / math.sqrt(d_h), *c_num[t], *c_num.ravel(), *weights, *masks[t]]
 
 
-symbolic = np.stack([symbolic_update(t) for t in range(n_ctx)])
+symbolic = np.stack([update_fn(*arguments(t)).ravel() for t in range(n_ctx)])
 
 # %% tags=["compare-attention"]
 fast = (layer(h) - h)[0].detach().numpy()
@@ -303,22 +346,124 @@ print(f"max |layer(h) - h - (-grad E)| / max |grad E| = {error:.1e}")
 assert error < 1e-10, "CEMAttention disagrees with the SymPy gradient"
 
 # %% [markdown]
+# **The causal mask, on the layer.** For $j \ne i$ the input $h_j$ reaches token $i$'s update only
+# through $c_j = \mathrm{Norm}(h_j)$, so by the chain rule
+# $\partial(\mathrm{layer}(h) - h)_i / \partial h_j = \partial\,\mathrm{update}_i/\partial c_j \cdot
+# \partial\,\mathrm{Norm}(h_j)/\partial h_j$. Autograd gives the left side from `CEMAttention`; the
+# masked SymPy derivative gives the right side. They must agree, be exactly zero for every $j > i$,
+# and not be zero for $j < i$ (else the check would be empty). **Tolerance: $10^{-10}$ relative, float64.**
+
+# %%
+jacobian_layer = torch.autograd.functional.jacobian(lambda h: layer(h) - h, h)[0, :, :, 0].numpy()  # (n, D, n, D)
+norm_jacobians = [torch.autograd.functional.jacobian(layer.norm, h[0, t]).numpy() for t in range(n_ctx)]
+jacobian_symbolic = np.zeros_like(jacobian_layer)
+for t in range(n_ctx):
+    d_update = np.asarray(jacobian_fn(*arguments(t)), dtype=float)     # (D, n D): d update_t / d c
+    for j in set(range(n_ctx)) - {t}:
+        jacobian_symbolic[t, :, j] = d_update[:, j * D:(j + 1) * D] @ norm_jacobians[j]
+future = np.triu(np.ones((n_ctx, n_ctx), dtype=bool), 1)  # j > i
+past = np.tril(np.ones((n_ctx, n_ctx), dtype=bool), -1)   # j < i
+
+# %% tags=["compare-causal-mask"]
+blocks = jacobian_layer.transpose(0, 2, 1, 3)              # (i, j, D, D)
+error = np.abs((jacobian_layer - jacobian_symbolic).transpose(0, 2, 1, 3)[past | future]).max()
+error /= np.abs(blocks[past]).max()
+print(f"future blocks: max |d out_i/d h_j| = {np.abs(blocks[future]).max():.1e} (j > i); past blocks: "
+      f"max = {np.abs(blocks[past]).max():.2f}, relative error against SymPy {error:.1e} (j < i)")
+assert np.abs(blocks[future]).max() == 0, "a token's update depends on a later input"
+assert np.abs(blocks[past]).max(axis=(1, 2)).min() > 1e-6   # every earlier input does enter
+assert error < 1e-10, "CEMAttention's Jacobian disagrees with the masked SymPy derivative"
+
+# %% [markdown]
+# ## 8. RoPE keeps the gradient form
+#
+# Everything above runs with RoPE off (`rope=False`); `cem_core` turns it on by default for
+# attention. RoPE rotates each head's query by $R_i$, a rotation by angles proportional to the
+# position $i$, and each key by $R_j$: $s_{ij} = (R_i W_Q x)^\top (R_j W_K c_j)$. The rotations
+# depend on **positions, not on $x$**, and token $i$ stays at position $i$ while it descends. So the
+# score is still bilinear in $x$ and $c_j$, $s_{ij} = x^\top (R_i W_Q)^\top (R_j W_K)\, c_j$, the energy
+# is the same log-sum-exp of linear functions of $x$, and section 2 applies with the query projection
+# $R_i W_Q$ and the key projection $R_j W_K$:
+#
+# $$-\nabla_x E = W_Q^\top R_i^\top \sum_{j \le i} a_j\, R_j W_K c_j .$$
+#
+# The values are the **rotated** keys (unlike Llama, whose values are not rotated), and the sum is
+# rotated back by $R_i^\top = R_i^{-1}$ before the tied readout $W_Q^\top$. With $d_h = 2$ a rotation has
+# one angle, $\theta_i = i$ (the base does not enter at $d_h = 2$); for larger $d_h$ it turns each pair
+# of coordinates $(m, m + d_h/2)$ by $\theta_{i,m} = i\,\mathrm{base}^{-2m/d_h}$ (Llama's rotate-half).
+
+# %%
+def rotation(angles) -> sp.Matrix:
+    """R: turns each coordinate pair (m, m + d_h/2) by angles[m] (rotate-half convention)."""
+    half = len(angles)
+    R = sp.zeros(2 * half, 2 * half)
+    for k, theta in enumerate(angles):
+        R[k, k], R[k, k + half] = sp.cos(theta), -sp.sin(theta)
+        R[k + half, k], R[k + half, k + half] = sp.sin(theta), sp.cos(theta)
+    return R
+
+
+theta_i = sp.symbols(f"theta_i0:{d_h // 2}", real=True)    # the query's angles (position i)
+theta = [sp.symbols(f"theta_{j + 1}_0:{d_h // 2}", real=True) for j in range(n_ctx)]  # the keys' angles
+R_i, R_js = rotation(theta_i), [rotation(angles) for angles in theta]
+rope_scores = [((R_i * W_Q * x).T * (R_j * W_K * c_j))[0] for R_j, c_j in zip(R_js, c)]
+E_rope = -sp.log(sum(sp.exp(beta * s_j) for s_j in rope_scores)) / beta
+grad_rope = sp.Matrix([sp.diff(E_rope, x_m) for x_m in x])
+a_rope = [sp.exp(beta * s_j) / sum(sp.exp(beta * s_k) for s_k in rope_scores) for s_j in rope_scores]
+claim = W_Q.T * R_i.T * sum((a_j * R_j * W_K * c_j for a_j, R_j, c_j in zip(a_rope, R_js, c)), sp.zeros(d_h, 1))
+assert sp.simplify(-grad_rope - claim) == sp.zeros(d, 1)
+print("-grad E == W_Q^T R_i^T sum_j a_j R_j W_K c_j: proved")
+assert sp.simplify(R_i.T * R_js[0] - rotation([b - a for a, b in zip(theta_i, theta[0])])) == sp.zeros(d_h, d_h)
+print("R_i^T R_j == R(theta_j - theta_i): the score depends on the relative position only")
+
+# %% [markdown]
+# The proof never used that $R_i$ and $R_j$ are rotations, only that they are fixed matrices; that
+# they are rotations gives $R_i^\top R_j = R_{j-i}$ (relative positions) and $R_i^\top = R_i^{-1}$ (the
+# readout "rotates back"). Now the numbers: the multi-head energy of section 7 with the rotations
+# inserted, at the angles $\theta_{i,m} = i\,\mathrm{base}^{-2m/d_h}$ (positions counted from 0, as in
+# `cem_core`), against a `CEMAttention` with `rope=True` and the same weights.
+# **Tolerance: $10^{-10}$ relative, float64.**
+
+# %%
+query_angles = sp.symbols(f"phi_0:{d_h // 2}", real=True)
+key_angles = [sp.symbols(f"phi_{j + 1}_0:{d_h // 2}", real=True) for j in range(n_ctx)]
+E_rope_heads = multi_head_energy(rotation(query_angles), [rotation(angles) for angles in key_angles])
+rope_update_fn = sp.lambdify([*symbols, *query_angles, *[a for angles in key_angles for a in angles]],
+                             -sp.Matrix([sp.diff(E_rope_heads, x_m) for x_m in xs]))
+frequencies = rope_base ** (-2 * np.arange(d_h // 2) / d_h)
+angles = np.arange(n_ctx)[:, None] * frequencies          # theta_{t,m} = t base^(-2m/d_h): (n, d_h/2)
+symbolic_rope = np.stack([rope_update_fn(*arguments(t), *angles[t], *angles.ravel()).ravel() for t in range(n_ctx)])
+rope_layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=D, n_heads=n_heads, T=1, rope=True,
+                                                            rope_base=rope_base)).double()
+rope_layer.load_state_dict(layer.state_dict())             # the same W_Q, W_K and norm
+
+# %% tags=["compare-rope"]
+fast_rope = (rope_layer(h) - h)[0].detach().numpy()
+error = np.abs(fast_rope - symbolic_rope).max() / np.abs(symbolic_rope).max()
+print(f"max |rope layer(h) - h - (-grad E_rope)| / max |grad E_rope| = {error:.1e}; "
+      f"RoPE changed the update by {np.abs(fast_rope - fast).max():.2f}")
+assert error < 1e-10, "CEMAttention with RoPE disagrees with the SymPy gradient"
+
+# %% [markdown]
 # ## Exercise
 #
 # **What is the update of the first token ($i = 1$, a single history entry $c_1$)? Does it
 # depend on $x$?** Write your answer as a SymPy expression in `W_Q`, `W_K` and `c[0]`, then run
-# the check. (The cell holds one answer; change it and watch the check fail.)
+# the check, which applies the causal mask of section 5 to token 1's update. (The cell holds one
+# answer; change it and watch the check fail.)
 
 # %%
 answer = W_Q.T * W_K * c[0]                                 # your answer here
 
 # %%
-first_update = -sp.Matrix([sp.diff(E_first, x_m) for x_m in x])
+first_update = update_1.xreplace(causal)                    # token 1's masked update (section 5)
 assert sp.simplify(first_update - answer) == sp.zeros(d, 1), "not the gradient step of token 1"
 assert all(sp.diff(answer, x_m) == sp.zeros(d, 1) for x_m in x), "the answer still depends on x"
 print("Correct: a single key gets weight a_11 = 1, so the update W_Q^T W_K c_1 does not depend on x.")
 
 # %% [markdown]
-# **Takeaway.** One gradient step on $-\sum_k \frac{1}{\beta}\log\sum_{j\le i} e^{\beta (W_{Q,k}x)^\top W_{K,k} c_j}$
+# **Takeaway.** One gradient step ($\eta = 1$, $P = I$) on
+# $-\sum_k \frac{1}{\beta}\log\sum_{j\le i} e^{\beta (W_{Q,k}x)^\top W_{K,k} c_j}$
 # is causal multi-head attention with $W_V = W_K$ and $W_O = W_Q^\top$: $2d^2$ projection
-# parameters instead of $4d^2$. Notebook 02 does the same for the gated MLP.
+# parameters instead of $4d^2$. RoPE keeps that form, with rotated keys as values and the output
+# rotated back. Notebook 02 does the same for the gated MLP.

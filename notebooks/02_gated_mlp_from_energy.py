@@ -31,7 +31,9 @@
 #    `integrate` gives up, and prove the result by differentiating it;
 # 3. show that $-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big)$, so down $= $ up$^\top$;
 # 4. count the parameters: $2\,d\,d_{ff}$ instead of SwiGLU's $3\,d\,d_{ff}$, with the same three matmuls;
-# 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.energy.silu_antiderivative`.
+# 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.energy.silu_antiderivative`;
+# 6. derive the energy's Hessian, show that the energy is **neither convex nor concave** in general,
+#    and give a step size $\eta < 2/L$ under which a step is guaranteed to lower it.
 
 # %% tags=["parameters"]
 d = 3          # residual width
@@ -228,6 +230,131 @@ print({name: f"{value:.1e}" for name, value in errors.items()})
 assert max(errors.values()) < 1e-10, "CEMGatedMLP disagrees with the SymPy derivation"
 
 # %% [markdown]
+# ## 6. Curvature: neither convex nor concave, and a safe step size
+#
+# Differentiate once more. With $z = Ux$, $u_m^\top$ the rows of $U$ and $\varphi'$ the derivative
+# of the activation, the Hessian is
+#
+# $$\nabla_x^2 E = -U^\top \operatorname{diag}\big(Gc \odot \varphi'(Ux)\big)\, U
+#   = -\sum_m (Gc)_m\, \varphi'(z_m)\, u_m u_m^\top ,$$
+#
+# a sum of rank-one terms whose signs are those of $-(Gc)_m \varphi'(z_m)$. SymPy proves it for any $\varphi$:
+
+# %%
+hessian = grad.jacobian(x)                                 # grad_x^2 E, entry by entry
+dphi = [sp.diff(phi(z), z).subs(z, z_m) for z_m in U * x]  # phi'((U x)_m)
+hessian_claim = -U.T * sp.diag(*[g_m * dphi_m for g_m, dphi_m in zip(G * c, dphi)]) * U
+assert sp.simplify(hessian - hessian_claim) == sp.zeros(d, d)
+print("Hessian == -U^T diag(G c * phi'(U x)) U: proved for any phi")
+
+# %% [markdown]
+# Neither factor has a fixed sign. The gate $(Gc)_m$ is a linear function of $c$, so it takes both
+# signs. And SiLU's derivative $\varphi'(z) = \sigma(z)\big(1 + z(1 - \sigma(z))\big)$ is negative for
+# $z$ below about $-1.28$: SiLU is not monotone. So the energy is **neither convex nor concave** in
+# general. Even in one dimension with a positive gate, $E(x) = -\Phi(x)$ ($d = d_{ff} = 1$, $U = Gc = 1$)
+# has $E''(x) = -\varphi'(x)$, negative at $x = 0$ and positive at $x = -3$:
+
+# %%
+sigma = 1 / (1 + sp.exp(-z))
+dsilu = sp.diff(silu, z)                                   # phi'(z) for SiLU
+assert sp.simplify(dsilu - sigma * (1 + z * (1 - sigma))) == 0
+curvature_1d = -dsilu                                      # E''(x) for E(x) = -Phi(x)
+show(r"E''(0)", curvature_1d.subs(z, 0))
+show(r"E''(-3)", sp.N(curvature_1d.subs(z, -3), 4))
+assert curvature_1d.subs(z, 0) < 0 < curvature_1d.subs(z, -3)
+print("E = -Phi is concave near 0 and convex near -3: neither convex nor concave")
+
+# %% [markdown]
+# **A step size that always descends.** $\varphi'$ is bounded: $\varphi'(z) + \varphi'(-z) = 1$ (because
+# $\varphi(z) - \varphi(-z) = z$), its largest value $\varphi'_{\max} \approx 1.0998$ sits where
+# $\varphi'' = 0$, so its smallest is $1 - \varphi'_{\max} \approx -0.0998$ and $|\varphi'| \le \varphi'_{\max}$.
+# Hence for every $x$ and direction $v$,
+#
+# $$v^\top \nabla^2 E\, v = -\sum_m (Gc)_m \varphi'(z_m) (u_m^\top v)^2
+#   \le \varphi'_{\max} \sum_m |(Gc)_m|\,(u_m^\top v)^2, \quad\text{so}\quad
+#   \nabla^2 E \preceq L\, I, \quad L = \varphi'_{\max}\, \lambda_{\max}\big(U^\top \operatorname{diag}(|Gc|) U\big),$$
+#
+# a bound that depends on the token (through $c$) but not on $x$. Along the step, $f(t) = E(x - t g)$ with
+# $g = \nabla E(x)$ has $f'(0) = -|g|^2$ and $f''(t) = g^\top \nabla^2 E\, g \le L |g|^2$, so Taylor's theorem gives
+#
+# $$E(x - \eta g) \le E(x) - \eta\Big(1 - \frac{\eta L}{2}\Big)|g|^2 ,$$
+#
+# whose right side is below $E(x)$ exactly when $0 < \eta < 2/L$ (and $g \ne 0$): such steps are
+# guaranteed to lower the energy. A larger step can overshoot and raise it.
+
+# %%
+assert sp.simplify(dsilu + dsilu.subs(z, -z) - 1) == 0    # phi'(z) + phi'(-z) = 1
+z_max = sp.nsolve(sp.diff(silu, z, 2), z, 2.4)             # phi''(z) = 0
+dphi_max = float(dsilu.subs(z, z_max))
+print(f"phi' is largest at z = {float(z_max):.4f}: phi'_max = {dphi_max:.4f}, smallest phi' = {1 - dphi_max:.4f}")
+eta_s, L_s, g2 = sp.symbols("eta L |g|^2", positive=True)
+bound = -eta_s * g2 + L_s * eta_s ** 2 * g2 / 2            # E(x - eta g) - E(x) <= this
+safe = sp.solve(bound < 0, eta_s)                         # the symbol eta is positive
+print(f"for eta > 0: -eta |g|^2 + L eta^2 |g|^2 / 2 < 0  <=>  {safe}")
+assert safe == (eta_s < 2 / L_s)
+
+# %% [markdown]
+# Now the numbers, on the `CEMGatedMLP` of section 5: its Hessian from autograd on `layer.energy` (which
+# differentiates `cem_core`'s $\Phi$ twice, through its backward $\Phi' = $ SiLU) against the SymPy
+# formula, token by token; then one step with $\eta = 1/L$ (the largest $L$ over the tokens) must obey
+# the descent bound. **Tolerance: $10^{-10}$ relative for the Hessians, $10^{-12}$ absolute for the bound,
+# float64.**
+
+# %%
+hessian_fn = sp.lambdify(symbols, hessian_claim.xreplace({dphi_m: dsilu.subs(z, z_m)  # phi' = SiLU'
+                                                          for dphi_m, z_m in zip(dphi, U * x)}))
+symbolic_hessians = np.stack([hessian_fn(*row, *row, *w_up.ravel(), *w_gate.ravel()) for row in c_num])
+x0 = layer.norm(h).detach()                                # x^(0) = c = Norm(h)
+
+
+def token_energy(t: int):
+    """x_t -> E(x_t | c_t) from cem_core, the other tokens held at x^(0)."""
+    def energy(x_t):
+        x_all = torch.cat((x0[:, :t], x_t[None, None], x0[:, t + 1:]), dim=1)
+        return layer.energy(x_all, h)[0, t]
+    return energy
+
+
+gates = c_num @ w_gate.T                                   # G c, one row per token
+L = dphi_max * np.array([np.linalg.eigvalsh(w_up.T @ np.diag(np.abs(g)) @ w_up).max() for g in gates])
+eta_safe = 1 / L.max()
+safe_layer = cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff, T=1, eta=eta_safe)).double()
+safe_layer.load_state_dict(layer.state_dict())
+
+# %% tags=["compare-mlp-curvature"]
+fast_hessians = np.stack([torch.autograd.functional.hessian(token_energy(t), x0[0, t]).numpy()
+                          for t in range(len(c_num))])
+error = np.abs(fast_hessians - symbolic_hessians).max() / np.abs(symbolic_hessians).max()
+eigenvalues = np.linalg.eigvalsh(symbolic_hessians)        # (tokens, d), ascending
+x_grad = x0.clone().requires_grad_(True)
+g = torch.autograd.grad(layer.energy(x_grad, h).sum(), x_grad)[0][0].detach().numpy()  # grad E per token
+energies = safe_layer.trace(h).energies[:, 0].numpy()      # E(x^(0)), E(x^(1)) with eta = 1/L
+descent_bound = energies[0] - eta_safe * (1 - eta_safe * L / 2) * (g ** 2).sum(-1)
+print(f"Hessian: relative error {error:.1e}; tokens with eigenvalues of both signs: "
+      f"{int(((eigenvalues[:, 0] < 0) & (eigenvalues[:, -1] > 0)).sum())} of {len(c_num)}")
+print(f"eta = 1/L = {eta_safe:.3f}: E(x^(1)) - bound = {np.round(energies[1] - descent_bound, 4)} (all <= 0)")
+assert error < 1e-10, "cem_core's MLP energy has a different Hessian from the SymPy derivation"
+assert (energies[1] <= descent_bound + 1e-12).all(), "a step with eta < 2/L broke the descent bound"
+
+# %% [markdown]
+# With $\eta$ past $2/L$ nothing is guaranteed. Raising $\eta$ on the same layer and input, the first
+# step size at which some token's energy rises is found below; the descent bound says it must exceed
+# $2/L$ for that token.
+
+# %%
+for eta_big in (0.5, 1.0, 2.0, 5.0, 10.0):
+    big = cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff, T=1, eta=eta_big)).double()
+    big.load_state_dict(layer.state_dict())
+    rise = np.diff(big.trace(h).energies[:, 0].numpy(), axis=0)[0]   # E(x^(1)) - E(x^(0)) per token
+    if (rise > 0).any():
+        t = int(rise.argmax())
+        print(f"eta = {eta_big:g}: token {t} rises by {rise[t]:.3f}; its 2/L = {2 / L[t]:.3f}")
+        assert eta_big > 2 / L[t]
+        break
+else:
+    print("no token's energy rose for these step sizes")
+
+# %% [markdown]
 # ## Exercise
 #
 # `cem_core` also offers GELU, $\varphi(z) = z\,N(z)$ with $N$ the standard normal cdf and $n$ its
@@ -250,5 +377,7 @@ print(f"Correct: Phi' = GELU, and Phi matches cem_core up to the constant {offse
 
 # %% [markdown]
 # **Takeaway.** One gradient step on $-\sum_m (Gc)_m\Phi((Ux)_m)$ is a gated MLP with
-# down $=$ up$^\top$: two thirds of SwiGLU's parameters for the same three matmuls. Notebook 03
-# explores what can be added to these energies: a diagonal, a preconditioner, and more steps.
+# down $=$ up$^\top$: two thirds of SwiGLU's parameters for the same three matmuls. Unlike the
+# attention energy, which is concave, this energy is neither convex nor concave: a step lowers it
+# when $\eta < 2/L$, and a larger step can raise it. Notebook 03 explores what can be added to these
+# energies: a diagonal, a preconditioner, and more steps.

@@ -21,18 +21,19 @@
 # paper (arXiv 2605.07588) extends the recipe in three directions, each a small change to the
 # energy or to the step: a **diagonal** added to the low-rank interaction (D+LR), a learned
 # **preconditioner** $P$ in $x \leftarrow x - \eta P \nabla E$, and **recursion**, $T$ steps inside
-# one layer. This notebook works out what each buys and what each costs, and checks the claims
+# one layer. We add a fourth, not in the paper: an **anchor** term that gives the energy a minimum.
+# This notebook works out what each buys and what each costs, and checks every derivation
 # against `cem_core`.
 #
 # **Learning goals.** After this notebook you can
 #
-# 1. prove that a rank-$d_h$ interaction $W_Q^\top W_K$ cannot express a full-rank diagonal, and
-#    count what a per-head or a shared diagonal costs in parameters and compute;
-# 2. explain why the paper's preconditioner $\mathrm{diag}(\mathrm{softplus}\,p) + UV^\top + VU^\top$
-#    can make a step *raise* the energy, construct such a $P$, and contrast it with the positive
-#    definite $\mathrm{diag}(\mathrm{softplus}\,p) + UU^\top$;
-# 3. show that the attention energy is concave (negative semidefinite Hessian), hence every
-#    plain step lowers it, and that it has no minimum unless an anchor term is added.
+# 1. prove that a rank-$d_h$ interaction $W_Q^\top W_K$ cannot express a full-rank diagonal, derive
+#    the D+LR update from the head energy, and count what a per-head or a shared diagonal costs;
+# 2. show that the attention energy is concave, derive $E(x - \eta P g) \le E(x) - \eta\, g^\top P g$,
+#    and explain why a positive definite $P$ always descends while the paper's
+#    $\mathrm{diag}(\mathrm{softplus}\,p) + UV^\top + VU^\top$ can have a negative eigenvalue and ascend;
+# 3. write two steps out as attention of an updated query over the same keys and values;
+# 4. find the fixed point of the anchored energy and the step sizes for which the steps reach it.
 
 # %% tags=["parameters"]
 d = 3          # width of the symbolic rank argument
@@ -41,6 +42,8 @@ d_model = 8    # width of the numeric layers
 n_heads = 2
 n_tokens = 6
 T = 12         # in-layer steps for the recursion experiments
+anchor_lambda = 1.0           # lambda of the anchor (section 4)
+anchor_etas = (0.5, 2.5)      # step sizes below and above 2 / lambda (section 4)
 seed = 0
 
 # %%
@@ -113,12 +116,63 @@ for diagonal, extra in closed_form.items():
     print(f"diagonal={diagonal!r:11}: {counts['projections']} projection + {counts['diagonal']} diagonal parameters")
 
 # %% [markdown]
-# **The D+LR update by hand.** With $A_k = \mathrm{diag}(\delta_k) + W_{Q,k}^\top W_{K,k}$ the energy is
-# $-\sum_k \frac{1}{\beta}\log\sum_{j\le i} e^{\beta\, x^\top A_k c_j}$ and its negative gradient is
-# $\sum_k A_k \sum_{j \le i} a^k_{ij} c_j$. Ten lines of numpy, compared with `CEMAttention`
-# (per-head diagonal, random weights, T = 1). **Tolerance: $10^{-10}$ relative, float64.**
+# **The D+LR update, derived.** With $A = \mathrm{diag}(\delta) + W_Q^\top W_K$ one head's energy is
+# $E = -\frac{1}{\beta}\log\sum_{j\le i} e^{\beta\, x^\top A c_j}$. Its score is linear in $x$ with
+# gradient $A c_j$ (not $A^\top c_j$: $A$ is not symmetric), so
+#
+# $$-\nabla_x E = A \sum_{j \le i} a_j c_j = W_Q^\top \sum_{j\le i} a_j W_K c_j + \delta \odot \sum_{j \le i} a_j c_j,
+#   \qquad a_j = \operatorname{softmax}_j(\beta\, x^\top A c_j):$$
+#
+# the plain attention update plus the diagonal times the softmax-weighted history. SymPy proves it with
+# two history entries:
 
 # %%
+beta = sp.Symbol("beta", positive=True)
+xv = vector("x", d)
+history = [vector(f"c{j + 1}", d) for j in range(2)]       # c_1, c_2
+A_dlr = sp.diag(*delta) + W_Q.T * W_K                      # A = diag(delta) + W_Q^T W_K
+exps = [sp.exp(beta * (xv.T * A_dlr * c_j)[0]) for c_j in history]
+E_dlr = -sp.log(sum(exps)) / beta
+grad_dlr = sp.Matrix([sp.diff(E_dlr, x_m) for x_m in xv])
+a = [e / sum(exps) for e in exps]                          # a_j = softmax_j(beta x^T A c_j)
+low_rank_part = W_Q.T * sum((a_j * W_K * c_j for a_j, c_j in zip(a, history)), sp.zeros(d_h, 1))
+diagonal_part = delta.multiply_elementwise(sum((a_j * c_j for a_j, c_j in zip(a, history)), sp.zeros(d, 1)))
+assert sp.simplify(-grad_dlr - (low_rank_part + diagonal_part)) == sp.zeros(d, 1)
+print("-grad E == W_Q^T sum_j a_j W_K c_j + delta * sum_j a_j c_j: proved")
+
+# %% [markdown]
+# Now against `CEMAttention` with one diagonal per head and random weights ($T = 1$, $\eta = 1$, $P = I$).
+# The SymPy side is the gradient of $-\sum_k \frac{1}{\beta}\log\sum_j m_{ij} e^{\beta x^\top A_k c_j}$ over
+# all positions with the causal mask $m_{ij}$ (notebook 01, section 5), differentiated for a general
+# $d \times d$ matrix $A_k$ and evaluated at $A_k = \mathrm{diag}(\delta_k) + W_{Q,k}^\top W_{K,k}$ built from the
+# layer's parameters. **Tolerance: $10^{-10}$ relative, float64.**
+
+# %%
+x_n = vector("x", d_model)
+A_n = matrix("A", d_model, d_model)
+c_n = [vector(f"c{j + 1}", d_model) for j in range(n_tokens)]
+mask = sp.symbols(f"m_1:{n_tokens + 1}", nonnegative=True)
+E_head = -sp.log(sum(m_j * sp.exp(beta * (x_n.T * A_n * c_j)[0]) for m_j, c_j in zip(mask, c_n))) / beta
+head_update = sp.lambdify([beta, *x_n, *A_n, *[e for c_j in c_n for e in c_j], *mask],
+                          -sp.Matrix([sp.diff(E_head, x_m) for x_m in x_n]), cse=True)   # -grad_x E_head
+head = d_model // n_heads
+causal_mask = np.tril(np.ones((n_tokens, n_tokens)))       # m_ij = 1 for j <= i, else 0
+
+
+def symbolic_update(x_i: np.ndarray, i: int, interactions: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """sum_k of the lambdified -grad_x E_head for token i with A = A_k, beta = 1/sqrt(d_h)."""
+    return sum(head_update(1 / math.sqrt(head), *x_i, *A_k.ravel(), *c.ravel(), *causal_mask[i]).ravel()
+               for A_k in interactions)
+
+
+def interactions_of(layer: cem_core.CEMAttention, diag=None) -> np.ndarray:
+    """A_k = W_Q,k^T W_K,k (+ diag(d_k)) from the layer's weights: (H, d, d)."""
+    w_q = layer.q_proj.weight.detach().numpy().reshape(n_heads, head, d_model)
+    w_k = layer.k_proj.weight.detach().numpy().reshape(n_heads, head, d_model)
+    A = w_q.transpose(0, 2, 1) @ w_k
+    return A if diag is None else A + np.stack([np.diag(row) for row in diag])
+
+
 rng = np.random.default_rng(seed)
 dlr_layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=d_model, n_heads=n_heads, diagonal="per_head",
                                                            rope=False)).double()
@@ -127,39 +181,78 @@ with torch.no_grad():
         p.copy_(torch.from_numpy(rng.normal(size=p.shape) / math.sqrt(d_model)))
 h = figdata.descent_input(n_tokens, d_model, seed)         # h, (1, n_tokens, d_model), float64
 c = dlr_layer.norm(h)[0].detach().numpy()                  # c_j = Norm(h_j) = x_j^(0)
-head = d_model // n_heads
-w_q = dlr_layer.q_proj.weight.detach().numpy().reshape(n_heads, head, d_model)
-w_k = dlr_layer.k_proj.weight.detach().numpy().reshape(n_heads, head, d_model)
-A = w_q.transpose(0, 2, 1) @ w_k + np.stack([np.diag(row) for row in dlr_layer.diag.detach().numpy()])  # A_k
-
-
-def dlr_update(x_i: np.ndarray, history: np.ndarray) -> np.ndarray:
-    """sum_k A_k sum_j a^k_ij c_j with a^k_ij = softmax_j(beta x_i^T A_k c_j), beta = 1/sqrt(d_h)."""
-    total = np.zeros_like(x_i)
-    for A_k in A:
-        logits = x_i @ A_k @ history.T / math.sqrt(head)   # beta x_i^T A_k c_j
-        a = np.exp(logits - logits.max())
-        total += A_k @ (a / a.sum() @ history)             # A_k sum_j a_ij c_j
-    return total
-
-
-by_hand = np.stack([dlr_update(c[i], c[: i + 1]) for i in range(n_tokens)])
+A = interactions_of(dlr_layer, dlr_layer.diag.detach().numpy())   # A_k = diag(d_k) + W_Q,k^T W_K,k
+by_sympy = np.stack([symbolic_update(c[i], i, A, c) for i in range(n_tokens)])
 
 # %% tags=["compare-dlr-attention"]
 fast = (dlr_layer(h) - h)[0].detach().numpy()
-error = np.abs(fast - by_hand).max() / np.abs(by_hand).max()
-print(f"max |layer(h) - h - numpy D+LR update| / max |update| = {error:.1e}")
-assert error < 1e-10, "CEMAttention (per-head diagonal) disagrees with the D+LR update by hand"
+error = np.abs(fast - by_sympy).max() / np.abs(by_sympy).max()
+print(f"max |layer(h) - h - (-grad E_D+LR)| / max |update| = {error:.1e}")
+assert error < 1e-10, "CEMAttention (per-head diagonal) disagrees with the SymPy D+LR gradient"
 
 # %% [markdown]
-# ## 2. Preconditioners: when a step raises the energy
+# ## 2. Concavity and the preconditioned step
 #
-# A step $x \leftarrow x - \eta P g$ with $g = \nabla E(x)$ changes the energy by
-# $-\eta\, g^\top P g + O(\eta^2)$. It lowers the energy for small $\eta$ exactly when
-# $g^\top P g > 0$. The two forms differ in that quadratic form:
+# **Concavity.** Write $k_j = A c_j$ for one head. The Hessian of $-\frac{1}{\beta}\log\sum_j e^{\beta x^\top k_j}$
+# is $-\beta\,\mathrm{Cov}_a(k)$, minus $\beta$ times the covariance of the keys under the softmax
+# weights: negative semidefinite. With two keys in the plane SymPy proves the closed form
+# $-\beta\, a_1 a_2 (k_1 - k_2)(k_1 - k_2)^\top$, whose only nonzero eigenvalue is $-\beta a_1 a_2 |k_1 - k_2|^2 \le 0$.
 
 # %%
-xv = vector("x", d)
+x2, k1, k2 = vector("x", 2), vector("k1", 2), vector("k2", 2)
+w1, w2 = sp.exp(beta * x2.dot(k1)), sp.exp(beta * x2.dot(k2))
+E2 = -sp.log(w1 + w2) / beta                               # E = -(1/beta) log sum_j exp(beta x^T k_j)
+a1, a2 = w1 / (w1 + w2), w2 / (w1 + w2)                    # softmax weights
+hessian_claim = -beta * a1 * a2 * (k1 - k2) * (k1 - k2).T
+assert sp.simplify(sp.hessian(E2, x2) - hessian_claim) == sp.zeros(2, 2)
+print("Hessian == -beta a_1 a_2 (k_1 - k_2)(k_1 - k_2)^T: proved")
+
+# %% [markdown]
+# Numerically, on the D+LR layer of section 1: every eigenvalue of one token's Hessian is $\le 0$ up
+# to rounding.
+
+# %%
+x0 = dlr_layer.norm(h).detach()
+token = n_tokens - 1
+
+
+def token_energy(x_i: torch.Tensor) -> torch.Tensor:
+    x = x0.clone()
+    x[0, token] = x_i
+    return dlr_layer.energy(x, h)[0, token]
+
+
+eigenvalues = torch.linalg.eigvalsh(torch.autograd.functional.hessian(token_energy, x0[0, token]))
+print("Hessian eigenvalues:", np.round(eigenvalues.numpy(), 6))
+assert eigenvalues.max() <= 1e-10 * eigenvalues.abs().max()
+
+# %% [markdown]
+# **The descent condition.** Take a step $x \leftarrow x - \eta P g$ with $g = \nabla E(x)$ and any
+# symmetric $P$. Along it, $f(t) = E(x - t\,\eta P g)$ is concave in $t$ (a concave function restricted
+# to a line; with two keys $f''(t) = -\beta a_1 a_2 \big((k_1 - k_2)^\top \eta P g\big)^2 \le 0$), and a concave
+# function lies below its tangent: $f(1) \le f(0) + f'(0)$. The chain rule gives $f'(0) = -\eta\, g^\top P g$,
+# so for every $\eta > 0$
+#
+# $$E(x - \eta P g) \le E(x) - \eta\, g^\top P g .$$
+#
+# This is a guarantee of descent exactly when $g^\top P g > 0$, which holds for every $g \ne 0$ exactly
+# when $P$ is positive definite. SymPy checks $f'(0)$ with a general symmetric $P$:
+
+# %%
+t, eta = sp.symbols("t eta", positive=True)
+p00, p01, p11 = sp.symbols("p_00 p_01 p_11", real=True)
+P2 = sp.Matrix([[p00, p01], [p01, p11]])                   # any symmetric P
+g2 = sp.Matrix([sp.diff(E2, x_m) for x_m in x2])           # g = grad E(x)
+f = E2.xreplace(dict(zip(x2, x2 - t * eta * P2 * g2)))     # f(t) = E(x - t eta P g)
+assert sp.simplify(sp.diff(f, t).subs(t, 0) + eta * (g2.T * P2 * g2)[0]) == 0
+print("f'(0) == -eta g^T P g: proved")
+
+# %% [markdown]
+# The two forms differ in that quadratic form. Ours, $\mathrm{diag}(s) + UU^\top$ with $s = \mathrm{softplus}(p) > 0$,
+# is a sum of squares with positive weights, positive definite. The paper's low-rank part is
+# $2(U^\top x)(V^\top x)$, negative whenever $U^\top x$ and $V^\top x$ have opposite signs:
+
+# %%
 s = sp.Matrix(sp.symbols(f"s_0:{d}", positive=True))      # softplus(p) > 0
 U, V = vector("u", d), vector("v", d)                      # rank-1 factors
 psd_form = (xv.T * (sp.diag(*s) + U * U.T) * xv)[0]
@@ -171,21 +264,75 @@ show(r"x^\top\left(\operatorname{diag}(s) + UU^\top\right)x",
 show(r"x^\top\left(UV^\top + VU^\top\right)x", 2 * U.dot(xv) * V.dot(xv))
 
 # %% [markdown]
-# Ours, $\mathrm{diag}(s) + UU^\top$, is a sum of squares with positive weights: positive definite,
-# every step descends for small $\eta$. The paper's low-rank part is $2(U^\top x)(V^\top x)$, negative
-# whenever $V^\top x$ and $U^\top x$ have opposite signs. **An explicit indefinite P:** take one
-# token's gradient $g$, $u = g/|g|$, $D = I$ (softplus $p = 1$), $U = u$ and $V = -u$. Then
-# $P = I - 2uu^\top$, a reflection with eigenvalue $-1$ along $g$, and $g^\top P g = -|g|^2$.
+# In the plane, $\det(uv^\top + vu^\top) = -(u_0 v_1 - u_1 v_0)^2 \le 0$: unless $u \parallel v$ the paper's
+# low-rank term has one positive and one **negative** eigenvalue (in general $u^\top v \pm |u||v|$).
+# $P = \mathrm{diag}(s) + UV^\top + VU^\top$ is still positive definite when the diagonal is large enough,
+# but nothing in the parameterization enforces that: it is **not guaranteed** to be positive definite.
+# Then $g^\top P g < 0$ is possible and, for small $\eta$,
+# $E(x - \eta P g) = E(x) - \eta\, g^\top P g + O(\eta^2)$ *rises*. (The bound above still holds; it just
+# no longer promises descent.)
 
 # %%
-token = n_tokens - 1
+u2, v2 = vector("u", 2), vector("v", 2)
+low_rank_2 = u2 * v2.T + v2 * u2.T
+assert sp.expand(low_rank_2.det() + (u2[0] * v2[1] - u2[1] * v2[0]) ** 2) == 0
+show(r"\det\left(uv^\top + vu^\top\right)", sp.factor(low_rank_2.det()))
+lam_1, lam_2 = u2.dot(v2) + sp.sqrt(u2.dot(u2) * v2.dot(v2)), u2.dot(v2) - sp.sqrt(u2.dot(u2) * v2.dot(v2))
+assert sp.expand(lam_1 * lam_2 - low_rank_2.det()) == 0 and sp.expand(lam_1 + lam_2 - low_rank_2.trace()) == 0
+print("eigenvalues u.v +- |u||v|: their product is det <= 0, their sum the trace")
+
+# %% [markdown]
+# **On `cem_core`: ours descends, with the bound.** A layer with our $P$, random $p$ and a large random
+# rank-2 factor $U$: for every token, the step the layer takes must
+# be $-\eta P g$ with $P = \mathrm{diag}(\mathrm{softplus}\,p) + UU^\top$ formed here from its parameters, and
+# must obey $E(x^{(1)}) \le E(x^{(0)}) - \eta\, g^\top P g < E(x^{(0)})$, at a small and a large $\eta$.
+# **Tolerance: $10^{-10}$ relative for the step, $10^{-12}$ absolute for the bound, float64.**
+
+# %%
+def psd_layer_at(eta_value: float) -> cem_core.CEMAttention:
+    layer = figdata.attention_layer(d_model, n_heads, CEMOptions(eta=eta_value, preconditioner="psd", rank=2),
+                                    seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        layer.preconditioner.p.copy_(torch.randn(d_model, generator=g, dtype=torch.float64) * 0.8)
+        layer.preconditioner.U.copy_(torch.randn(d_model, 2, generator=g, dtype=torch.float64) * 0.5)
+    return layer
 
 
+x_start = x0.clone().requires_grad_(True)
+descent_runs = {}
+for eta_value in (0.1, 10.0):
+    layer = psd_layer_at(eta_value)
+    (grad_E,) = torch.autograd.grad(layer.energy(x_start, h).sum(), x_start)      # g per token
+    p_num, U_num = layer.preconditioner.p.detach(), layer.preconditioner.U.detach()
+    P_formula = (torch.diag(torch.nn.functional.softplus(p_num)) + U_num @ U_num.T).numpy()  # diag(softplus p) + UU^T
+    trace = layer.trace(h)
+    descent_runs[eta_value] = dict(g=grad_E[0].numpy(), P=P_formula, step=(trace.iterates[1] - trace.iterates[0])[0],
+                                   energies=trace.energies[:, 0].numpy())
+
+# %% tags=["compare-descent"]
+for eta_value, run in descent_runs.items():
+    expected_step = -eta_value * run["g"] @ run["P"]       # -eta P g per token (P symmetric)
+    step_error = np.abs(run["step"].numpy() - expected_step).max() / np.abs(expected_step).max()
+    gPg = np.einsum("td,de,te->t", run["g"], run["P"], run["g"])
+    bound = run["energies"][0] - eta_value * gPg
+    change_1 = run["energies"][1] - run["energies"][0]
+    print(f"eta = {eta_value:g}: step error {step_error:.1e}; smallest eigenvalue of P "
+          f"{np.linalg.eigvalsh(run['P']).min():.3f}; E(x1) - E(x0) = {np.round(change_1, 3)}")
+    assert step_error < 1e-10, "cem_core's psd step is not x - eta (diag(softplus p) + U U^T) grad E"
+    assert (gPg > 0).all() and (run["energies"][1] <= bound + 1e-12).all(), "the descent bound failed"
+
+# %% [markdown]
+# **On `cem_core`: the paper's form ascends.** An explicit indefinite $P$: take one token's gradient $g$,
+# $u = g/|g|$, $D = I$ (softplus $p = 1$), $U = u$ and $V = -u$. Then $P = I - 2uu^\top$, a reflection with
+# eigenvalue $-1$ along $g$, and $g^\top P g = -|g|^2$.
+
+# %%
 def single_token_layer(kind: str) -> tuple[cem_core.CEMAttention, np.ndarray]:
     """A rank-1 preconditioned layer (eta = 0.01) whose P is built from the token's gradient g; and u."""
     layer = figdata.attention_layer(d_model, n_heads, CEMOptions(eta=0.01, preconditioner=kind, rank=1), seed=seed)
-    x0 = layer.norm(h).detach().requires_grad_(True)
-    (g,) = torch.autograd.grad(layer.energy(x0, h)[0, token], x0)
+    x_0 = layer.norm(h).detach().requires_grad_(True)
+    (g,) = torch.autograd.grad(layer.energy(x_0, h)[0, token], x_0)
     u = g[0, token] / g[0, token].norm()                   # u = g/|g|
     with torch.no_grad():
         layer.preconditioner.p.fill_(math.log(math.e - 1))  # softplus(p) = 1: D = I
@@ -219,8 +366,9 @@ assert change["paper (dlr)"] > 0 > change["ours (psd)"]    # the indefinite P ra
 
 # %% [markdown]
 # The spectra tell the same story for random factors (`cem_core.ui.figdata.preconditioner_spectra`,
-# the data behind `figures/preconditioner_spectra.png`): the paper's form has negative
-# eigenvalues, ours has none below 1.
+# the data behind `figures/preconditioner_spectra.png`): the paper's form has negative eigenvalues.
+# Ours has none below 1 **here only because the figure fixes $\mathrm{softplus}(p) = 1$** ($D = I$); in
+# general its eigenvalues are at least $\min_m \mathrm{softplus}(p_m)$, which is positive but can be small.
 
 # %%
 spectra = figdata.preconditioner_spectra(d_model=16, rank=4, seed=seed)
@@ -228,76 +376,187 @@ assert spectra["dlr"].min() < 0 < spectra["psd"].min()
 show_figure(plots.mpl_preconditioner_spectra(spectra))
 
 # %% [markdown]
-# ## 3. Recursion: concave, monotone, and no minimum
+# ## 3. Recursion: attention with an updated query
 #
-# **Concavity.** Write $k_j = A c_j$ for one head. The Hessian of $-\frac{1}{\beta}\log\sum_j e^{\beta x^\top k_j}$
-# is $-\beta\,\mathrm{Cov}_a(k)$, minus $\beta$ times the covariance of the keys under the softmax
-# weights: negative semidefinite. With two keys in the plane SymPy proves the closed form
-# $-\beta\, a_1 a_2 (k_1 - k_2)(k_1 - k_2)^\top$, whose only nonzero eigenvalue is $-\beta a_1 a_2 |k_1 - k_2|^2 \le 0$.
+# For a plain head ($A = W_Q^\top W_K$, no diagonal) the gradient depends on $x$ only through the
+# query $q = W_Q x$: $-\nabla E(x) = W_Q^\top o(q)$ with
+# $o(q) = \sum_j \operatorname{softmax}_j(\beta\, q^\top \kappa_j)\, \kappa_j$ and $\kappa_j = W_K c_j$ (notebook 01).
+# So two steps $x^{(t+1)} = x^{(t)} + \eta P W_Q^\top o(q^{(t)})$ read
+#
+# $$q^{(1)} = W_Q x^{(1)} = q^{(0)} + \eta\, M\, o(q^{(0)}), \quad M = W_Q P W_Q^\top, \qquad
+#   x^{(2)} = x^{(0)} + \eta P W_Q^\top \big(o(q^{(0)}) + o(q^{(1)})\big):$$
+#
+# the second step is **attention of the updated query $q^{(1)}$ over the same keys and values $\kappa_j$**,
+# which are computed once from the fixed history; only the query moves. (This is `cem_core`'s query-space
+# fast path: $T + 2$ projections for $T$ steps, `docs/design.md#213-the-attention-fast-paths`.) SymPy proves
+# the first identity for a symbolic $x$, which makes it hold at $x^{(1)}$ too, and the linear algebra with
+# $o^{(0)}, o^{(1)}$ kept as symbols:
 
 # %%
-beta = sp.Symbol("beta", positive=True)
-x2, k1, k2 = vector("x", 2), vector("k1", 2), vector("k2", 2)
-w1, w2 = sp.exp(beta * x2.dot(k1)), sp.exp(beta * x2.dot(k2))
-E2 = -sp.log(w1 + w2) / beta                               # E = -(1/beta) log sum_j exp(beta x^T k_j)
-a1, a2 = w1 / (w1 + w2), w2 / (w1 + w2)                    # softmax weights
-hessian_claim = -beta * a1 * a2 * (k1 - k2) * (k1 - k2).T
-assert sp.simplify(sp.hessian(E2, x2) - hessian_claim) == sp.zeros(2, 2)
-print("Hessian == -beta a_1 a_2 (k_1 - k_2)(k_1 - k_2)^T: proved")
+kappa = [W_K * c_j for c_j in history]                     # keys = values, fixed
+
+
+def attend(q: sp.Matrix) -> sp.Matrix:
+    """o(q) = sum_j softmax_j(beta q^T kappa_j) kappa_j."""
+    e = [sp.exp(beta * (q.T * k)[0]) for k in kappa]
+    return sum((e_j / sum(e) * k for e_j, k in zip(e, kappa)), sp.zeros(d_h, 1))
+
+
+E_plain = -sp.log(sum(sp.exp(beta * ((W_Q * xv).T * k)[0]) for k in kappa)) / beta
+neg_grad_plain = -sp.Matrix([sp.diff(E_plain, x_m) for x_m in xv])
+assert sp.simplify(neg_grad_plain - W_Q.T * attend(W_Q * xv)) == sp.zeros(d, 1)
+print("-grad E(x) == W_Q^T o(W_Q x) for every x: the gradient sees x only through the query")
+P3 = sp.Matrix(d, d, lambda r, s_: sp.Symbol(f"P_{{{min(r, s_)}{max(r, s_)}}}", real=True))  # symmetric P
+o_0, o_1 = vector("o0", d_h), vector("o1", d_h)            # o(q^(0)), o(q^(1))
+x_1 = xv + eta * P3 * W_Q.T * o_0                          # x^(1)
+assert sp.expand(W_Q * x_1 - (W_Q * xv + eta * (W_Q * P3 * W_Q.T) * o_0)) == sp.zeros(d_h, 1)
+assert sp.expand(x_1 + eta * P3 * W_Q.T * o_1 - (xv + eta * P3 * W_Q.T * (o_0 + o_1))) == sp.zeros(d, 1)
+print("q^(1) == q^(0) + eta W_Q P W_Q^T o^(0) and x^(2) == x^(0) + eta P W_Q^T (o^(0) + o^(1)): proved")
 
 # %% [markdown]
-# Numerically, on a `cem_core` layer (two heads, per-head diagonal, random weights): every
-# eigenvalue of one token's Hessian is $\le 0$ up to rounding.
+# On `cem_core`: a layer with $T = 2$, $\eta = 0.5$, $P = I$ and no diagonal takes the query-space path in
+# its forward pass, while `trace` steps in $x$ space. Both must equal two steps of the lambdified SymPy
+# gradient of section 1 (with $A_k = W_{Q,k}^\top W_{K,k}$). **Tolerance: $10^{-10}$ relative, float64.**
 
 # %%
-x0 = dlr_layer.norm(h).detach()
+two_steps = figdata.attention_layer(d_model, n_heads, CEMOptions(T=2, eta=0.5), weight_scale=2.0, seed=seed)
+assert two_steps.config.query_space                        # the forward pass runs in query space
+A_plain = interactions_of(two_steps)
+c_two = two_steps.norm(h)[0].detach().numpy()
+x_one = np.stack([c_two[i] + 0.5 * symbolic_update(c_two[i], i, A_plain, c_two) for i in range(n_tokens)])
+x_two = np.stack([x_one[i] + 0.5 * symbolic_update(x_one[i], i, A_plain, c_two) for i in range(n_tokens)])
 
-
-def token_energy(x_i: torch.Tensor) -> torch.Tensor:
-    x = x0.clone()
-    x[0, token] = x_i
-    return dlr_layer.energy(x, h)[0, token]
-
-
-eigenvalues = torch.linalg.eigvalsh(torch.autograd.functional.hessian(token_energy, x0[0, token]))
-print("Hessian eigenvalues:", np.round(eigenvalues.numpy(), 6))
-assert eigenvalues.max() <= 1e-10 * eigenvalues.abs().max()
+# %% tags=["compare-recursion"]
+paths = {"query space (forward)": (two_steps(h) - h)[0].detach().numpy(),
+         "x space (trace)": (lambda it: (it[2] - it[0])[0].numpy())(two_steps.trace(h).iterates)}
+errors = {name: np.abs(value - (x_two - c_two)).max() / np.abs(x_two - c_two).max() for name, value in paths.items()}
+print({name: f"{value:.1e}" for name, value in errors.items()})
+assert max(errors.values()) < 1e-10, "the two-step layer disagrees with two SymPy gradient steps"
 
 # %% [markdown]
-# **Monotone descent.** A concave function lies below its tangent, so
-# $E(x - \eta g) \le E(x) - \eta |g|^2$: with $P = I$ (or any positive definite $P$) every step lowers
-# the energy, **for every $\eta > 0$**. `layer.trace(h)` records the energies:
+# **Monotone descent.** By the descent condition of section 2, with $P = I$ (or any positive definite
+# $P$) every step with $g \ne 0$ lowers the attention energy, **for every $\eta > 0$**: that needs only
+# concavity.
+# `layer.trace(h)` records the energies:
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
-for eta in (0.1, 1.0, 10.0):
-    energies = figdata.attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta), seed=seed).trace(h).energies[:, 0]
+for eta_value in (0.1, 1.0, 10.0):
+    energies = figdata.attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta_value),
+                                       seed=seed).trace(h).energies[:, 0]
     assert (energies[1:] - energies[:-1]).max() < 0        # every token, every step
-    ax.plot(range(T + 1), (energies - energies[0]).mean(-1), marker="o", ms=3, label=f"η = {eta:g}")
+    ax.plot(range(T + 1), (energies - energies[0]).mean(-1), marker="o", ms=3, label=f"η = {eta_value:g}")
 ax.set(xlabel="in-layer step t", ylabel="mean E(x^(t)) - E(x^(0))", title="The attention energy falls at every step")
 ax.legend()
 show_figure(fig)
 
 # %% [markdown]
 # **No minimum.** Concave and not constant, the energy is unbounded below: the iterates do not
-# converge, they run off, $|x^{(t)}|$ growing roughly linearly in $t$. Our extension (not the
-# paper's) adds an anchor $\frac{\lambda}{2}|x - x^{(0)}|^2$; for $\lambda > 0$ the energy gains a
-# minimum and the steps shrink to zero. `figdata.energy_descent` runs both with the same weights:
+# converge, they run off. With $P = I$ each step has length at most $\eta \sum_k \max_j |A_k c_j|$, so
+# $|x^{(t)}|$ grows **at most linearly** in $t$, and linearly in the limit, once the softmax weights
+# settle on the keys that the run heads towards.
+#
+# ## 4. The anchor: a fixed point, and a step-size condition
+#
+# Our extension (not the paper's) adds an anchor: $E_\lambda(x) = E(x) + \frac{\lambda}{2}|x - x^{(0)}|^2$.
+# For $\lambda > 0$ it grows quadratically while $E$ falls at most linearly, so $E_\lambda$ has a minimum,
+# and at a minimum $x^\star$ the gradient vanishes: the **fixed point** of the step,
+#
+# $$\lambda\,(x^\star - x^{(0)}) = -\nabla E(x^\star) = \sum_k A_k \sum_{j\le i} a^k_j(x^\star)\, c_j .$$
+#
+# Whether the steps reach it depends on $\eta$. The first token sees only $c_1$, so its weights are 1
+# and $E = -x^\top \kappa$ is linear ($\kappa = \sum_k A_k c_1$). Then $x^\star = x^{(0)} + \kappa/\lambda$ and
+# each step multiplies the distance to it by exactly $1 - \eta\lambda$:
+
+# %%
+lam = sp.Symbol("lambda", positive=True)
+x_init, key = vector("x0", d), vector("kappa", d)
+E_first = -xv.dot(key) + lam / 2 * (xv - x_init).dot(xv - x_init)   # one key: a linear E plus the anchor
+grad_first = sp.Matrix([sp.diff(E_first, x_m) for x_m in xv])
+x_star = x_init + key / lam
+assert sp.simplify(grad_first.xreplace(dict(zip(xv, x_star)))) == sp.zeros(d, 1)
+step_map = xv - eta * grad_first                           # x -> x - eta grad E_lambda
+assert sp.expand(step_map - x_star - (1 - eta * lam) * (xv - x_star)) == sp.zeros(d, 1)
+converges = sp.solve(sp.Abs(1 - eta * lam) < 1, eta)
+print(f"x* = x0 + kappa/lambda; x^(t+1) - x* = (1 - eta lambda)(x^(t) - x*); |1 - eta lambda| < 1 <=> {converges}")
+assert converges == (eta < 2 / lam)
+
+# %% [markdown]
+# So the first token converges for $0 < \eta < 2/\lambda$, oscillates at $\eta = 2/\lambda$ and diverges
+# geometrically beyond. Near a strict minimum $x^\star$ every token behaves alike: the step map
+# $F(x) = x - \eta\nabla E_\lambda(x)$ has Jacobian $I - \eta(\lambda I + \nabla^2 E)$ there. Since
+# $\nabla^2 E \preceq 0$, the curvatures $\mu$ of $E_\lambda$ at $x^\star$ lie in $(0, \lambda]$, and the errors shrink
+# iff $|1 - \eta\mu| < 1$ for all of them, i.e. $\eta < 2/\mu_{\max}$. So **$0 < \eta < 2/\lambda$ suffices**.
+# It is also necessary when some direction is orthogonal to every key difference $A_k(c_j - c_l)$, where
+# $\mu = \lambda$ exactly; such directions exist when $d > H(i - 1)$, e.g. for the first tokens.
+# With two keys SymPy finds the two eigenvalues of the Jacobian, $1 - \eta\lambda$ across $k_1 - k_2$ and
+# $1 - \eta(\lambda - \beta a_1 a_2 |k_1 - k_2|^2)$ along it:
+
+# %%
+jacobian_F = sp.eye(2) - eta * (lam * sp.eye(2) + hessian_claim)   # I - eta (lambda I + Hessian of E)
+k_diff = k1 - k2
+across = sp.Matrix([-k_diff[1], k_diff[0]])                # orthogonal to k_1 - k_2
+assert sp.simplify(jacobian_F * across - (1 - eta * lam) * across) == sp.zeros(2, 1)
+along = 1 - eta * (lam - beta * a1 * a2 * k_diff.dot(k_diff))
+assert sp.simplify(jacobian_F * k_diff - along * k_diff) == sp.zeros(2, 1)
+print("eigenvalues of F': 1 - eta lambda (across), 1 - eta (lambda - beta a_1 a_2 |k_1 - k_2|^2) (along)")
+
+# %% [markdown]
+# On `cem_core`, with $\lambda$ = `anchor_lambda` and one step size below and one above $2/\lambda$:
+# the first token must follow $x^{(t)} - x^\star = (1 - \eta\lambda)^t (x^{(0)} - x^\star)$ exactly, with
+# $x^\star = x^{(0)} + \sum_k A_k c_1/\lambda$ from the layer's weights; below $2/\lambda$ every token's last
+# iterate must be a stationary point of the anchored energy (`layer.energy`, differentiated by autograd:
+# $|\nabla E_\lambda|$ down by $10^{-2}$), above it the steps must grow.
+# **Tolerance: $10^{-10}$ relative for the first token, float64.**
+
+# %%
+anchored = {eta_value: figdata.attention_layer(d_model, n_heads, CEMOptions(T=T, eta=eta_value, anchor=anchor_lambda),
+                                               seed=seed) for eta_value in anchor_etas}
+anchor_traces = {eta_value: layer.trace(h) for eta_value, layer in anchored.items()}
+
+
+def anchored_gradient_norm(layer: cem_core.CEMAttention, x: torch.Tensor) -> np.ndarray:
+    """|grad E_lambda(x)| per token, by autograd on cem_core's anchored energy."""
+    x = x.clone().requires_grad_(True)
+    return torch.autograd.grad(layer.energy(x, h).sum(), x)[0][0].norm(dim=-1).numpy()
+
+
+# %% tags=["compare-anchor"]
+for eta_value, trace in anchor_traces.items():
+    layer = anchored[eta_value]
+    start = trace.iterates[0, 0, 0].numpy()
+    first_star = start + interactions_of(layer).sum(0) @ start / anchor_lambda   # x* = x0 + sum_k A_k c_1 / lambda
+    expected = first_star + (1 - eta_value * anchor_lambda) ** np.arange(T + 1)[:, None] * (start - first_star)
+    first_error = np.abs(trace.iterates[:, 0, 0].numpy() - expected).max() / np.abs(expected - first_star).max()
+    steps = trace.update_norms[:, 0].numpy()               # |x^(t+1) - x^(t)| per token
+    shrink = anchored_gradient_norm(layer, trace.iterates[-1]) / anchored_gradient_norm(layer, trace.iterates[0])
+    print(f"eta = {eta_value:g} (2/lambda = {2 / anchor_lambda:g}): first token off by {first_error:.1e}; "
+          f"update norm {steps[0].max():.2f} -> {steps[-1].max():.3g}; |grad E_lambda| ratio max {shrink.max():.1e}")
+    assert first_error < 1e-10, "the first token does not follow x* + (1 - eta lambda)^t (x0 - x*)"
+    if eta_value < 2 / anchor_lambda:
+        assert (shrink < 1e-2).all(), "below 2/lambda the steps did not reach a stationary point of E_lambda"
+    else:
+        assert (steps[-1] > steps[0]).all(), "above 2/lambda the steps should grow"
+
+# %% [markdown]
+# The plain and the anchored energy side by side, with the same weights (`figdata.energy_descent`,
+# $\eta = 0.5 < 2/\lambda$ for $\lambda = 1$): without the anchor the radius $|x^{(t)}|$ grows and the steps
+# do not shrink; with it the steps shrink to zero, because this $\eta$ is below $2/\lambda$.
 
 # %%
 descent = figdata.energy_descent(T=T, d_model=d_model, n_heads=n_heads, n_tokens=n_tokens, seed=seed)
-plain, anchored = descent["runs"][0.0], descent["runs"][1.0]
+plain, anchored_run = descent["runs"][0.0], descent["runs"][1.0]
 print(f"plain: |x| from {plain['radius'][0].mean():.2f} to {plain['radius'][-1].mean():.2f}, last step "
-      f"{plain['update_norm'][-1].mean():.2f}; anchored: last step {anchored['update_norm'][-1].max():.1e}")
+      f"{plain['update_norm'][-1].mean():.2f}; anchored: last step {anchored_run['update_norm'][-1].max():.1e}")
 assert (plain["radius"][-1] > plain["radius"][0]).all()    # running off ...
 assert (plain["update_norm"][-1] > 0.5 * plain["update_norm"][0]).all()     # ... with steps that do not shrink
-assert (anchored["update_norm"][-1] < 1e-2 * anchored["update_norm"][0]).all()  # anchored: converging
+assert (anchored_run["update_norm"][-1] < 1e-2 * anchored_run["update_norm"][0]).all()  # anchored: converging
 show_figure(plots.mpl_energy_descent(descent))
 
 # %% [markdown]
-# The same two runs as landscapes (width 2, one head, `figdata.energy_landscape`): without the
-# anchor the trajectory slides off down a slope with no bottom; with it the contours close
-# around a minimum and the trajectory stops there.
+# The same two runs as landscapes (width 2, one head, `figdata.energy_landscape`, $\eta = 0.5$): without the
+# anchor the trajectory slides off down a slope with no bottom; with it the contours close around a
+# minimum and the trajectory stops there.
 
 # %%
 for anchor in (0.0, 1.0):
@@ -314,16 +573,18 @@ for anchor in (0.0, 1.0):
 answer = sp.zeros(d, 1)                                     # your answer here
 
 # %%
-lam, x_start = sp.Symbol("lambda", positive=True), vector("x0", d)
-anchor_energy = lam / 2 * (xv - x_start).dot(xv - x_start)  # (lambda/2)|x - x^(0)|^2
-at_start = sp.Matrix([sp.diff(anchor_energy, x_m) for x_m in xv]).subs(dict(zip(xv, x_start)))
+anchor_energy = lam / 2 * (xv - x_init).dot(xv - x_init)   # (lambda/2)|x - x^(0)|^2
+at_start = sp.Matrix([sp.diff(anchor_energy, x_m) for x_m in xv]).subs(dict(zip(xv, x_init)))
 assert sp.simplify(at_start - answer) == sp.zeros(d, 1), "not the anchor's gradient at x^(0)"
-one_step = [figdata.attention_layer(d_model, n_heads, CEMOptions(anchor=lam), seed=seed)(h) for lam in (0.0, 1.0)]
+one_step = [figdata.attention_layer(d_model, n_heads, CEMOptions(anchor=value), seed=seed)(h) for value in (0.0, 1.0)]
 assert torch.allclose(one_step[0], one_step[1], rtol=1e-12, atol=1e-12)
 print("Correct: the anchor's gradient vanishes at x^(0), so one anchored step is the paper's step.")
 
 # %% [markdown]
 # **Takeaway.** A diagonal buys full-rank interactions for $d$ (shared) or $Hd$ (per head)
-# parameters, at $(H+1)$ times the attention core's compute. A preconditioner must be positive
-# definite to guarantee descent; the paper's form is not. Recursion always lowers the attention
-# energy, but only an anchor gives it somewhere to converge to.
+# parameters, at twice (shared) or $(H+1)$ times (per head) the attention core's compute. Because the
+# attention energy is concave, a step descends whenever $P$ is positive definite, for every $\eta > 0$;
+# the paper's preconditioner is not guaranteed to be positive definite, and where it is not, a step can
+# ascend. Recursion is attention of an updated query over fixed keys and values; it always lowers the
+# attention energy but has nowhere to converge to, unless an anchor adds a minimum, and then only
+# steps with $\eta < 2/\lambda$ reach it.
