@@ -38,7 +38,7 @@ from cem_core.nn.validate import check_choice, check_int
 from . import gp, gp_study
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
-from .pool import finished
+from .pool import SweepProgress, finished
 from .records import atomic_write_text, provenance
 
 PRESETS = ("quick", "default", "gpu", "plateau", "study")
@@ -389,31 +389,6 @@ def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     return want - have, have - want
 
 
-class _Progress:
-    """What `gp sweep` shows: a header once the folder is claimed, then a bar over the runs to do."""
-
-    def __init__(self, args, n_runs: int):
-        self.args, self.n_runs, self.bar = args, n_runs, None
-
-    def start(self, todo: list[RunSpec]) -> None:
-        from tqdm import tqdm
-        a = self.args
-        print(f"preset {a.preset}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {a.out}, "
-              f"{len(todo)} to run with {a.jobs} worker(s) on {a.device}", flush=True)
-        self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
-
-    def done(self, record: dict) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"{run_label(record)}: {record['rmse_ratio']:.3f}")
-
-    def __enter__(self) -> "_Progress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar:
-            self.bar.close()
-
-
 def _results_path(path) -> Path:
     """A sweep folder or its results.json."""
     path = Path(path)
@@ -424,7 +399,8 @@ def main_sweep(args) -> int:
     specs = preset_runs(args.preset)
     out = Path(args.out)
     try:
-        with _Progress(args, len(specs)) as progress:
+        with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
+                           lambda r: f"{run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
             reuse = load_results(_results_path(args.reuse)) if args.reuse else []
             records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
                                 on_start=progress.start, on_done=progress.done, reuse=reuse)

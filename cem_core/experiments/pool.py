@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -70,3 +71,28 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         worker.terminate()
     for worker in workers:
         worker.join(timeout=5)
+
+
+class SweepProgress:
+    """What a sweep command shows: one line once its folder is claimed, then a bar over the runs to do,
+    each finished run described by ``describe(record)``."""
+
+    def __init__(self, label: str, n_runs: int, out, jobs: int, describe):
+        self.label, self.n_runs, self.out, self.jobs, self.describe, self.bar = label, n_runs, out, jobs, describe, None
+
+    def start(self, todo: list) -> None:
+        from tqdm import tqdm
+        print(f"{self.label}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {self.out}, "
+              f"{len(todo)} to run with {self.jobs} worker(s)", flush=True)
+        self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
+
+    def done(self, record: dict) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix_str(self.describe(record))
+
+    def __enter__(self) -> "SweepProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar:
+            self.bar.close()

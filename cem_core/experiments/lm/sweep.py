@@ -35,7 +35,7 @@ import torch
 
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
-from cem_core.experiments.pool import finished
+from cem_core.experiments.pool import SweepProgress, finished
 from cem_core.experiments.records import atomic_write_text, provenance
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
@@ -455,34 +455,12 @@ def markdown_tables(records: list[dict]) -> str:
                      + _markdown(claims_, ("#", "ppl(A) − ppl(B), mean ± se")))
 
 
-class _Progress:
-    def __init__(self, args, n_runs: int):
-        self.args, self.n_runs, self.bar = args, n_runs, None
-
-    def start(self, todo) -> None:
-        from tqdm import tqdm
-        a = self.args
-        print(f"lm sweep {a.preset}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {a.out}, "
-              f"{len(todo)} to run with {a.jobs} worker(s)", flush=True)
-        self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
-
-    def done(self, record: dict) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"{record['name']} seed {record['seed']}: ppl {record['val_ppl']:.3f}")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar:
-            self.bar.close()
-
-
 def main_sweep(args, data: DataConfig | None) -> int:
     out = Path(args.out)
     specs = preset_runs(args.preset)
     try:
-        with _Progress(args, len(specs)) as progress:
+        with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
+                           lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
             records = run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start, on_done=progress.done)
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
