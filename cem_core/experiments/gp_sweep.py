@@ -19,8 +19,6 @@ its workers at once; every finished run is already saved, and the same command r
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import statistics
@@ -39,7 +37,7 @@ from . import gp, gp_study
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
 from .pool import SweepProgress, finished
-from .records import atomic_write_text, provenance
+from .records import atomic_write_text, provenance, save_records
 
 PRESETS = ("quick", "default", "gpu", "plateau", "study")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -201,15 +199,7 @@ def load_results(path: Path) -> list[dict]:
 
 
 def save_results(out_dir: Path, records: list[dict]) -> None:
-    """Write results.json and results.csv atomically (write to a temporary file, then rename)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "results.json", json.dumps(records, indent=1))
-    table = io.StringIO()
-    writer = csv.DictWriter(table, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(records)
-    atomic_write_text(out_dir / "results.csv", table.getvalue())
+    save_records(out_dir, records, CSV_FIELDS)
 
 
 def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:

@@ -2,7 +2,10 @@
 temporary file, then a rename, so a crash never leaves a half-written file behind)."""
 from __future__ import annotations
 
+import csv
 import importlib.metadata
+import io
+import json
 import os
 import platform
 import subprocess
@@ -53,3 +56,16 @@ def _fsync(path: Path, flags: int) -> None:
 
 def atomic_write_text(path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def save_records(out_dir, records: list[dict], csv_fields) -> None:
+    """A sweep's results.json (every record) and results.csv (the scalar ``csv_fields``), each written
+    atomically (a temporary file, then rename)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "results.json", json.dumps(records, indent=1))
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=csv_fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    atomic_write_text(out_dir / "results.csv", table.getvalue())

@@ -19,9 +19,7 @@ difference in validation perplexity and its standard error, under ``VERDICT_RULE
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
 import statistics
@@ -36,7 +34,7 @@ import torch
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
-from cem_core.experiments.records import atomic_write_text, provenance
+from cem_core.experiments.records import atomic_write_text, provenance, save_records
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -261,12 +259,7 @@ def load_results(path: Path) -> list[dict]:
 
 
 def save_results(out: Path, records: list[dict]) -> None:
-    atomic_write_text(out / "results.json", json.dumps(records, indent=1))
-    table = io.StringIO()
-    writer = csv.DictWriter(table, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(records)
-    atomic_write_text(out / "results.csv", table.getvalue())
+    save_records(out, records, CSV_FIELDS)
 
 
 def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
