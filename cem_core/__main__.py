@@ -83,7 +83,7 @@ def _default(cls, name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cem_core.experiments import gp, gp_sweep
+    from cem_core.experiments import gp, gp_study, gp_sweep
     from cem_core.experiments.lm import data as lm_data
     from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
     from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the LM sweep's results.json (default: the committed sweep, from the repository root)")
     figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_SWEEP / "results.json"),
                          help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
+    figures.add_argument("--gp-study-results", default=str(gp_study.COMMITTED_STUDY / "results.json"),
+                         help="the GP factor study's results.json (default: the committed study, from the repository "
+                              "root)")
     return parser
 
 
@@ -341,7 +344,8 @@ def lm_compare(args) -> int:
 
 def write_figures(args) -> int:
     from cem_core.ui.plots import write_all_figures
-    for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results):
+    for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results,
+                                   gp_study_results=args.gp_study_results):
         print(path)
     return 0
 

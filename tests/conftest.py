@@ -104,6 +104,18 @@ def tiny_gp_specs() -> list:
     return [tiny_gp_spec(3), tiny_gp_spec(3, cem=CEMOptions(T=2))]
 
 
+def tiny_study_specs(groups, seeds=(0, 1, 2)) -> list:
+    """The factor study's conditions `groups` shrunk to 3 training steps of width 8 (a few seconds in all)."""
+    from dataclasses import replace
+
+    from cem_core.experiments import gp_study
+
+    conditions = gp_study.conditions()
+    return [replace(s, model=replace(s.model, width=8, d_ff=16, n_heads=2),
+                    train=replace(s.train, steps=3, batch_size=4, eval_size=16))
+            for group in groups for s in conditions[group] if s.train.seed in seeds]
+
+
 def interruptible() -> None:
     """preexec_fn for a child that a test interrupts with SIGINT: a shell starts background jobs
     (and so, maybe, this test run) with SIGINT ignored, and a Python started that way ignores

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_gp_specs
+from conftest import tiny_gp_specs, tiny_study_specs
 
 from cem_core import LanguageModel, ModelConfig
 from cem_core.__main__ import main
@@ -124,12 +124,14 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     """`make figures` runs this command on the committed sweep; a two-run sweep stands in for it here,
     so the test does not depend on how far the real sweep has got."""
     listed = set(re.findall(r"`([A-Za-z0-9_]+\.(?:png|svg))`", README.read_text()))
-    assert len(listed) >= 18
+    assert len(listed) >= 22
     gp_sweep.run_sweep(tmp_path / "gp", tiny_gp_specs())
     lm_sweep.run_sweep(tmp_path / "lm", "quick")
+    gp_sweep.run_sweep(tmp_path / "study", tiny_study_specs(["long", "eta per step"], seeds=(0,)))
     out = tmp_path / "figures"
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),
-                 "--lm-results", str(tmp_path / "lm" / "results.json")]) == 0
+                 "--lm-results", str(tmp_path / "lm" / "results.json"),
+                 "--gp-study-results", str(tmp_path / "study" / "results.json")]) == 0
     written = {p.name for p in out.iterdir()}
     assert written == listed
     assert all((out / name).stat().st_size > 1000 for name in written)

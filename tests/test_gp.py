@@ -6,13 +6,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import COMMITTED_SWEEP, tiny_gp_specs
+from conftest import COMMITTED_SWEEP, ROOT, tiny_gp_specs
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
 from cem_core import CEMOptions, LanguageModel, ModelConfig
 from cem_core.__main__ import main
-from cem_core.experiments import gp, gp_sweep
+from cem_core.experiments import gp, gp_study, gp_sweep
 from cem_core.experiments.gp import (
     GPModelConfig,
     GPTaskConfig,
@@ -236,7 +236,8 @@ def test_report_and_figures_from_results(tmp_path, capsys):
     assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out
     lm_sweep.run_sweep(tmp_path / "lm", "quick")
     assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json"),
-                 "--lm-results", str(tmp_path / "lm" / "results.json")]) == 0
+                 "--lm-results", str(tmp_path / "lm" / "results.json"),
+                 "--gp-study-results", str(ROOT / gp_study.COMMITTED_STUDY / "results.json")]) == 0
     for name in ("gp_rmse_vs_context", "gp_ratio_vs_T", "gp_test_time_scaling"):
         for ext in ("png", "svg"):
             assert (tmp_path / "fig" / f"{name}.{ext}").stat().st_size > 1000

@@ -1,7 +1,7 @@
 """The GP factor study (docs/design.md#56-the-gp-factor-study): each condition changes one factor of the
 committed sweep's setup, the plateau rule, and the verdict per condition on hand-made records."""
 import pytest
-from conftest import ROOT
+from conftest import ROOT, tiny_study_specs
 
 from cem_core.experiments import gp_study, gp_sweep
 
@@ -54,28 +54,36 @@ def test_conditions_table_applies_the_stated_rule(t4, t8, expected):
     assert missing["verdict"] == "inconclusive"                 # no runs: nothing is claimed
 
 
+def test_the_map_draws_depth_and_looping_as_lines_beside_base_and_averages_learned_steps():
+    records = [_record("base", T, s, 1.2 + 0.01 * T + 0.001 * s) for T in (1, 2, 4, 8) for s in range(3)]
+    records += [_record("base", None, s, 1.1, "llama") | {"T": 1} for s in range(3)]
+    records += [_record("depth 4", 1, s, v) for s, v in enumerate([1.0, 1.1, 1.2])]
+    records += [_record("eta per step", 4, s, 1.3) | {"learned_eta": [[0.5 * s, 1.0, 2.0, s]]} for s in range(3)]
+    base = gp_study.conditions_map(records)["base"]
+    assert base["T"] == [1, 2, 4, 8] and base["mean"][2] == pytest.approx(1.241)
+    assert base["low"][0] == pytest.approx(1.21) and base["high"][0] == pytest.approx(1.212)
+    assert base["lines"] == {"Llama attention": pytest.approx(1.1), "depth 4, T = 1": pytest.approx(1.1)}
+    assert gp_study.learned_step_sizes(records, "eta per step") == {4: pytest.approx([0.5, 1.0, 2.0, 1.0])}
+
+
 @pytest.mark.slow                      # 21 tiny training runs and two figures
 def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
     """The base and 'P psd' conditions, shrunk to a few steps: every CEM run records its step diagnostics,
     the table has finite differences for base, and the map and diagnostic figures are drawn."""
     import matplotlib
     matplotlib.use("Agg")
-    from dataclasses import replace
 
     from cem_core.ui.plots import mpl_gp_conditions_map, mpl_gp_step_diagnostics
 
-    conditions = gp_study.conditions()
-    specs = [replace(s, model=replace(s.model, width=8, d_ff=16, n_heads=2),
-                     train=replace(s.train, steps=3, batch_size=4, eval_size=16))
-             for s in conditions["base"] + conditions["P psd"]]
-    records = gp_sweep.run_sweep(tmp_path, specs, jobs=1)
+    records = gp_sweep.run_sweep(tmp_path, tiny_study_specs(["base", "P psd"]), jobs=1)
     cem = [r for r in records if r["attention"] == "cem"]
     assert all(len(r["step_diagnostics"]["rmse_ratio_after_step"]) == r["T"] + 1 for r in cem)
     base = next(r for r in gp_study.conditions_table(records) if r["condition"] == "base")
     assert all(p["seeds"] == 3 for p in base["pairs"])
     assert set(gp_study.conditions_map(records)) == {"base", "P psd"}
     assert sorted(gp_study.diagnostics_by_T(records, "base")) == [1, 2, 4, 8]
-    for fig, name in ((mpl_gp_conditions_map(records), "map"), (mpl_gp_step_diagnostics(records, "base"), "diag")):
+    figures = (mpl_gp_conditions_map(records), "map"), (mpl_gp_step_diagnostics(records, "base", "P psd"), "diag")
+    for fig, name in figures:
         fig.savefig(tmp_path / f"{name}.png")
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
 
@@ -86,3 +94,29 @@ def test_the_long_condition_trains_for_the_committed_plateau_length():
     records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_PLATEAU / "results.json")
     assert gp_sweep.stale_hashes(records, "plateau") == (set(), set())
     assert gp_study.plateau_steps(records) == gp_study.LONG_STEPS
+
+
+def test_the_committed_study_holds_every_run_of_the_current_configuration():
+    """results/gp-study holds exactly the study preset's 111 runs (by configuration hash), so rerunning the
+    study on it trains nothing, and its manifest states the verdict rule fixed before it ran."""
+    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    missing, extra = gp_sweep.stale_hashes(records, "study")
+    assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-study`"
+    assert not any(r["diverged"] for r in records)
+    assert all("step_diagnostics" in r for r in records if r["group"] == "long" and r["attention"] == "cem")
+    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / gp_sweep.MANIFEST)
+    assert manifest["verdict_rule"] == gp_study.VERDICT_RULE and manifest["tolerance"] == gp_study.TOLERANCE
+
+
+@pytest.mark.slow                      # a whole app page
+def test_the_app_and_the_readme_show_the_committed_study():
+    from conftest import run_page
+
+    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    at = run_page("gp")
+    assert not at.exception
+    frames = [frame.value.to_dict("records") for frame in at.dataframe]
+    assert gp_study.table_rows(records) in frames
+    assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)
+    assert len(at.get("imgs")) >= 2                   # the conditions map and the step diagnostics
+    assert gp_study.markdown(records) in (ROOT / "README.md").read_text()

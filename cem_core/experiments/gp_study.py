@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import verdicts
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
+from .records import markdown_table
 
 STUDY_TS = (1, 2, 4, 8)
 SEEDS = (0, 1, 2)
@@ -123,18 +124,28 @@ def conditions_table(records: list[dict]) -> list[dict]:
     return rows
 
 
+MAP_CONDITIONS = ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
+                  "P dlr")
+# conditions without a T grid, drawn as lines in the base panel: (group, label)
+MAP_LINES = (("depth 4", "depth 4, T = 1"), ("looped x4", "one block looped x4"))
+
+
 def conditions_map(records: list[dict]) -> dict:
-    """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed), and Llama's mean."""
+    """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed) and lines to compare
+    with ({label: mean ratio}): Llama attention of the same condition, and in the base panel CEM T = 1 at
+    depth 4 and one block looped 4 times (equal compute to T = 4)."""
     out = {}
-    for group in ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
-                  "P dlr"):
+    for group in MAP_CONDITIONS:
         Ts = sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"})
         if not Ts:
             continue
         values = [list(_ratios(records, group, T).values()) for T in Ts]
-        llama = list(_ratios(records, group, None, "llama").values())
+        sides = [("Llama attention", _ratios(records, group, None, "llama"))]
+        if group == "base":
+            sides += [(label, _ratios(records, other, 1)) for other, label in MAP_LINES]
         out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
-                      "high": [max(v) for v in values], "llama": statistics.fmean(llama) if llama else None}
+                      "high": [max(v) for v in values],
+                      "lines": {label: statistics.fmean(v.values()) for label, v in sides if v}}
     return out
 
 
@@ -150,14 +161,37 @@ def diagnostics_by_T(records: list[dict], group: str) -> dict:
     return out
 
 
+def learned_step_sizes(records: list[dict], group: str) -> dict:
+    """{T: the learned step size of each step (mean over seeds)} of a condition's depth-1 CEM runs."""
+    out = {}
+    for T in sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"}):
+        runs = [r["learned_eta"][0] for r in records if r["group"] == group and r["T"] == T]
+        out[T] = [statistics.fmean(values) for values in zip(*runs)]
+    return out
+
+
+def _difference(pair: dict) -> str:
+    if pair["seeds"] == 0:
+        return "no runs"
+    if pair["seeds"] == 1:
+        return f"{pair['mean']:+.4f} (1 seed)"
+    return f"{pair['mean']:+.4f} ± {pair['se']:.4f}"
+
+
 def table_rows(records: list[dict]) -> list[dict]:
     """The conditions table as displayed (README, app): one row of strings per condition."""
-    def label(side):
-        group, T = side
-        return f"{group} T={T}"
+    def compared(pair):
+        (group_a, T_a), (group_b, T_b) = pair["a"], pair["b"]
+        return f"T={T_a} vs T={T_b}" if group_a == group_b else f"{group_a} T={T_a} vs {group_b} T={T_b}"
 
     return [{"condition": r["condition"], "claim": r["claim"],
-             "compared (A vs B)": "; ".join(f"{label(p['a'])} vs {label(p['b'])}" for p in r["pairs"]),
-             "ratio(A) − ratio(B), mean ± se": "; ".join(f"{p['mean']:+.4f} ± {p['se']:.4f}" for p in r["pairs"]),
+             "compared (A vs B)": "; ".join(compared(p) for p in r["pairs"]),
+             "ratio(A) − ratio(B), mean ± se": "; ".join(_difference(p) for p in r["pairs"]),
              "seeds": "; ".join(str(p["seeds"]) for p in r["pairs"]), "verdict": r["verdict"]}
             for r in conditions_table(records)]
+
+
+def markdown(records: list[dict]) -> str:
+    """The conditions table (verdicts in bold), as the README shows it."""
+    rows = [r | {"verdict": f"**{r['verdict']}**"} for r in table_rows(records)]
+    return markdown_table(rows, ("ratio(A) − ratio(B), mean ± se", "seeds"))

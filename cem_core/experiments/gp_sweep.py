@@ -203,12 +203,14 @@ def save_results(out_dir: Path, records: list[dict]) -> None:
 
 
 def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
-    """What sweep.json records: the preset (None for a list of runs of the caller's) and its tasks."""
+    """What sweep.json records: the preset (None for a list of runs of the caller's), its tasks, and for
+    the study the verdict rule fixed before it ran."""
     tasks = []
     for spec in specs:
         if (task := spec.config()["task"]) not in tasks:
             tasks.append(task)
-    return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks}
+    rule = {"verdict_rule": gp_study.VERDICT_RULE, "tolerance": gp_study.TOLERANCE} if preset == "study" else {}
+    return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks} | rule
 
 
 def read_manifest(path: Path) -> dict:

@@ -1,5 +1,6 @@
-"""What every result file records and how it is written: provenance, and atomic writes (a
-temporary file, then a rename, so a crash never leaves a half-written file behind)."""
+"""What every result file records and how it is written: provenance, atomic writes (a temporary
+file, then a rename, so a crash never leaves a half-written file behind), and the Markdown tables
+the README shows."""
 from __future__ import annotations
 
 import csv
@@ -69,3 +70,10 @@ def save_records(out_dir, records: list[dict], csv_fields) -> None:
     writer.writeheader()
     writer.writerows(records)
     atomic_write_text(out_dir / "results.csv", table.getvalue())
+
+
+def markdown_table(rows: list[dict], right: tuple = ()) -> str:
+    """rows (dicts of strings with the same keys) as a Markdown table, the columns in ``right`` right-aligned."""
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---:" if k in right else "---" for k in keys) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(r[k] for k in keys) + " |" for r in rows])

@@ -168,11 +168,13 @@ def mpl_lm_perplexity(records):
 def mpl_gp_conditions_map(records):
     data = gp_study.conditions_map(records)
     fig, axes = plt.subplots(3, 3, figsize=(10, 8.5), sharex=True)
+    styles = {"Llama attention": dict(color="gray", ls="--"), "depth 4, T = 1": dict(color="#e45756", ls=":"),
+              "one block looped x4": dict(color="#54a24b", ls="-.")}
     for ax, (group, d) in zip(axes.flat, data.items()):
         ax.fill_between(d["T"], d["low"], d["high"], color="#4c78a8", alpha=0.2, lw=0)
         ax.plot(d["T"], d["mean"], "o-", color="#4c78a8", label="CEM (mean; band: seeds)")
-        if d["llama"] is not None:
-            ax.axhline(d["llama"], color="gray", ls="--", label="Llama attention")
+        for label, value in d["lines"].items():
+            ax.axhline(value, label=label, **styles[label])
         ax.axhline(1.0, color="black", lw=1, label="GP optimum")
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
@@ -182,28 +184,42 @@ def mpl_gp_conditions_map(records):
     axes.flat[0].legend(fontsize=7)
     fig.supxlabel("in-layer steps T")
     fig.supylabel("held-out RMSE / GP optimum")
-    fig.suptitle("GP regression: where recursion helps (one panel per condition)")
+    fig.suptitle("GP regression: where recursion helps (one panel per condition, depth 1)")
     fig.tight_layout()
     return fig
 
 
-def mpl_gp_step_diagnostics(records, group: str = "long"):
-    data = gp_study.diagnostics_by_T(records, group)
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5))
-    panels = (("rmse_ratio_after_step", "RMSE / optimum, read out after step t", 0),
-              ("energy_change", "E(x^(t)) - E(x^(0)) (mean)", 0),
-              ("update_norm", "|x^(t) - x^(t-1)| (mean)", 1), ("attention_entropy", "attention entropy (nats)", 1))
-    for ax, (key, title, first) in zip(axes.flat, panels):
-        for T, d in data.items():
+def mpl_gp_step_diagnostics(records, group: str = "long", other: str = "attention only",
+                            learned: str = "eta per step"):
+    """What the steps of trained layers do in condition ``group`` (four panels), the RMSE read out after
+    each step in condition ``other``, and the step sizes learned per step in condition ``learned``."""
+    data, others = gp_study.diagnostics_by_T(records, group), gp_study.diagnostics_by_T(records, other)
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    panels = ((data, "rmse_ratio_after_step", f"RMSE / optimum, read out after step t ('{group}')", 0),
+              (data, "energy_change", f"E(x^(t)) - E(x^(0)), symlog ('{group}')", 0),
+              (data, "update_norm", f"|x^(t) - x^(t-1)| ('{group}')", 1),
+              (data, "attention_entropy", f"attention entropy, nats ('{group}')", 1),
+              (others, "rmse_ratio_after_step", f"RMSE / optimum after step t ('{other}')", 0))
+    for ax, (source, key, title, first) in zip(axes.flat, panels):
+        for T, d in source.items():
             ax.plot(range(first, first + len(d[key])), d[key], "o-", label=f"trained at T={T}")
         ax.set_title(title, fontsize=10)
+    axes.flat[1].set_yscale("symlog")
+    ax = axes.flat[5]
+    for T, etas in gp_study.learned_step_sizes(records, learned).items():
+        ax.plot(range(1, 1 + len(etas)), etas, "s-", label=f"trained at T={T}")
+    ax.set_title(f"learned step size eta_t ('{learned}')", fontsize=10)
+    for ax in axes.flat:
         ax.set_xlabel("step t")
-    axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"What the steps of trained CEM layers do (GP, condition '{group}', mean over seeds)")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("What the steps of trained CEM layers do (GP regression, depth 1, mean over seeds)")
     fig.tight_layout()
     return fig
 
 
+GP_STUDY_FIGURES = {"gp_conditions_map": mpl_gp_conditions_map, "gp_step_diagnostics": mpl_gp_step_diagnostics}
 LM_FIGURES = {"lm_validation_curves": mpl_lm_validation_curves, "lm_perplexity": mpl_lm_perplexity}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
@@ -221,18 +237,20 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_all_figures(out_dir, gp_results, lm_results) -> list[Path]:
+def write_all_figures(out_dir, gp_results, lm_results, gp_study_results) -> list[Path]:
     """Write every figure (CEM_FIGURES on their defaults, GP_FIGURES from the GP sweep's results.json
-    `gp_results`, LM_FIGURES from the LM sweep's `lm_results`) as PNG and SVG into out_dir; return the
-    paths written."""
+    `gp_results`, LM_FIGURES from the LM sweep's `lm_results`, GP_STUDY_FIGURES from the GP factor study's
+    `gp_study_results`) as PNG and SVG into out_dir; return the paths written."""
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, (data, builder) in CEM_FIGURES.items():
         paths += _save(builder(data()), out, name)
-    for figures, load, results, command in ((GP_FIGURES, gp_sweep.load_results, gp_results, "make gp-sweep"),
-                                            (LM_FIGURES, lm_sweep.load_results, lm_results, "make lm-sweep")):
+    for figures, load, results, command in (
+            (GP_FIGURES, gp_sweep.load_results, gp_results, "make gp-sweep"),
+            (LM_FIGURES, lm_sweep.load_results, lm_results, "make lm-sweep"),
+            (GP_STUDY_FIGURES, gp_sweep.load_results, gp_study_results, "make gp-study")):
         records = load(results)
         if not records:
             raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "

@@ -34,7 +34,7 @@ import torch
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
-from cem_core.experiments.records import atomic_write_text, provenance, save_records
+from cem_core.experiments.records import atomic_write_text, markdown_table, provenance, save_records
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -434,18 +434,11 @@ def claim_rows(records: list[dict]) -> list[dict]:
              "verdict": c["verdict"]} for c in claims(records)]
 
 
-def _markdown(rows: list[dict], right: tuple = ()) -> list[str]:
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---:" if k in right else "---" for k in keys) + " |"]
-    return lines + ["| " + " | ".join(r[k] for k in keys) + " |" for r in rows]
-
-
 def markdown_tables(records: list[dict]) -> str:
     """The variants table and the claims table (verdicts in bold), as the README shows them."""
     claims_ = [r | {"verdict": f"**{r['verdict']}**"} for r in claim_rows(records)]
-    return "\n".join(_markdown(variant_rows(records), ("params", "× Llama", "val ppl (mean ± se)", "seeds",
-                                                       "tokens/s")) + [""]
-                     + _markdown(claims_, ("#", "ppl(A) − ppl(B), mean ± se")))
+    return (markdown_table(variant_rows(records), ("params", "× Llama", "val ppl (mean ± se)", "seeds", "tokens/s"))
+            + "\n\n" + markdown_table(claims_, ("#", "ppl(A) − ppl(B), mean ± se")))
 
 
 def main_sweep(args, data: DataConfig | None) -> int:
