@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures notebooks gp-sweep gp-study lm-sweep clean
+.PHONY: app test info figures notebooks notebook-outputs gp-sweep gp-study lm-sweep clean
 
 $(BIN)/.runtime: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
 
 notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterLab
 	$(BIN)/python -m jupyter lab notebooks/
+
+notebook-outputs: $(BIN)/.runtime    ## execute the notebooks and commit-ready .ipynb with outputs (prints each one's time)
+	$(BIN)/python notebooks/execute.py
 
 gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into results/gp-default
 	$(BIN)/python -m cem_core gp sweep --out results/gp-default --preset default

@@ -52,7 +52,7 @@ import nbhelpers
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import matrix, show, vector
+from nbhelpers import check_answer, matrix, show, vector
 
 import cem_core
 
@@ -449,17 +449,21 @@ assert error < 1e-10, "CEMAttention with RoPE disagrees with the SymPy gradient"
 #
 # **What is the update of the first token ($i = 1$, a single history entry $c_1$)? Does it
 # depend on $x$?** Write your answer as a SymPy expression in `W_Q`, `W_K` and `c[0]`, then run
-# the check, which applies the causal mask of section 5 to token 1's update. (The cell holds one
-# answer; change it and watch the check fail.)
+# the check, which applies the causal mask of section 5 to token 1's update.
 
-# %%
-answer = W_Q.T * W_K * c[0]                                 # your answer here
+# %% tags=["exercise-first-token"]
+answer = None                                               # your answer here
 
-# %%
-first_update = update_1.xreplace(causal)                    # token 1's masked update (section 5)
-assert sp.simplify(first_update - answer) == sp.zeros(d, 1), "not the gradient step of token 1"
-assert all(sp.diff(answer, x_m) == sp.zeros(d, 1) for x_m in x), "the answer still depends on x"
-print("Correct: a single key gets weight a_11 = 1, so the update W_Q^T W_K c_1 does not depend on x.")
+
+# %% tags=["check-first-token"]
+def check(answer):
+    first_update = update_1.xreplace(causal)                # token 1's masked update (section 5)
+    assert sp.simplify(first_update - answer) == sp.zeros(d, 1), "not the gradient step of token 1"
+    assert all(sp.diff(answer, x_m) == sp.zeros(d, 1) for x_m in x), "the answer still depends on x"
+
+
+check_answer(answer, check, "first-token",
+             "A single key gets weight $a_{11} = 1$, so the update $W_Q^\\top W_K c_1$ does not depend on $x$.")
 
 # %% [markdown]
 # **Takeaway.** One gradient step ($\eta = 1$, $P = I$) on

@@ -44,7 +44,7 @@ seed = 0
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import matrix, show, vector
+from nbhelpers import check_answer, matrix, show, vector
 
 import cem_core
 import cem_core.nn.energy
@@ -365,15 +365,21 @@ else:
 # %%
 N = (1 + sp.erf(z / sp.sqrt(2))) / 2                      # standard normal cdf
 n = sp.exp(-z ** 2 / 2) / sp.sqrt(2 * sp.pi)              # standard normal pdf
-answer = ((z ** 2 - 1) * N + z * n) / 2                   # your answer here
 
-# %%
-assert sp.simplify(sp.diff(answer, z) - z * N) == 0, "the derivative of your Phi is not GELU"
-mine = sp.lambdify(z, answer)(grid)
-theirs = cem_core.nn.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
-offset = mine - theirs
-assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not the same function up to a constant"
-print(f"Correct: Phi' = GELU, and Phi matches cem_core up to the constant {offset.mean():.3g}.")
+# %% tags=["exercise-gelu-antiderivative"]
+answer = None                                             # your answer here
+
+
+# %% tags=["check-gelu-antiderivative"]
+def check(answer):
+    assert sp.simplify(sp.diff(answer, z) - z * N) == 0, "the derivative of your Phi is not GELU"
+    theirs = cem_core.nn.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
+    offset = sp.lambdify(z, answer)(grid) - theirs
+    assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not cem_core's Phi up to a constant"
+
+
+check_answer(answer, check, "gelu-antiderivative",
+             "$\\Phi' = $ GELU, and $\\Phi$ matches `cem_core.nn.energy.gelu_antiderivative` up to a constant.")
 
 # %% [markdown]
 # **Takeaway.** One gradient step on $-\sum_m (Gc)_m\Phi((Ux)_m)$ is a gated MLP with

@@ -53,7 +53,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import matrix, show, show_figure, vector
+from nbhelpers import check_answer, matrix, show, show_figure, vector
 
 import cem_core
 from cem_core.nn.config import CEMOptions
@@ -569,16 +569,21 @@ for anchor in (0.0, 1.0):
 # $\frac{\lambda}{2}|x - x^{(0)}|^2$ at the start $x = x^{(0)}$?** Write it as a SymPy column vector,
 # then run the check, which also compares anchored and plain `cem_core` layers at $T = 1$.
 
-# %%
-answer = sp.zeros(d, 1)                                     # your answer here
+# %% tags=["exercise-anchor-at-start"]
+answer = None                                               # your answer here
 
-# %%
-anchor_energy = lam / 2 * (xv - x_init).dot(xv - x_init)   # (lambda/2)|x - x^(0)|^2
-at_start = sp.Matrix([sp.diff(anchor_energy, x_m) for x_m in xv]).subs(dict(zip(xv, x_init)))
-assert sp.simplify(at_start - answer) == sp.zeros(d, 1), "not the anchor's gradient at x^(0)"
-one_step = [figdata.attention_layer(d_model, n_heads, CEMOptions(anchor=value), seed=seed)(h) for value in (0.0, 1.0)]
-assert torch.allclose(one_step[0], one_step[1], rtol=1e-12, atol=1e-12)
-print("Correct: the anchor's gradient vanishes at x^(0), so one anchored step is the paper's step.")
+
+# %% tags=["check-anchor-at-start"]
+def check(answer):
+    anchor_energy = lam / 2 * (xv - x_init).dot(xv - x_init)   # (lambda/2)|x - x^(0)|^2
+    at_start = sp.Matrix([sp.diff(anchor_energy, x_m) for x_m in xv]).subs(dict(zip(xv, x_init)))
+    assert sp.simplify(at_start - answer) == sp.zeros(d, 1), "not the anchor's gradient at x^(0)"
+    steps = [figdata.attention_layer(d_model, n_heads, CEMOptions(anchor=value), seed=seed)(h) for value in (0.0, 1.0)]
+    assert torch.allclose(steps[0], steps[1], rtol=1e-12, atol=1e-12), "an anchored step differs at T = 1"
+
+
+check_answer(answer, check, "anchor-at-start",
+             "The anchor's gradient vanishes at $x^{(0)}$, so one anchored step is the paper's step.")
 
 # %% [markdown]
 # **Takeaway.** A diagonal buys full-rank interactions for $d$ (shared) or $Hd$ (per head)

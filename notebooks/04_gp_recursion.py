@@ -47,7 +47,7 @@ import numpy as np
 import sympy as sp
 import torch
 from IPython.display import Markdown, display
-from nbhelpers import show, show_figure
+from nbhelpers import check_answer, show, show_figure
 
 from cem_core import CEMOptions
 from cem_core.experiments import gp, gp_sweep
@@ -163,14 +163,21 @@ show_figure(fig)
 # on the sampled functions above. (And a question to think about: why does the measured RMSE at
 # $j = 0$ in the plot differ from the square root of your answer?)
 
-# %%
-answer = task.signal_var + task.noise_var                   # your answer here
+# %% tags=["exercise-variance-at-0"]
+answer = None                                               # your answer here
 
-# %%
-variance_at_0 = gp.gp_predictive(task, xs, ys)[1][:, 0].numpy()
-assert np.allclose(variance_at_0, answer, rtol=1e-12), f"gp_predictive says {variance_at_0}"
-print(f"Correct: y_0 = f(x_0) + eps has variance k(x, x) + sigma^2 = {answer:g}. The measured RMSE "
-      f"({baselines['gp']['rmse_by_position'][0]:.3f}) is an estimate from {eval_size} functions.")
+
+# %% tags=["check-variance-at-0"]
+def check(answer):
+    variance_at_0 = gp.gp_predictive(task, xs, ys)[1][:, 0].numpy()
+    assert np.allclose(variance_at_0, answer, rtol=1e-12), "not the predictive variance of y_0"
+
+
+check_answer(answer, check, "variance-at-0",
+             f"$y_0 = f(x_0) + \\varepsilon$ has variance $k(x, x) + \\sigma^2$ = "
+             f"{task.signal_var + task.noise_var:g}. "
+             f"The measured RMSE ({baselines['gp']['rmse_by_position'][0]:.3f}) is an estimate from {eval_size} "
+             "functions.")
 
 # %% [markdown]
 # **Takeaway.** Every RMSE in this project is read against the exact GP optimum. Whether in-layer

@@ -1,36 +1,32 @@
 """The notebooks: they run top to bottom on their small defaults, prove a symbolic identity and
-compare with cem_core, fail when a cem_core formula gets a wrong sign, and stay paired (.py <-> .ipynb).
+compare with cem_core, fail when a cem_core formula gets a wrong sign, stay paired (.py <-> .ipynb),
+ship with fresh outputs (notebooks/execute.py), and their exercises start unsolved, with solutions in
+notebooks/solutions.py that the tests check (and a wrong answer that the checks reject).
 
 Notebooks run in a separate kernel (nbclient, the "python3" kernel, which jupyter_client starts
 with this interpreter), so a wrong sign is injected by prepending a code cell that patches cem_core
 inside the kernel before anything else runs.
 """
+import base64
 import re
+import sys
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
 from conftest import tiny_gp_specs
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from cem_core.experiments import gp_sweep
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+sys.path.insert(0, str(NOTEBOOKS))
+from execute import digest, execute, png_size_and_dpi, source_hash, tags  # noqa: E402
+from solutions import EXERCISES  # noqa: E402
+
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 NAMES = [p.stem for p in SOURCES]
-
-
-def execute(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    client = NotebookClient(nb, kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()
-    return nb
-
-
-def tags(cell) -> list[str]:
-    return cell.metadata.get("tags", [])
 
 
 def code(name: str) -> str:
@@ -78,7 +74,20 @@ def test_py_and_ipynb_are_in_sync(name):
         f"{name}: run `jupytext --sync notebooks/{name}.py`"
     raw = nbformat.read(ipynb, as_version=4)
     assert raw.metadata["kernelspec"]["name"] == "python3"
-    assert all(not c.get("outputs") for c in raw.cells if c.cell_type == "code"), f"{name}.ipynb keeps outputs"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_outputs_are_from_the_current_source_and_render_anywhere(name):
+    """The .ipynb was executed from the .py as it is now (`make notebook-outputs`), has outputs, holds no
+    error, and its figures are PNGs of at least 150 dpi."""
+    raw = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    source = source_hash(jupytext.read(NOTEBOOKS / f"{name}.py"))
+    assert raw.metadata.get("cem_lab", {}).get("source_sha256") == source, \
+        f"{name}.ipynb's outputs are stale: run `make notebook-outputs`"
+    outputs = [o for c in raw.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs and not any(o.output_type == "error" for o in outputs)
+    images = [o.data["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+    assert images and all(png_size_and_dpi(base64.b64decode(image))[2] >= 150 for image in images)
 
 
 def test_every_ipynb_has_its_py_source():
@@ -90,10 +99,18 @@ def test_every_ipynb_has_its_py_source():
 
 @pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_top_to_bottom(name):
+def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name):
+    """A fresh run reproduces the committed outputs cell by cell (texts with rounding-level numbers masked,
+    figure sizes), so a committed output never goes stale against cem_core or the results it reads; every
+    code cell with an output in the fresh run has it committed, and every exercise starts unanswered."""
     nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"))
     compared = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
-    assert all(any(o.output_type == "stream" for o in c.outputs) for c in compared)  # each printed its error
+    assert all(c.outputs for c in compared)                             # each shows its error
+    committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    for k, (fresh, kept) in enumerate(zip(digest(nb), digest(committed), strict=True)):
+        assert fresh == kept, f"{name}.ipynb code cell {k}: committed output is stale; run `make notebook-outputs`"
+    checks = [c for c in nb.cells if any(t.startswith("check-") for t in tags(c))]
+    assert checks and all("not answered yet" in str(c.outputs) for c in checks)
 
 
 NEGATE = """\
@@ -152,6 +169,56 @@ DERIVATION_SIGN_FLIPS = {
     # the anchor: the sign of (lambda/2)|x - x0|^2, whose minimum is the fixed point
     "anchor": ("03_design_space", "cem_core.nn.energy", "anchor_energy", "True", "compare-anchor"),
 }
+
+
+# -- exercises -------------------------------------------------------------------------------------
+
+
+def exercise_cells(nb) -> dict:
+    """{exercise name: (index of its exercise cell, index of its check cell)}."""
+    found = {}
+    for k, cell in enumerate(nb.cells):
+        for name in (tag.removeprefix("exercise-") for tag in tags(cell) if tag.startswith("exercise-")):
+            found[name] = (k, next(j for j, c in enumerate(nb.cells) if f"check-{name}" in tags(c)))
+    return found
+
+
+def test_every_exercise_starts_unsolved_and_has_a_solution():
+    names = {}
+    for name in NAMES:
+        nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+        for exercise, (at, check) in exercise_cells(nb).items():
+            assert re.match(r"answer = None\b", nb.cells[at].source), f"{exercise} starts solved"
+            assert check == at + 1 and "check_answer(" in nb.cells[check].source
+            names[exercise] = name
+    assert len(names) >= len(NAMES)
+    assert names == {exercise: e["notebook"] for exercise, e in EXERCISES.items()}
+
+
+REJECTED = """\
+try:
+    check(answer)
+except Exception as error:
+    print("wrong answer rejected:", type(error).__name__)
+"""
+
+
+@pytest.mark.slow                       # executes notebooks in a kernel
+@pytest.mark.parametrize("exercise", list(EXERCISES))
+def test_the_solution_passes_the_check_and_a_wrong_answer_fails_it(exercise):
+    """The notebook up to the exercise's check, with the solution put in place of `answer = None`, then
+    the wrong answer of solutions.py checked the same way."""
+    entry = EXERCISES[exercise]
+    nb = jupytext.read(NOTEBOOKS / f"{entry['notebook']}.py")
+    at, check = exercise_cells(nb)[exercise]
+    nb.cells[at] = nbformat.v4.new_code_cell(entry["solution"])
+    nb.cells = nb.cells[:check + 1] + [nbformat.v4.new_code_cell(entry["wrong"]), nbformat.v4.new_code_cell(REJECTED)]
+    execute(nb)
+    assert "Correct." in str(nb.cells[check].outputs)
+    assert "wrong answer rejected" in nb.cells[-1].outputs[0].text
+
+
+# -- wrong signs ------------------------------------------------------------------------------------
 
 
 def assert_only_cell_fails(name: str, module: str, attribute: str, cell: str, when: str = "True") -> None:

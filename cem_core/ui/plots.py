@@ -82,25 +82,53 @@ def mpl_energy_descent(data):
     return fig
 
 
-def mpl_energy_landscape(data):
-    """One token's energy on a plane, with its trajectory and the key tips x^(0) + eta A c_j."""
-    fig, ax = plt.subplots(figsize=(6, 5))
-    filled = ax.contourf(data["a"], data["b"], data["energy"], levels=30, cmap="viridis")
-    ax.contour(data["a"], data["b"], data["energy"], levels=15, colors="white", linewidths=0.4, alpha=0.6)
+def _draw_landscape(fig, ax, land: dict) -> None:
+    """A landscape (figdata.landscape) on ax: filled contours, the key tips as arrows from x^(0), the path."""
+    filled = ax.contourf(land["a"], land["b"], land["energy"], levels=30, cmap="viridis")
+    ax.contour(land["a"], land["b"], land["energy"], levels=15, colors="white", linewidths=0.4, alpha=0.6)
     fig.colorbar(filled, ax=ax, label="E(x | c_1..i)")
-    start = data["trajectory"][0]
-    for head, tips in enumerate(data["key_tips"]):
-        for j, tip in enumerate(tips):
+    start = land["trajectory"][0]
+    for head, tips in enumerate(land["key_tips"] if land["key_tips"] is not None else ()):
+        for tip in tips:
             ax.annotate("", xy=tip, xytext=start, arrowprops=dict(arrowstyle="->", color="orange", lw=1.2))
         ax.scatter(tips[:, 0], tips[:, 1], color="orange", s=18, zorder=3,
                    label="key tips x^(0) + η A_k c_j" if head == 0 else None)
-    ax.plot(*data["trajectory"].T, "o-", color="red", ms=4, lw=1.5, label="x^(0), ..., x^(T)")
-    if data["d_model"] == 2:
-        labels = dict(xlabel="x_1", ylabel="x_2", title=f"Energy of token {data['token']} (width 2: the true plane)")
+    ax.plot(*land["trajectory"].T, "o-", color="red", ms=4, lw=1.5, label="x^(0), ..., x^(T)")
+    if land["true_plane"]:
+        ax.set(xlabel="x_1", ylabel="x_2")
     else:
-        labels = dict(xlabel="a (first update direction)", ylabel="b (second update direction)",
-                      title=f"Energy of token {data['token']} on the plane of its first two steps")
-    return _finish(fig, ax, **labels)
+        ax.set(xlabel="a (first update direction)", ylabel="b (second update direction)")
+
+
+def mpl_energy_landscape(data):
+    """One token's energy on a plane, with its trajectory and the key tips x^(0) + eta A c_j."""
+    fig, ax = plt.subplots(figsize=(6, 5))
+    _draw_landscape(fig, ax, data)
+    where = "(width 2: the true plane)" if data["d_model"] == 2 else "on the plane of its first two steps"
+    return _finish(fig, ax, title=f"Energy of token {data['token']} {where}")
+
+
+def mpl_energy_explorer(data: dict):
+    """The energy page's first phase (ui.explore.explore) in three panels: every token's energy per step,
+    the last token's landscape with its path, and the attention weights of the last step (head 0), or
+    the update norms for an MLP."""
+    phase, token = data["phases"][0], data["token"]
+    fig, (ax_e, ax_l, ax_w) = plt.subplots(1, 3, figsize=(15, 4.3))
+    ax_e.plot(phase["energies"], lw=1)
+    ax_e.set(xlabel="in-layer step t", ylabel="E(x_i^(t) | c_1..i)", title=f"{phase['name']}: energy of every token")
+    ax_e.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    _draw_landscape(fig, ax_l, phase["landscape"])
+    ax_l.set_title(f"energy of token {token} and its path")
+    ax_l.legend(fontsize=7)
+    if phase["weights"] is not None:
+        shown = ax_w.imshow(phase["weights"][-1, 0], cmap="Blues", vmin=0, vmax=1)
+        fig.colorbar(shown, ax=ax_w, label="attention weight a_ij")
+        ax_w.set(xlabel="key j", ylabel="query i", title="attention weights at the last step (head 0)")
+    else:
+        ax_w.plot(range(1, len(phase["update_norms"]) + 1), phase["update_norms"], lw=1)
+        ax_w.set(xlabel="in-layer step t", ylabel="|x_i^(t) - x_i^(t-1)|", title="update norm of every token")
+    fig.tight_layout()
+    return fig
 
 
 def mpl_preconditioner_spectra(data):

@@ -1,0 +1,119 @@
+"""Execute the notebooks top to bottom and write each ``NN_name.ipynb`` with its outputs, so that GitHub
+and nbviewer show the mathematics and figures without running anything.
+
+Run from the repository root: ``make notebook-outputs`` (= ``.venv/bin/python notebooks/execute.py``),
+or name notebooks: ``.venv/bin/python notebooks/execute.py 01_attention_from_energy``. Each notebook's
+wall time is printed. The .ipynb records a hash of its .py source (``metadata.cem_lab.source_sha256``);
+tests/test_notebooks.py fails when that hash is stale, and when a fresh run's outputs differ from the
+committed ones (``digest``).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import struct
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def sources() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+
+
+def tags(cell) -> list[str]:
+    return cell.metadata.get("tags", [])
+
+
+def source_hash(nb: nbformat.NotebookNode) -> str:
+    """sha256 of the cells' types, sources and tags: what the outputs were computed from."""
+    cells = [(c.cell_type, c.source, tags(c)) for c in nb.cells]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
+
+
+def execute(nb: nbformat.NotebookNode, timeout: int = 120) -> nbformat.NotebookNode:
+    """Run nb in a fresh "python3" kernel from the notebooks folder (no timings, no widget state stored)."""
+    NotebookClient(nb, kernel_name="python3", timeout=timeout, record_timing=False, store_widget_state=False,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return nb
+
+
+def png_size_and_dpi(data: bytes) -> tuple[int, int, float | None]:
+    """(width, height, dots per inch from the pHYs chunk or None) of a PNG."""
+    width, height = struct.unpack(">II", data[16:24])
+    at = data.find(b"pHYs")
+    if at < 0:
+        return width, height, None
+    per_metre, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    return width, height, per_metre * 0.0254 if unit == 1 else None
+
+
+_VOLATILE = [(re.compile(r"[-+]?\d(\.\d+)?e-(0[7-9]|[1-9]\d)"), "<tiny>"),     # rounding-level numbers
+             (re.compile(r" at 0x[0-9a-f]+"), " at 0x...")]
+
+
+def _text(value) -> str:
+    text = "".join(value) if isinstance(value, list) else str(value)
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def digest(nb: nbformat.NotebookNode) -> list[list]:
+    """Each code cell's outputs in a comparable form: texts (rounding-level numbers masked), PNG sizes,
+    widget views without their model ids."""
+
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for out in cell.get("outputs", []):
+            if out.output_type == "stream":
+                outputs.append(["stream", out.name, _text(out.text)])
+            elif out.output_type == "error":
+                outputs.append(["error", out.ename])
+            else:
+                data = {}
+                for mime, value in out.data.items():
+                    if mime == "image/png":
+                        data[mime] = list(png_size_and_dpi(base64.b64decode(value))[:2])
+                    elif mime != WIDGET_VIEW:
+                        data[mime] = _text(value)
+                outputs.append(["display", sorted(out.data), data])
+        cells.append(outputs)
+    return cells
+
+
+def write_executed(py: Path) -> float:
+    """Execute the notebook of py and write its .ipynb with outputs; return the wall time in seconds."""
+    nb = jupytext.read(py)
+    start = time.perf_counter()
+    execute(nb)
+    seconds = time.perf_counter() - start
+    nb.metadata["cem_lab"] = {"source_sha256": source_hash(jupytext.read(py))}
+    jupytext.write(nb, py.with_suffix(".ipynb"))
+    return seconds
+
+
+def main(names: list[str]) -> int:
+    chosen = [p for p in sources() if not names or p.stem in names]
+    if names and len(chosen) != len(names):
+        print(f"unknown notebook in {names}: choose from {[p.stem for p in sources()]}", file=sys.stderr)
+        return 2
+    for py in chosen:
+        print(f"{py.stem}: executed in {write_executed(py):.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
