@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from cem_core.ui import widgets
+from cem_core.ui import links, widgets
 from cem_core.ui.controls import EnergyControls
 
 
@@ -37,12 +37,12 @@ def test_bad_starting_values_raise_before_any_widget():
 
 def test_the_app_link_round_trips_through_the_app_controls():
     state = EnergyControls.from_values(T=6, eta=0.25, anchor=0.5, seed=3)
-    url = urlparse(widgets.app_link("energy", state))
-    assert f"{url.scheme}://{url.netloc}" == widgets.APP_ADDRESS and url.path == "/"
+    url = urlparse(links.app_link("energy", state))
+    assert f"{url.scheme}://{url.netloc}" == links.APP_ADDRESS and url.path == "/"
     assert EnergyControls.from_query(dict(parse_qsl(url.query))) == state
-    assert widgets.app_link("gp") == f"{widgets.APP_ADDRESS}/gp"
+    assert links.app_link("gp") == f"{links.APP_ADDRESS}/gp"
     with pytest.raises(ValueError, match="page"):
-        widgets.app_link("nowhere")
+        links.app_link("nowhere")
 
 
 def test_displayed_explorer_carries_a_static_figure_for_github():

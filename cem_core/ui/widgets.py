@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-from urllib.parse import urlencode
 
 import ipywidgets as widgets
 import matplotlib
@@ -19,18 +18,9 @@ import matplotlib.pyplot as plt
 
 from . import explore, plots
 from .controls import EnergyControls
+from .links import app_link
 
-APP_ADDRESS = "http://localhost:8501"      # where `make app` serves the app
-APP_PATHS = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}   # page -> url_path (app.py)
 FIGURE_DPI = 150
-
-
-def app_link(page: str, controls=None) -> str:
-    """The app's URL that opens ``page`` with ``controls`` (a Controls instance; None: the page's defaults)."""
-    if page not in APP_PATHS:
-        raise ValueError(f"page={page!r} is invalid: must be one of {', '.join(APP_PATHS)}")
-    query = f"?{urlencode(controls.to_query())}" if controls is not None else ""
-    return f"{APP_ADDRESS}/{APP_PATHS[page]}{query}"
 
 
 def png(fig, dpi: int = FIGURE_DPI) -> bytes:

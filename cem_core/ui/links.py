@@ -1,0 +1,34 @@
+"""Links between the notebooks and the app: the app URL that opens a page in a given state, and the
+notebooks that derive what each app page shows (JupyterLab URL and repository path)."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+APP_ADDRESS = "http://localhost:8501"      # where `make app` serves the app
+LAB_ADDRESS = "http://localhost:8888"      # where `make notebooks` serves JupyterLab
+APP_PATHS = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}   # page -> url_path (app.py)
+PAGE_NOTEBOOKS = {                          # the notebooks that derive or read what each page shows
+    "energy": ("01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space"),
+    "design": ("03_design_space",),
+    "gp": ("04_gp_recursion", "05_what_the_evidence_says"),
+    "lm": ("05_what_the_evidence_says",),
+}
+
+
+def app_link(page: str, controls=None) -> str:
+    """The app's URL that opens ``page`` with ``controls`` (a Controls instance; None: the page's defaults)."""
+    if page not in APP_PATHS:
+        raise ValueError(f"page={page!r} is invalid: must be one of {', '.join(APP_PATHS)}")
+    query = f"?{urlencode(controls.to_query())}" if controls is not None else ""
+    return f"{APP_ADDRESS}/{APP_PATHS[page]}{query}"
+
+
+def notebook_link(name: str) -> str:
+    """JupyterLab's URL of notebooks/<name>.ipynb while `make notebooks` runs."""
+    return f"{LAB_ADDRESS}/lab/tree/{name}.ipynb"
+
+
+def notebooks_markdown(page: str) -> str:
+    """One Markdown line naming the notebooks behind ``page``, each with its path and JupyterLab link."""
+    links = ", ".join(f"[`notebooks/{name}.ipynb`]({notebook_link(name)})" for name in PAGE_NOTEBOOKS[page])
+    return f"Derived step by step in {links} (open them with `make notebooks`)."
