@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import interactive, jobs
+from cem_core.ui import interactive, jobs, links
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
@@ -33,6 +33,11 @@ def teacher_mode() -> bool:
     elif "teacher" in st.query_params:
         del st.query_params["teacher"]
     return on
+
+
+def notebook_links(page: str) -> None:
+    """The notebooks that derive or read what the page shows (links.PAGE_NOTEBOOKS), as one caption."""
+    st.caption(links.notebooks_markdown(page))
 
 
 def explain(text: str) -> None:

@@ -10,6 +10,7 @@ from app_pages.common import (
     explain,
     load_controls,
     mirror_to_url,
+    notebook_links,
     run_safely,
     show_figure,
     widget_keys,
@@ -34,6 +35,7 @@ def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
 def body() -> None:
     st.title("Design space")
     st.markdown("What tying, D+LR interactions, preconditioners and recursion cost, at sizes you choose.")
+    notebook_links("design")
     load_controls("design", DesignControls, KEYS)
     with st.sidebar:
         st.header("Model sizes")

@@ -9,6 +9,7 @@ from app_pages.common import (
     explain,
     load_controls,
     mirror_to_url,
+    notebook_links,
     run_safely,
     show_figure,
     widget_keys,
@@ -93,6 +94,7 @@ def body() -> None:
     st.title("Energy descent")
     st.markdown("A CEM layer is **T gradient steps on an energy**. Move the controls and watch the energy "
                 "fall, the iterates move and the attention shift. Random weights and input (seeded).")
+    notebook_links("energy")
     controls = sidebar_controls()
     data, notes = page_data(controls)
     for level, text in notes:

@@ -12,6 +12,7 @@ from app_pages.common import (
     job_board,
     load_controls,
     mirror_to_url,
+    notebook_links,
     run_safely,
     show_figure,
     widget_keys,
@@ -147,6 +148,7 @@ def body() -> None:
     st.markdown("In-context regression on Gaussian-process functions, where the best possible prediction is "
                 "known exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; "
                 "here is what we measure, against that optimum.")
+    notebook_links("gp")
     load_controls("gp", GPControls, KEYS)
     with st.sidebar:
         st.header("GP demo")

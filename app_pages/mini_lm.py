@@ -5,7 +5,16 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from app_pages.common import ROOT, explain, job_board, load_controls, mirror_to_url, run_safely, show_figure
+from app_pages.common import (
+    ROOT,
+    explain,
+    job_board,
+    load_controls,
+    mirror_to_url,
+    notebook_links,
+    run_safely,
+    show_figure,
+)
 from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
@@ -119,6 +128,7 @@ def body() -> None:
     st.markdown("The paper's main comparison in miniature: Llama vs CEM variants on the same data, with "
                 "parameters, tokens/s and validation perplexity. Runs go on in the background: you can move "
                 "around the app and come back.")
+    notebook_links("lm")
     board = job_board()
     job = board.current()
     if job is not None and job["status"] in ("stale", "corrupt"):

@@ -1,12 +1,15 @@
 """The Jupyter explorers (cem_core.ui.widgets): a control's callback redraws the figure from the same data
 as the app's energy page, a refused combination shows its reason instead of a figure, and the app link
-opens the app in the explorer's state."""
+opens the app in the explorer's state; the notebooks link to the app and the app to the notebooks
+(cem_core.ui.links)."""
+import re
+from pathlib import Path
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
 from cem_core.ui import links, widgets
-from cem_core.ui.controls import EnergyControls
+from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
 
 
 def test_moving_a_slider_redraws_the_figure_and_the_link():
@@ -50,3 +53,33 @@ def test_displayed_explorer_carries_a_static_figure_for_github():
     assert "application/vnd.jupyter.widget-view+json" in bundle
     import base64
     assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+
+
+# -- links between the notebooks and the app -----------------------------------------------------------
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PAGE_CONTROLS = {"": EnergyControls, "design": DesignControls, "gp": GPControls}
+
+
+def test_every_notebook_links_to_the_app_in_a_state_the_app_accepts():
+    """Each notebook links to at least one app page; every link's query is a valid state of that page
+    (the controls accept it; the LM page has no controls in its URL)."""
+    for source in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")):
+        urls = re.findall(re.escape(links.APP_ADDRESS) + r"/([a-z]*)(?:\?([^)\s>\"'`]*))?", source.read_text())
+        assert urls, f"{source.name} links to no app page"
+        for path, query in urls:
+            assert path in links.APP_PATHS.values(), f"{source.name}: no app page {path!r}"
+            if query:
+                PAGE_CONTROLS[path].from_query(dict(parse_qsl(query, strict_parsing=True)))   # raises if refused
+
+
+@pytest.mark.slow                      # every app page
+def test_every_app_page_links_to_the_notebooks_behind_it():
+    from conftest import run_page
+
+    for page, names in links.PAGE_NOTEBOOKS.items():
+        assert all((NOTEBOOKS / f"{name}.py").exists() for name in names), page
+        at = run_page(page)
+        assert not at.exception
+        shown = " ".join(caption.value for caption in at.caption)
+        assert all(f"notebooks/{name}.ipynb" in shown and links.notebook_link(name) in shown for name in names), page

@@ -37,7 +37,7 @@ from . import gp, gp_study
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
 from .pool import SweepProgress, finished
-from .records import atomic_write_text, provenance, save_records
+from .records import atomic_write_text, load_records, provenance, read_json, save_records
 
 PRESETS = ("quick", "default", "gpu", "plateau", "study")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -169,33 +169,9 @@ def _record_problem(record) -> str:
     return ""
 
 
-def _read_json(path: Path):
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a results or manifest file")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
-
-
 def load_results(path: Path) -> list[dict]:
-    """The run records in results.json ([] when there is none), each checked; a ValueError names the
-    file, the record and the field of the first problem."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = _read_json(path)
-    if not isinstance(records, list):
-        raise ValueError(f"{path} must hold a list of run records; move it away to start a sweep afresh")
-    first: dict[str, int] = {}
-    for i, record in enumerate(records):
-        if problem := _record_problem(record):
-            raise ValueError(f"{path}: record {i}: {problem}; fix it, or move the file away to start a sweep afresh")
-        if record["hash"] in first:
-            raise ValueError(f"{path}: run {record['hash']} appears twice (records {first[record['hash']]} "
-                             f"and {i}); a copy is not another seed: remove one")
-        first[record["hash"]] = i
-    return records
+    """The run records in results.json ([] when there is none), each checked (``records.load_records``)."""
+    return load_records(path, _record_problem)
 
 
 def save_results(out_dir: Path, records: list[dict]) -> None:
@@ -214,7 +190,7 @@ def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
 
 
 def read_manifest(path: Path) -> dict:
-    manifest = _read_json(Path(path))
+    manifest = read_json(path)
     if not (isinstance(manifest, dict) and manifest.get("format") == MANIFEST_FORMAT and "preset" in manifest
             and isinstance(manifest["preset"], (str, type(None))) and isinstance(manifest.get("tasks"), list)
             and all(isinstance(task, dict) for task in manifest["tasks"])):

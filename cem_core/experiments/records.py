@@ -59,6 +59,38 @@ def atomic_write_text(path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
+def read_json(path):
+    """The JSON in path; a ValueError names the file (a folder, unreadable or invalid JSON)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a results or manifest file")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
+
+
+def load_records(path, record_problem) -> list[dict]:
+    """A sweep's run records in results.json ([] when there is none), each checked by
+    ``record_problem(record)`` (a message, or None when it is sound) and none twice; a ValueError names
+    the file, the record and the first problem."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = read_json(path)
+    if not isinstance(records, list):
+        raise ValueError(f"{path} must hold a list of run records; move it away to start a sweep afresh")
+    first: dict[str, int] = {}
+    for i, record in enumerate(records):
+        if problem := record_problem(record):
+            raise ValueError(f"{path}: record {i}: {problem}; fix it, or move the file away to start a sweep afresh")
+        if record["hash"] in first:
+            raise ValueError(f"{path}: run {record['hash']} appears twice (records {first[record['hash']]} "
+                             f"and {i}); a copy is not another seed: remove one")
+        first[record["hash"]] = i
+    return records
+
+
 def save_records(out_dir, records: list[dict], csv_fields) -> None:
     """A sweep's results.json (every record) and results.csv (the scalar ``csv_fields``), each written
     atomically (a temporary file, then rename)."""

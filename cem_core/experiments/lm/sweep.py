@@ -34,7 +34,7 @@ import torch
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
-from cem_core.experiments.records import atomic_write_text, markdown_table, provenance, save_records
+from cem_core.experiments.records import atomic_write_text, load_records, markdown_table, provenance, save_records
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -238,24 +238,8 @@ def _record_problem(record) -> str:
 
 
 def load_results(path: Path) -> list[dict]:
-    """The run records in results.json ([] when there is none), each checked."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    try:
-        records = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); move it away to start a fresh sweep") from None
-    if not isinstance(records, list):
-        raise ValueError(f"{path} must hold a list of run records; move it away to start a sweep afresh")
-    seen = set()
-    for i, record in enumerate(records):
-        if problem := _record_problem(record):
-            raise ValueError(f"{path}: record {i}: {problem}; fix it, or move the file away to start afresh")
-        if record["hash"] in seen:
-            raise ValueError(f"{path}: run {record['hash']} appears twice; a copy is not another seed: remove one")
-        seen.add(record["hash"])
-    return records
+    """The run records in results.json ([] when there is none), each checked (``records.load_records``)."""
+    return load_records(path, _record_problem)
 
 
 def save_results(out: Path, records: list[dict]) -> None:
