@@ -23,7 +23,10 @@
 # **preconditioner** $P$ in $x \leftarrow x - \eta P \nabla E$, and **recursion**, $T$ steps inside
 # one layer. We add a fourth, not in the paper: an **anchor** term that gives the energy a minimum.
 # This notebook works out what each buys and what each costs, and checks every derivation
-# against `cem_core`.
+# against `cem_core`. The app shows the same layers interactively (start it with `make app`): links
+# along the way open its [energy page](http://localhost:8501/) and its
+# [design page](http://localhost:8501/design) in the states this notebook looks at, and an
+# explorer at the end (section 5) puts the energy page's controls inside the notebook.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -53,11 +56,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import check_answer, matrix, show, show_figure, vector
+from nbhelpers import check_answer, matrix, proved, report, show, show_figure, vector
 
 import cem_core
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata, plots
+from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
 # ## 1. What the diagonal adds to a low-rank interaction
@@ -86,7 +90,8 @@ show(r"\det \operatorname{diag}(\delta)", sp.diag(*delta).det())
 u_svd, sigma, vt_svd = np.linalg.svd(np.eye(d))
 best_rank = (u_svd[:, :d_h] * sigma[:d_h]) @ vt_svd[:d_h]  # best rank-d_h approximation of I
 gap = np.linalg.norm(np.eye(d) - best_rank)
-print(f"|I - best rank-{d_h} product|_F = {gap:.4f} = sqrt(d - d_h) = {math.sqrt(d - d_h):.4f}")
+report(f"The best rank-{d_h} product misses $I$ by {gap:.4f} in the Frobenius norm, which is "
+       f"$\\sqrt{{d - d_h}} = \\sqrt{{{d - d_h}}}$ = {math.sqrt(d - d_h):.4f}.")
 assert math.isclose(np.linalg.norm(np.eye(d) - best_rank), math.sqrt(d - d_h))
 
 # %% [markdown]
@@ -110,12 +115,20 @@ shared_ratio = (2 * d_s + 2 * d_s) / (2 * d_s)             # (q k^T, a v: 2d) + 
 show(r"\text{shared: } \frac{2d + 2d}{2d}", sp.simplify(shared_ratio))
 assert shared_ratio == 2
 closed_form = {"none": sp.Integer(0), "per_head": H * d_s, "shared": d_s}   # diagonal parameters
+in_words = {"none": "0", "per_head": "H d", "shared": "d"}
+rows = ["| `diagonal` | projection parameters | diagonal parameters | closed form |", "| --- | ---: | ---: | :---: |"]
 for diagonal, extra in closed_form.items():
     counts = cem_core.AttentionConfig(d_model=d_model, n_heads=n_heads, diagonal=diagonal).param_counts()
     assert counts["diagonal"] == extra.subs({H: n_heads, dh_s: d_model // n_heads})
-    print(f"diagonal={diagonal!r:11}: {counts['projections']} projection + {counts['diagonal']} diagonal parameters")
+    rows.append(f"| `{diagonal}` | {counts['projections']} | {counts['diagonal']} | ${in_words[diagonal]}$ |")
+report(f"`cem_core.AttentionConfig` at $d = {d_model}$, $H = {n_heads}$ counts the closed form:\n\n" + "\n".join(rows))
 
 # %% [markdown]
+# The app's design page tabulates the same counts, and the FLOPs, at model sizes you choose: with
+# [one diagonal per head](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=per_head&ds_preconditioner=psd&ds_rank=4)
+# or [one shared by all heads](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=shared&ds_preconditioner=psd&ds_rank=4)
+# (start the app with `make app`).
+#
 # **The D+LR update, derived.** With $A = \mathrm{diag}(\delta) + W_Q^\top W_K$ one head's energy is
 # $E = -\frac{1}{\beta}\log\sum_{j\le i} e^{\beta\, x^\top A c_j}$. Its score is linear in $x$ with
 # gradient $A c_j$ (not $A^\top c_j$: $A$ is not symmetric), so
@@ -138,7 +151,7 @@ a = [e / sum(exps) for e in exps]                          # a_j = softmax_j(bet
 low_rank_part = W_Q.T * sum((a_j * W_K * c_j for a_j, c_j in zip(a, history)), sp.zeros(d_h, 1))
 diagonal_part = delta.multiply_elementwise(sum((a_j * c_j for a_j, c_j in zip(a, history)), sp.zeros(d, 1)))
 assert sp.simplify(-grad_dlr - (low_rank_part + diagonal_part)) == sp.zeros(d, 1)
-print("-grad E == W_Q^T sum_j a_j W_K c_j + delta * sum_j a_j c_j: proved")
+proved(r"-\nabla_x E = W_Q^\top \sum_{j} a_j W_K c_j + \delta \odot \sum_{j} a_j c_j")
 
 # %% [markdown]
 # Now against `CEMAttention` with one diagonal per head and random weights ($T = 1$, $\eta = 1$, $P = I$).
@@ -187,7 +200,8 @@ by_sympy = np.stack([symbolic_update(c[i], i, A, c) for i in range(n_tokens)])
 # %% tags=["compare-dlr-attention"]
 fast = (dlr_layer(h) - h)[0].detach().numpy()
 error = np.abs(fast - by_sympy).max() / np.abs(by_sympy).max()
-print(f"max |layer(h) - h - (-grad E_D+LR)| / max |update| = {error:.1e}")
+report(f"`CEMAttention` with one diagonal per head and the SymPy D+LR gradient differ by **{error:.1e}** "
+       "relative to the largest update (tolerance $10^{-10}$).")
 assert error < 1e-10, "CEMAttention (per-head diagonal) disagrees with the SymPy D+LR gradient"
 
 # %% [markdown]
@@ -205,7 +219,7 @@ E2 = -sp.log(w1 + w2) / beta                               # E = -(1/beta) log s
 a1, a2 = w1 / (w1 + w2), w2 / (w1 + w2)                    # softmax weights
 hessian_claim = -beta * a1 * a2 * (k1 - k2) * (k1 - k2).T
 assert sp.simplify(sp.hessian(E2, x2) - hessian_claim) == sp.zeros(2, 2)
-print("Hessian == -beta a_1 a_2 (k_1 - k_2)(k_1 - k_2)^T: proved")
+proved(r"\nabla_x^2 E = -\beta\, a_1 a_2\, (k_1 - k_2)(k_1 - k_2)^\top \preceq 0")
 
 # %% [markdown]
 # Numerically, on the D+LR layer of section 1: every eigenvalue of one token's Hessian is $\le 0$ up
@@ -223,7 +237,9 @@ def token_energy(x_i: torch.Tensor) -> torch.Tensor:
 
 
 eigenvalues = torch.linalg.eigvalsh(torch.autograd.functional.hessian(token_energy, x0[0, token]))
-print("Hessian eigenvalues:", np.round(eigenvalues.numpy(), 6))
+report(f"The {d_model} eigenvalues of token {token}'s Hessian: "
+       + ", ".join(f"{np.round(value, 4) + 0.0:.4f}" for value in eigenvalues.numpy())
+       + ". None is positive beyond rounding (allowed: $10^{-10}$ times the largest magnitude).")
 assert eigenvalues.max() <= 1e-10 * eigenvalues.abs().max()
 
 # %% [markdown]
@@ -245,7 +261,7 @@ P2 = sp.Matrix([[p00, p01], [p01, p11]])                   # any symmetric P
 g2 = sp.Matrix([sp.diff(E2, x_m) for x_m in x2])           # g = grad E(x)
 f = E2.xreplace(dict(zip(x2, x2 - t * eta * P2 * g2)))     # f(t) = E(x - t eta P g)
 assert sp.simplify(sp.diff(f, t).subs(t, 0) + eta * (g2.T * P2 * g2)[0]) == 0
-print("f'(0) == -eta g^T P g: proved")
+proved(r"f'(0) = \frac{d}{dt} E(x - t\,\eta P g)\Big|_{t=0} = -\eta\, g^\top P g")
 
 # %% [markdown]
 # The two forms differ in that quadratic form. Ours, $\mathrm{diag}(s) + UU^\top$ with $s = \mathrm{softplus}(p) > 0$,
@@ -279,7 +295,8 @@ assert sp.expand(low_rank_2.det() + (u2[0] * v2[1] - u2[1] * v2[0]) ** 2) == 0
 show(r"\det\left(uv^\top + vu^\top\right)", sp.factor(low_rank_2.det()))
 lam_1, lam_2 = u2.dot(v2) + sp.sqrt(u2.dot(u2) * v2.dot(v2)), u2.dot(v2) - sp.sqrt(u2.dot(u2) * v2.dot(v2))
 assert sp.expand(lam_1 * lam_2 - low_rank_2.det()) == 0 and sp.expand(lam_1 + lam_2 - low_rank_2.trace()) == 0
-print("eigenvalues u.v +- |u||v|: their product is det <= 0, their sum the trace")
+proved(r"\lambda_\pm = u^\top v \pm |u|\,|v|: \quad \lambda_+ \lambda_- = \det\left(uv^\top + vu^\top\right) \le 0, "
+       r"\quad \lambda_+ + \lambda_- = \operatorname{tr}\left(uv^\top + vu^\top\right)")
 
 # %% [markdown]
 # **On `cem_core`: ours descends, with the bound.** A layer with our $P$, random $p$ and a large random
@@ -311,16 +328,23 @@ for eta_value in (0.1, 10.0):
                                    energies=trace.energies[:, 0].numpy())
 
 # %% tags=["compare-descent"]
+rows, checks = ["| $\\eta$ | step error | smallest eigenvalue of $P$ | $E(x^{(1)}) - E(x^{(0)})$ over the tokens |",
+                "| ---: | ---: | ---: | :---: |"], []
 for eta_value, run in descent_runs.items():
     expected_step = -eta_value * run["g"] @ run["P"]       # -eta P g per token (P symmetric)
     step_error = np.abs(run["step"].numpy() - expected_step).max() / np.abs(expected_step).max()
     gPg = np.einsum("td,de,te->t", run["g"], run["P"], run["g"])
     bound = run["energies"][0] - eta_value * gPg
     change_1 = run["energies"][1] - run["energies"][0]
-    print(f"eta = {eta_value:g}: step error {step_error:.1e}; smallest eigenvalue of P "
-          f"{np.linalg.eigvalsh(run['P']).min():.3f}; E(x1) - E(x0) = {np.round(change_1, 3)}")
+    rows.append(f"| {eta_value:g} | {step_error:.1e} | {np.linalg.eigvalsh(run['P']).min():.3f} | "
+                f"{change_1.min():.3f} to {change_1.max():.3f} |")
+    checks.append((step_error, gPg, run["energies"][1], bound))
+report("Our $P$ on `cem_core`: the step matches $-\\eta P g$ (tolerance $10^{-10}$ relative) and every token's "
+       "energy falls, at least as far as the bound $\\eta\\, g^\\top P g$ says (tolerance $10^{-12}$):\n\n"
+       + "\n".join(rows))
+for step_error, gPg, energy_1, bound in checks:
     assert step_error < 1e-10, "cem_core's psd step is not x - eta (diag(softplus p) + U U^T) grad E"
-    assert (gPg > 0).all() and (run["energies"][1] <= bound + 1e-12).all(), "the descent bound failed"
+    assert (gPg > 0).all() and (energy_1 <= bound + 1e-12).all(), "the descent bound failed"
 
 # %% [markdown]
 # **On `cem_core`: the paper's form ascends.** An explicit indefinite $P$: take one token's gradient $g$,
@@ -348,7 +372,9 @@ P_explicit = np.eye(d_model) - 2 * np.outer(u_num, u_num)  # P = I - 2 u u^T
 # %% tags=["compare-preconditioner"]
 P_layer = paper_layer.preconditioner.matrix().detach().numpy()
 error = np.abs(P_layer - P_explicit).max()
-print(f"max |P (cem_core) - (I - 2uu^T)| = {error:.1e}; eigenvalues {np.round(np.linalg.eigvalsh(P_layer), 6)}")
+report(f"`cem_core`'s $P$ differs from $I - 2uu^\\top$ by at most {error:.1e} (tolerance $10^{{-12}}$). "
+       "Its eigenvalues: "
+       + ", ".join(f"{np.round(value, 6) + 0.0:g}" for value in np.linalg.eigvalsh(P_layer)) + ".")
 assert error < 1e-12, "cem_core's dlr preconditioner is not diag(softplus p) + U V^T + V U^T"
 
 # %%
@@ -361,7 +387,9 @@ def energy_change(layer: cem_core.CEMAttention) -> float:
 
 
 change = {"paper (dlr)": energy_change(paper_layer), "ours (psd)": energy_change(psd_layer)}
-print({name: f"{value:+.3e}" for name, value in change.items()})
+report(f"One step at $\\eta = 0.01$ changes token {token}'s energy by **{change['paper (dlr)']:+.3e}** with the "
+       f"paper's $P = I - 2uu^\\top$ (it rises) and by **{change['ours (psd)']:+.3e}** with our "
+       "$P = I + uu^\\top$ (it falls).")
 assert change["paper (dlr)"] > 0 > change["ours (psd)"]    # the indefinite P raised the energy
 
 # %% [markdown]
@@ -376,6 +404,16 @@ assert spectra["dlr"].min() < 0 < spectra["psd"].min()
 show_figure(plots.mpl_preconditioner_spectra(spectra))
 
 # %% [markdown]
+# **In the app** (`make app`): the design page draws these spectra at the size and scale you choose, e.g.
+# [the paper's form at low-rank scale 2](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=dlr&ds_rank=4)
+# (negative eigenvalues) against [ours at the same scale](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=psd&ds_rank=4).
+# The energy page runs the steps: a layer of this notebook's size ($d = 8$, two heads, six tokens) with
+# [the paper's preconditioner at factor scale 3, seed 2](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
+# raises the first token's energy at every step, and [ours with the same factors' scale](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=psd&rank=2)
+# lowers it. With [seed 0](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
+# the paper's $P$ is indefinite too, yet the energy falls: an indefinite $P$ *can* make a step ascend, it
+# need not.
+#
 # ## 3. Recursion: attention with an updated query
 #
 # For a plain head ($A = W_Q^\top W_K$, no diagonal) the gradient depends on $x$ only through the
@@ -405,13 +443,14 @@ def attend(q: sp.Matrix) -> sp.Matrix:
 E_plain = -sp.log(sum(sp.exp(beta * ((W_Q * xv).T * k)[0]) for k in kappa)) / beta
 neg_grad_plain = -sp.Matrix([sp.diff(E_plain, x_m) for x_m in xv])
 assert sp.simplify(neg_grad_plain - W_Q.T * attend(W_Q * xv)) == sp.zeros(d, 1)
-print("-grad E(x) == W_Q^T o(W_Q x) for every x: the gradient sees x only through the query")
+proved(r"-\nabla E(x) = W_Q^\top o(W_Q x) \text{ for every } x")
 P3 = sp.Matrix(d, d, lambda r, s_: sp.Symbol(f"P_{{{min(r, s_)}{max(r, s_)}}}", real=True))  # symmetric P
 o_0, o_1 = vector("o0", d_h), vector("o1", d_h)            # o(q^(0)), o(q^(1))
 x_1 = xv + eta * P3 * W_Q.T * o_0                          # x^(1)
 assert sp.expand(W_Q * x_1 - (W_Q * xv + eta * (W_Q * P3 * W_Q.T) * o_0)) == sp.zeros(d_h, 1)
 assert sp.expand(x_1 + eta * P3 * W_Q.T * o_1 - (xv + eta * P3 * W_Q.T * (o_0 + o_1))) == sp.zeros(d, 1)
-print("q^(1) == q^(0) + eta W_Q P W_Q^T o^(0) and x^(2) == x^(0) + eta P W_Q^T (o^(0) + o^(1)): proved")
+proved(r"q^{(1)} = q^{(0)} + \eta\, W_Q P W_Q^\top o^{(0)}, \qquad "
+       r"x^{(2)} = x^{(0)} + \eta P W_Q^\top \big(o^{(0)} + o^{(1)}\big)")
 
 # %% [markdown]
 # On `cem_core`: a layer with $T = 2$, $\eta = 0.5$, $P = I$ and no diagonal takes the query-space path in
@@ -430,7 +469,8 @@ x_two = np.stack([x_one[i] + 0.5 * symbolic_update(x_one[i], i, A_plain, c_two) 
 paths = {"query space (forward)": (two_steps(h) - h)[0].detach().numpy(),
          "x space (trace)": (lambda it: (it[2] - it[0])[0].numpy())(two_steps.trace(h).iterates)}
 errors = {name: np.abs(value - (x_two - c_two)).max() / np.abs(x_two - c_two).max() for name, value in paths.items()}
-print({name: f"{value:.1e}" for name, value in errors.items()})
+report("Two steps of `cem_core` against two SymPy gradient steps, relative error (tolerance $10^{-10}$): "
+       + "; ".join(f"{name} **{value:.1e}**" for name, value in errors.items()) + ".")
 assert max(errors.values()) < 1e-10, "the two-step layer disagrees with two SymPy gradient steps"
 
 # %% [markdown]
@@ -453,8 +493,8 @@ show_figure(fig)
 # %% [markdown]
 # **No minimum.** Concave and not constant, the energy is unbounded below: the iterates do not
 # converge, they run off. With $P = I$ each step has length at most $\eta \sum_k \max_j |A_k c_j|$, so
-# $|x^{(t)}|$ grows **at most linearly** in $t$, and linearly in the limit, once the softmax weights
-# settle on the keys that the run heads towards.
+# $|x^{(t)}|$ grows **at most linearly** in $t$ (in the runs below, about linearly, once the softmax
+# weights settle on the keys that the run heads towards).
 #
 # ## 4. The anchor: a fixed point, and a step-size condition
 #
@@ -478,7 +518,8 @@ assert sp.simplify(grad_first.xreplace(dict(zip(xv, x_star)))) == sp.zeros(d, 1)
 step_map = xv - eta * grad_first                           # x -> x - eta grad E_lambda
 assert sp.expand(step_map - x_star - (1 - eta * lam) * (xv - x_star)) == sp.zeros(d, 1)
 converges = sp.solve(sp.Abs(1 - eta * lam) < 1, eta)
-print(f"x* = x0 + kappa/lambda; x^(t+1) - x* = (1 - eta lambda)(x^(t) - x*); |1 - eta lambda| < 1 <=> {converges}")
+proved(r"x^\star = x^{(0)} + \kappa/\lambda, \quad x^{(t+1)} - x^\star = (1 - \eta\lambda)(x^{(t)} - x^\star), "
+       r"\quad |1 - \eta\lambda| < 1 \iff " + sp.latex(converges))
 assert converges == (eta < 2 / lam)
 
 # %% [markdown]
@@ -499,7 +540,8 @@ across = sp.Matrix([-k_diff[1], k_diff[0]])                # orthogonal to k_1 -
 assert sp.simplify(jacobian_F * across - (1 - eta * lam) * across) == sp.zeros(2, 1)
 along = 1 - eta * (lam - beta * a1 * a2 * k_diff.dot(k_diff))
 assert sp.simplify(jacobian_F * k_diff - along * k_diff) == sp.zeros(2, 1)
-print("eigenvalues of F': 1 - eta lambda (across), 1 - eta (lambda - beta a_1 a_2 |k_1 - k_2|^2) (along)")
+proved(r"\text{eigenvalues of } F' = I - \eta\left(\lambda I + \nabla^2 E\right)\colon\ 1 - \eta\lambda "
+       r"\text{ across } k_1 - k_2, \quad 1 - \eta\left(\lambda - \beta a_1 a_2 |k_1 - k_2|^2\right) \text{ along it}")
 
 # %% [markdown]
 # On `cem_core`, with $\lambda$ = `anchor_lambda` and one step size below and one above $2/\lambda$:
@@ -522,6 +564,9 @@ def anchored_gradient_norm(layer: cem_core.CEMAttention, x: torch.Tensor) -> np.
 
 
 # %% tags=["compare-anchor"]
+rows, checks = ["| $\\eta$ | first token off by | longest step: first, last | "
+                "largest ratio $\\vert\\nabla E_\\lambda\\vert$ last / first |",
+                "| ---: | ---: | ---: | ---: |"], []
 for eta_value, trace in anchor_traces.items():
     layer = anchored[eta_value]
     start = trace.iterates[0, 0, 0].numpy()
@@ -530,8 +575,13 @@ for eta_value, trace in anchor_traces.items():
     first_error = np.abs(trace.iterates[:, 0, 0].numpy() - expected).max() / np.abs(expected - first_star).max()
     steps = trace.update_norms[:, 0].numpy()               # |x^(t+1) - x^(t)| per token
     shrink = anchored_gradient_norm(layer, trace.iterates[-1]) / anchored_gradient_norm(layer, trace.iterates[0])
-    print(f"eta = {eta_value:g} (2/lambda = {2 / anchor_lambda:g}): first token off by {first_error:.1e}; "
-          f"update norm {steps[0].max():.2f} -> {steps[-1].max():.3g}; |grad E_lambda| ratio max {shrink.max():.1e}")
+    rows.append(f"| {eta_value:g} ({'below' if eta_value < 2 / anchor_lambda else 'above'} $2/\\lambda$ = "
+                f"{2 / anchor_lambda:g}) | {first_error:.1e} | {steps[0].max():.2f}, {steps[-1].max():.3g} | "
+                f"{shrink.max():.1e} |")
+    checks.append((eta_value, first_error, steps, shrink))
+report(f"The anchored layer ($\\lambda$ = {anchor_lambda:g}, $T$ = {T}); tolerance for the first token $10^{{-10}}$ "
+       "relative:\n\n" + "\n".join(rows))
+for eta_value, first_error, steps, shrink in checks:
     assert first_error < 1e-10, "the first token does not follow x* + (1 - eta lambda)^t (x0 - x*)"
     if eta_value < 2 / anchor_lambda:
         assert (shrink < 1e-2).all(), "below 2/lambda the steps did not reach a stationary point of E_lambda"
@@ -546,8 +596,11 @@ for eta_value, trace in anchor_traces.items():
 # %%
 descent = figdata.energy_descent(T=T, d_model=d_model, n_heads=n_heads, n_tokens=n_tokens, seed=seed)
 plain, anchored_run = descent["runs"][0.0], descent["runs"][1.0]
-print(f"plain: |x| from {plain['radius'][0].mean():.2f} to {plain['radius'][-1].mean():.2f}, last step "
-      f"{plain['update_norm'][-1].mean():.2f}; anchored: last step {anchored_run['update_norm'][-1].max():.1e}")
+report(f"Without the anchor the mean radius $|x|$ grows from {plain['radius'][0].mean():.2f} to "
+       f"{plain['radius'][-1].mean():.2f} in {T} steps and the last step is still "
+       f"{plain['update_norm'][-1].mean():.2f} long (mean over tokens); with the anchor ($\\lambda = 1$) the "
+       "longest last step is "
+       f"{anchored_run['update_norm'][-1].max():.1e}.")
 assert (plain["radius"][-1] > plain["radius"][0]).all()    # running off ...
 assert (plain["update_norm"][-1] > 0.5 * plain["update_norm"][0]).all()     # ... with steps that do not shrink
 assert (anchored_run["update_norm"][-1] < 1e-2 * anchored_run["update_norm"][0]).all()  # anchored: converging
@@ -563,9 +616,42 @@ for anchor in (0.0, 1.0):
     show_figure(plots.mpl_energy_landscape(figdata.energy_landscape(anchor=anchor, seed=seed)))
 
 # %% [markdown]
-# ## Exercise
+# **In the app** (`make app`): the energy page with exactly the layer and input of the descent figure
+# above ($d = 8$, two heads, six tokens, seed 0, $T = 12$), [anchored with $\lambda = 1$ at $\eta = 0.5$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=0.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
+# (converges), [at $\eta = 2.5 > 2/\lambda$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=2.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
+# (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2)
+# (runs off).
 #
-# The anchor must not change the paper's layer at $T = 1$. **What is the gradient of
+# ## 5. Explore
+#
+# The explorer below puts the energy page's controls in the notebook: one attention layer of this
+# notebook's size ($d = 8$, two heads, six tokens), with the preconditioner's low-rank factors drawn
+# at the large scale `p_scale = 3` (fixed here; the app has a control for it). Each change redraws the
+# energy of every token per step, the step lengths and one token's landscape, and the link under the
+# figure opens the same state in the app. Things to try:
+#
+# - **The paper's preconditioner can make the energy rise.** It starts at `dlr`, the paper's
+#   $\mathrm{diag}(\mathrm{softplus}\,p) + UV^\top + VU^\top$, with seed 2: the first token's energy rises at
+#   every step.
+#   Switch to `psd` (ours, positive definite) or `none`: every token's energy falls at every step, whatever
+#   $\eta$ is.
+#   At seed 0 `dlr` is indefinite as well, yet the energy falls: not guaranteed to descend is not bound
+#   to ascend.
+# - **The anchor converges only for small steps.** Choose `none`, anchor $\lambda = 1.5$ and $T = 16$: the
+#   steps shrink to zero at $\eta = 1.2$, below $2/\lambda \approx 1.33$, and blow up at $\eta = 1.5$. With the
+#   anchor at 0 no $\eta$ makes them converge: the energy falls without end and the radius keeps growing.
+# - **Recursion.** Raise $T$ with the anchor at 0 and watch the steps: they do not shrink.
+#
+# Where widgets do not run (GitHub, nbviewer) the cell shows the figure of its starting state.
+
+# %%
+EnergyExplorer(controls=("T", "eta", "anchor", "preconditioner", "seed"),
+               T=4, preconditioner="dlr", p_scale=3.0, seed=2, seq_len=6)
+
+# %% [markdown]
+# ## Exercises
+#
+# **1. The anchor at the start.** The anchor must not change the paper's layer at $T = 1$. **What is the gradient of
 # $\frac{\lambda}{2}|x - x^{(0)}|^2$ at the start $x = x^{(0)}$?** Write it as a SymPy column vector,
 # then run the check, which also compares anchored and plain `cem_core` layers at $T = 1$.
 
@@ -586,10 +672,47 @@ check_answer(answer, check, "anchor-at-start",
              "The anchor's gradient vanishes at $x^{(0)}$, so one anchored step is the paper's step.")
 
 # %% [markdown]
+# **2. The step-size limit with a preconditioner.** Section 4 showed that with $P = I$ the first token's
+# anchored steps converge exactly when $0 < \eta < 2/\lambda$. Now precondition them with $P = sI$, $s > 0$
+# (our psd form with $U = 0$ and $\mathrm{softplus}(p) = s$): $x \leftarrow x - \eta P \nabla E_\lambda(x)$.
+# **Below which step size $\eta$ do they converge?** Write the bound as a SymPy expression in `lam`
+# ($\lambda$) and `s_P` ($s$, defined in the cell below). The check solves the condition on the contraction
+# factor, then runs `cem_core` layers with $P = \tfrac{1}{2} I$ at 0.9 and 1.1 times your bound: the first
+# token's steps must shrink below it and grow above it.
+
+# %%
+s_P = sp.Symbol("s", positive=True)                         # P = s I
+
+# %% tags=["exercise-anchor-step-limit"]
+answer = None                                               # your answer here
+
+
+# %% tags=["check-anchor-step-limit"]
+def check(answer):
+    limit = sp.solve(sp.Abs(1 - eta * s_P * lam) < 1, eta)  # x^(t+1) - x* = (1 - eta s lambda)(x^(t) - x*)
+    assert sp.simplify(answer - limit.rhs) == 0, "not the step size where |1 - eta s lambda| reaches 1"
+    s_value = 0.5
+    bound = float(answer.subs({s_P: s_value, lam: anchor_lambda}))
+    for fraction in (0.9, 1.1):
+        layer = figdata.attention_layer(d_model, n_heads, CEMOptions(T=T, eta=fraction * bound, anchor=anchor_lambda,
+                                                                     preconditioner="psd", rank=1), seed=seed)
+        with torch.no_grad():
+            layer.preconditioner.p.fill_(math.log(math.expm1(s_value)))   # softplus(p) = s
+            layer.preconditioner.U.zero_()                                 # P = s I
+        first = layer.trace(h).update_norms[:, 0, 0]                       # the first token's step lengths
+        assert (first[-1] < first[0]) == (fraction < 1), f"at {fraction:g} x the bound the steps should " \
+            + ("shrink" if fraction < 1 else "grow")
+
+
+check_answer(answer, check, "anchor-step-limit",
+             "$\\eta < 2/(s\\lambda)$: the preconditioner scales the curvature $\\lambda$ of the anchored energy "
+             "by $s$, so the step-size limit shrinks by $s$. `cem_core` agrees at $s = 1/2$.")
+
+# %% [markdown]
 # **Takeaway.** A diagonal buys full-rank interactions for $d$ (shared) or $Hd$ (per head)
 # parameters, at twice (shared) or $(H+1)$ times (per head) the attention core's compute. Because the
 # attention energy is concave, a step descends whenever $P$ is positive definite, for every $\eta > 0$;
 # the paper's preconditioner is not guaranteed to be positive definite, and where it is not, a step can
-# ascend. Recursion is attention of an updated query over fixed keys and values; it always lowers the
-# attention energy but has nowhere to converge to, unless an anchor adds a minimum, and then only
-# steps with $\eta < 2/\lambda$ reach it.
+# ascend. Recursion is attention of an updated query over fixed keys and values; with a positive
+# definite $P$ it always lowers the attention energy but has nowhere to converge to, unless an anchor
+# adds a minimum, and then only steps with $\eta < 2/\lambda$ (for $P = I$) reach it.

@@ -22,7 +22,8 @@
 # that claim: the committed sweep in `results/gp-default/` (one-layer models trained on fresh
 # functions; Llama attention vs CEM attention at $T \in \{1, 2, 4, 8\}$, three seeds), always
 # reported against the **Bayes-optimal predictor**, the exact GP posterior mean. Then it trains one
-# tiny model live.
+# tiny model live. The app's [GP page](http://localhost:8501/gp) shows the same sweep, the factor study
+# and a model trained live in the browser (start the app with `make app`).
 #
 # **Learning goals.** After this notebook you can
 #
@@ -30,11 +31,13 @@
 # 2. derive the one-Cholesky formula `cem_core.experiments.gp` uses for the posterior mean at every position,
 #    and check it against the textbook formula;
 # 3. read RMSE against context length and against $T$, as a ratio to the GP optimum;
-# 4. train a small CEM model and compare it with the optimum yourself.
+# 4. train a small CEM model and compare it with the optimum yourself;
+# 5. say what the committed sweep shows about recursion at depth 1, and where to look for the
+#    conditions under which it might help.
 
 # %% tags=["parameters"]
 results_path = "../results/gp-default/results.json"   # the committed default sweep (from notebooks/)
-steps = 40            # training steps of the live model (the sweep used 1500)
+steps = 40            # training steps of the live model (the sweep used 2000)
 width = 16            # its residual width
 T = 2                 # its in-layer steps
 n_points = 16         # points per function
@@ -42,12 +45,14 @@ eval_size = 128       # held-out functions
 seed = 0
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import sympy as sp
 import torch
 from IPython.display import Markdown, display
-from nbhelpers import check_answer, show, show_figure
+from nbhelpers import check_answer, proved, report, show, show_figure
 
 from cem_core import CEMOptions
 from cem_core.experiments import gp, gp_sweep
@@ -78,7 +83,7 @@ textbook = (C[2, :2] * C[:2, :2].inv() * y[:2, :])[0]       # C_{3,<3} C_{<3}^-1
 show(r"\mathbb{E}[y_3 \mid y_1, y_2]", sp.simplify(textbook))
 assert sp.simplify(cholesky_mean[2] - textbook) == 0
 assert sp.simplify(cholesky_mean[1] - C[1, 0] / C[0, 0] * y[0]) == 0
-print("sum_{k<j} L_jk z_k == C_{j,<j} C_{<j}^-1 y_{<j} for j = 2, 3: proved")
+proved(r"\sum_{k<j} L_{jk} z_k = C_{j,<j}\, C_{<j}^{-1}\, y_{<j} \quad \text{for } j = 2, 3")
 
 # %% [markdown]
 # Numerically: `cem_core.experiments.gp.gp_posterior_mean` against the textbook formula solved position by
@@ -100,7 +105,8 @@ by_hand = np.array([[textbook_mean(C_b, y_b, j) for j in range(n_points)] for C_
 # %% tags=["compare-gp"]
 ours = gp.gp_posterior_mean(task, xs, ys).numpy()
 error = np.abs(ours - by_hand).max()
-print(f"max |gp_posterior_mean - textbook| = {error:.1e}")
+report(f"`gp_posterior_mean` and the textbook formula differ by at most **{error:.1e}** "
+       "(tolerance $10^{-9}$ absolute).")
 assert error < 1e-9, "cem_core.experiments.gp.gp_posterior_mean disagrees with the textbook posterior mean"
 
 # %% [markdown]
@@ -129,21 +135,84 @@ for builder in (plots.mpl_gp_rmse_vs_context, plots.mpl_gp_ratio_vs_T, plots.mpl
         show_figure(builder(records))
 
 # %% [markdown]
+# **What the records show.** The sentence below is computed from the records loaded above (the ratio
+# of CEM attention without a diagonal at depth 1, by $T$), so it stays true whatever the file holds.
+
+
+# %%
+def recursion_finding(records: list[dict]) -> str:
+    """The depth-1 finding in words, from the records: does the RMSE ratio fall as T grows?"""
+    curves = gp_sweep.ratio_vs_T(records)
+    cem = curves["CEM, diagonal none"]
+    by_T = {T: (m, sd) for T, m, sd in zip(cem["T"], cem["mean"], cem["std"]) if math.isfinite(m)}
+    if 1 not in by_T or len(by_T) < 2:
+        return (f"**No finding to state from these records** ({len(records)} runs; depth-1 CEM attention at "
+                f"$T$ = {', '.join(map(str, sorted(by_T))) or 'none'}): the comparison needs $T = 1$ and at least one "
+                "larger $T$. The committed sweep has them: `make gp-sweep` runs it into `results/gp-default` "
+                "(about 30 minutes on 2 cores).")
+    seeds = min(sum(r["group"] == "depth1" and r["attention"] == "cem" and r["diagonal"] == "none"
+                    and r["T"] == T for r in records) for T in by_T)
+    Ts, means = list(by_T), [m for m, _ in by_T.values()]
+    best = min(by_T, key=lambda T: by_T[T][0])
+    base, spread = by_T[1][0], by_T[1][1]
+    if best == 1:
+        verdict = "**At depth 1, recursion does not lower the RMSE ratio to the GP optimum**: no $T > 1$ beats $T = 1$"
+    elif by_T[best][0] < base - spread:
+        verdict = (f"**At depth 1, recursion lowers the RMSE ratio to the GP optimum**: the lowest ratio is at "
+                   f"$T = {best}$, more than one standard deviation below $T = 1$")
+    else:
+        verdict = (f"**At depth 1, recursion does not clearly lower the RMSE ratio to the GP optimum**: the lowest "
+                   f"mean is at $T = {best}$, but within one standard deviation of $T = 1$")
+    text = (f"{verdict}. CEM attention's ratio is {base:.3f} at $T = 1$ and "
+            f"{', '.join(f'{m:.3f}' for m in means[1:])} at $T$ = {', '.join(map(str, Ts[1:]))} "
+            f"(mean over {seeds} seed{'s' if seeds > 1 else ''}; the spread over seeds is up to "
+            f"±{max(sd for _, sd in by_T.values()):.3f}).")
+    if all(b > a for a, b in zip(means, means[1:])):
+        text += (" The mean ratio rises with every larger $T$, where the paper reports that $T = 4$ and $8$ keep "
+                 "lowering it.")
+    if math.isfinite(curves["Llama"]["mean"]):
+        text += f" Llama attention at depth 1 reaches {curves['Llama']['mean']:.3f}."
+    scaling = gp_sweep.eval_T_curves(records)
+    if scaling and all(c["eval_T"][int(np.argmin(c["ratio"]))] == T for T, c in scaling.items()):
+        text += (" Test-time scaling does not help either: every model is best at the $T$ it was trained with "
+                 "and gets worse at other $T'$.")
+    return text
+
+
+report(recursion_finding(records))
+
+# %% [markdown]
+# The committed sweep is one setup (width 64, 2,000 training steps, RBF kernel, 32 points, $d_x = 1$, depth 1 and 2).
+# **Under which conditions does recursion help?** The GP factor study changes one factor at a time (longer
+# training, the interleaved token format, no MLP, 64 points, $d_x = 2$, learned step sizes per step, the
+# preconditioners, depth and looping at equal compute) and gives each condition a verdict by a rule fixed
+# before it ran: `cem_core/experiments/gp_study.py`, results in `results/gp-study/` (`make gp-study`), shown
+# on the app's [GP page](http://localhost:8501/gp). Notebook
+# [`05_what_the_evidence_says`](05_what_the_evidence_says.ipynb) weighs this sweep, the factor study and the
+# language-model runs against the paper's claims.
+
+# %% [markdown]
 # ## 3. One tiny model, live
 #
 # Train a one-layer CEM-attention model (SwiGLU MLP, $T$ in-layer steps) for a few dozen steps
 # on fresh functions, then compare it with the GP optimum on the fixed held-out set. With the
-# defaults it is far from converged: the sweep trains for 1500 steps.
+# defaults it is far from converged: the sweep trains for 2,000 steps.
+#
+# The app's GP page trains the same kind of model in the browser (a larger one: width 32, four heads,
+# at least 50 steps); [this link](http://localhost:8501/gp?gp_kernel=rbf&gp_seed=0&gp_context=8&gp_steps=50&gp_T=2&gp_diagonal=none)
+# opens it with this cell's settings ($T = 2$, no diagonal, seed 0, RBF kernel) and the fewest steps it
+# offers; raise the steps there to watch the ratio fall.
 
 # %%
 model_config = gp.GPModelConfig(width=width, d_ff=2 * width, n_heads=2, cem=CEMOptions(T=T))
 train_config = gp.GPTrainConfig(steps=steps, batch_size=32, eval_size=eval_size, seed=seed)
 result = gp.train_gp(task, model_config, train_config)
 baselines = gp.baseline_rmses(task, train_config)
-print(f"trained {steps} steps in {result.seconds:.1f} s: RMSE {result.rmse:.4f}, GP optimum "
-      f"{baselines['gp']['rmse']:.4f}, ratio {result.rmse / baselines['gp']['rmse']:.3f}"
-      + (" (DIVERGED)" if result.diverged else ""))
-print(f"test-time scaling: {gp.evaluate_at_T(result.model, task, train_config, (1, T, 2 * T))}")
+scaling = gp.evaluate_at_T(result.model, task, train_config, (1, T, 2 * T))
+report(f"After {steps} training steps: held-out RMSE **{result.rmse:.4f}**, GP optimum "
+       f"{baselines['gp']['rmse']:.4f}, ratio **{result.rmse / baselines['gp']['rmse']:.3f}**"
+       + (" (the training **diverged**)" if result.diverged else "") + ". The same model run with $T'$ steps "
+       f"(trained at $T = {T}$): " + ", ".join(f"RMSE {value:.4f} at $T' = {t}$" for t, value in scaling.items()) + ".")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -155,10 +224,10 @@ ax.legend(fontsize=8)
 show_figure(fig)
 
 # %% [markdown]
-# ## Exercise
+# ## Exercises
 #
-# At position $j = 0$ no point has been seen, so the GP optimum predicts the prior mean, 0.
-# **What is the variance of its error there** (the predictive variance of $y_0$)? Express it with
+# **1. The error at the start.** At position $j = 0$ no point has been seen, so the GP optimum predicts
+# the prior mean, 0. **What is the variance of its error there** (the predictive variance of $y_0$)? Express it with
 # the task's `signal_var` and `noise_var`, then run the check against `cem_core.experiments.gp.gp_predictive`
 # on the sampled functions above. (And a question to think about: why does the measured RMSE at
 # $j = 0$ in the plot differ from the square root of your answer?)
@@ -180,6 +249,38 @@ check_answer(answer, check, "variance-at-0",
              "functions.")
 
 # %% [markdown]
+# **2. The posterior mean after one point.** After one observation $(x_0, y_0)$, what does the GP optimum
+# predict at a new input $x$? Write $\mathbb{E}[y \mid y_0]$ as a SymPy expression in the kernel values
+# `k_x0` $= k(x, x_0)$ and `k_00` $= k(x_0, x_0)$, the noise variance `noise` ($\sigma^2$) and `y_0`
+# (defined in the cell below). The check compares it with the textbook formula of section 1 and with
+# `cem_core`'s posterior mean at position 1 of the sampled functions.
+
+# %%
+k_x0, k_00, y_0 = sp.symbols("k_x0 k_00 y_0", real=True)   # k(x, x_0), k(x_0, x_0), the observed target
+
+# %% tags=["exercise-one-point-mean"]
+answer = None                                               # your answer here
+
+
+# %% tags=["check-one-point-mean"]
+def check(answer):
+    textbook_2 = C[1, 0] / C[0, 0] * y[0]                    # C_{2,<2} C_{<2}^-1 y_{<2} of section 1
+    assert sp.simplify(answer.subs({k_x0: k12, k_00: k11, y_0: y[0]}) - textbook_2) == 0, \
+        "not C_{2,<2} C_{<2}^-1 y_{<2} with one point seen"
+    K_num = gp.kernel_matrix(task, xs, xs).numpy()
+    by_answer = [float(answer.subs({k_x0: K_b[1, 0], k_00: K_b[0, 0], noise: task.noise_var, y_0: y_b[0]}))
+                 for K_b, y_b in zip(K_num, y_num)]
+    assert np.allclose(by_answer, gp.gp_posterior_mean(task, xs, ys)[:, 1].numpy(), rtol=1e-9, atol=1e-12), \
+        "differs from cem_core's posterior mean at position 1"
+
+
+check_answer(answer, check, "one-point-mean",
+             "$\\mathbb{E}[y \\mid y_0] = \\frac{k(x, x_0)}{k(x_0, x_0) + \\sigma^2}\\, y_0$: the observation, "
+             "shrunk towards the prior mean 0 by the noise and by how far $x$ is from $x_0$.")
+
+# %% [markdown]
 # **Takeaway.** Every RMSE in this project is read against the exact GP optimum. Whether in-layer
-# recursion closes the gap is an empirical question; the table and plots above are our answer at
-# this scale, the paper's at its own.
+# recursion closes the gap is an empirical question: in the committed sweep at depth 1 it did not
+# (the finding in section 2, computed from the records); the paper reports that it does at its own
+# scale. The factor study (`results/gp-study/`) and notebook `05_what_the_evidence_says` look for the
+# conditions under which it might.
