@@ -8,6 +8,7 @@ with this interpreter), so a wrong sign is injected by prepending a code cell th
 inside the kernel before anything else runs.
 """
 import base64
+import json
 import re
 import sys
 from pathlib import Path
@@ -34,7 +35,8 @@ def code(name: str) -> str:
 
 
 def test_every_numbered_notebook_is_here():
-    assert NAMES == ["01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion"]
+    assert NAMES == ["01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion",
+                     "05_what_the_evidence_says"]
 
 
 # -- structure (static) ----------------------------------------------------------------------------
@@ -258,3 +260,27 @@ def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
     execute(nb)
     loaded = next(c for c in nb.cells if "runs loaded" in c.source)
     assert f"{n_runs} runs loaded" in loaded.outputs[0].text
+
+
+@pytest.mark.slow                       # executes notebooks in a kernel
+@pytest.mark.parametrize("n_runs", [0, 20])
+def test_evidence_notebook_works_with_partial_results(tmp_path, n_runs):
+    """05 reads whatever results exist and says what is missing: no results file at all, or the first n_runs
+    records of the committed GP study (a study still running) with no GP sweep and no LM sweep; the
+    paths are injected papermill-style as a cell after the parameters cell."""
+    study_path = tmp_path / "gp-study" / "results.json"
+    if n_runs:
+        committed = json.loads((NOTEBOOKS.parent / "results" / "gp-study" / "results.json").read_text())
+        study_path.parent.mkdir()
+        study_path.write_text(json.dumps(committed[:n_runs]))
+    nb = jupytext.read(NOTEBOOKS / "05_what_the_evidence_says.py")
+    at = next(k for k, c in enumerate(nb.cells) if "parameters" in tags(c))
+    missing = str(tmp_path / "missing" / "results.json")
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
+        f"gp_sweep_path = {missing!r}\ngp_study_path = {str(study_path)!r}\nlm_sweep_path = {missing!r}"))
+    execute(nb)
+    outputs = [str(c.outputs) for c in nb.cells if c.cell_type == "code"]
+    assert any(f"0 GP sweep runs, {n_runs} study runs, 0 LM runs loaded" in text for text in outputs)
+    assert any("skipped: attn T=2 vs attn T=1 has 0 seeds" in text for text in outputs)
+    assert any("Language models**: no runs yet" in text for text in outputs)
+    assert any("not answered yet" in text for text in outputs)
