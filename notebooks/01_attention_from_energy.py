@@ -34,7 +34,9 @@
 # 4. say where the temperature, the head dimension and the causal mask enter, and why several
 #    heads are a sum of energies;
 # 5. explain why rotary position embeddings (RoPE) keep the gradient form, and what they rotate;
-# 6. turn a SymPy gradient into a numeric function (`lambdify`) and test a fast layer with it.
+# 6. turn a SymPy gradient into a numeric function (`lambdify`) and test a fast layer with it;
+# 7. compute one step by hand on a width-2 example, read it off a picture, and explore more steps
+#    in an interactive explorer and in the app.
 
 # %% tags=["parameters"]
 n_ctx = 3      # history length i: the token we differentiate sees c_1..c_i
@@ -52,9 +54,11 @@ import nbhelpers
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import check_answer, matrix, show, vector
+from nbhelpers import check_answer, matrix, proved, report, show, show_figure, vector
 
 import cem_core
+from cem_core.ui import figdata, plots
+from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
 # ## 1. The causal interaction energy
@@ -120,12 +124,14 @@ def attention_update(w_q, w_k, w_v, w_o, x, history):
 tied = attention_update(W_Q, W_K, W_K, W_Q.T, x, c)       # W_V = W_K, W_O = W_Q^T
 assert any(g != 0 for g in grad)                           # a real gradient, not a silent 0 (see the aside)
 assert sp.simplify(-grad - tied) == sp.zeros(d, 1)
-print("-grad E == W_Q^T sum_j softmax_j(beta s_j) W_K c_j: proved for every entry")
+proved(r"-\nabla_x E = W_Q^\top \sum_{j \le i} \operatorname{softmax}_j(\beta s_j)\, W_K c_j"
+       r"\quad \text{(every entry)}")
 
 # %% [markdown]
 # To read the derived gradient, name the pieces: $e_j = e^{\beta s_j}$ and the key
 # $\kappa_j = W_K c_j$. The first entry of $-\nabla_x E$, exactly as SymPy derived it, is a
-# softmax-weighted average of the keys, read out by the first column of $W_Q$ (the first row of $W_Q^\top$):
+# softmax-weighted average of the keys, read out by the first column of $W_Q$ (the first row of $W_Q^\top$).
+# (Section 9 runs this step on numbers small enough to follow by hand, with a picture.)
 
 # %%
 exps = {sp.exp(beta * score(W_Q, W_K, x, c_j)): sp.Symbol(f"e_{j + 1}") for j, c_j in enumerate(c)}
@@ -155,7 +161,7 @@ show(r"\nabla_x E \text{ (MatrixSymbol, wrong)}", sp.diff(naive, X))
 # The two helpers are short:
 
 # %%
-print(inspect.getsource(nbhelpers.vector) + "\n" + inspect.getsource(nbhelpers.matrix))
+report(f"```python\n{inspect.getsource(nbhelpers.vector)}\n{inspect.getsource(nbhelpers.matrix)}```")
 
 # %% [markdown]
 # ## 3. Why values must equal keys and the output must be $W_Q^\top$
@@ -170,7 +176,7 @@ W_V, W_O = matrix("v", d_h, d), matrix("o", d, d_h)
 untied = attention_update(W_Q, W_K, W_V, W_O, x, c)
 mixed_history = sum((a_j * c_j for a_j, c_j in zip(softmax_weights(W_Q, W_K, x, c), c)), sp.zeros(d, 1))
 assert (untied + grad - (W_O * W_V - W_Q.T * W_K) * mixed_history).applyfunc(sp.cancel) == sp.zeros(d, 1)
-print("untied - (-grad E) == (W_O W_V - W_Q^T W_K) sum_j a_j c_j: proved")
+proved(r"W_O \sum_j a_j W_V c_j - \big(-\nabla_x E\big) = \big(W_O W_V - W_Q^\top W_K\big) \sum_j a_j c_j")
 
 # %% [markdown]
 # As the history varies, $\sum_j a_j c_j$ reaches every direction of $\mathbb{R}^d$, so a head is a
@@ -182,7 +188,7 @@ print("untied - (-grad E) == (W_O W_V - W_Q^T W_K) sum_j a_j c_j: proved")
 # %%
 M = matrix("m", d_h, d_h)
 assert sp.simplify(W_Q.T * M.inv() * (M * W_K) - W_Q.T * W_K) == sp.zeros(d, d)
-print("W_Q^T M^-1 M W_K == W_Q^T W_K: the tie holds up to a change of basis")
+proved(r"\big(W_Q^\top M^{-1}\big)\big(M W_K\big) = W_Q^\top W_K \quad \text{for every invertible } M")
 
 # %% [markdown]
 # A second way to see it: a gradient field has a **symmetric Jacobian** (the Hessian of the energy).
@@ -203,7 +209,8 @@ def jacobian_asymmetry(update) -> float:
 
 
 asymmetry = {"tied": jacobian_asymmetry(tied), "untied": jacobian_asymmetry(untied)}
-print(", ".join(f"{name}: max |J - J^T| = {value:.1e}" for name, value in asymmetry.items()))
+report(f"Largest $|J - J^\\top|$ of the update's Jacobian: tied {asymmetry['tied']:.1e} (tolerance 1e-12, "
+       f"symmetric: a gradient), untied {asymmetry['untied']:.2f} (at least 1e-3: no energy has it as its gradient).")
 assert asymmetry["tied"] < 1e-12 and asymmetry["untied"] > 1e-3
 
 # %% [markdown]
@@ -259,8 +266,9 @@ causal = {m[0]: sp.exp(0), **{m_1j: sp.exp(-sp.oo) for m_1j in m[1:]}}  # M_11 =
 no_mask = {m_1j: sp.Integer(1) for m_1j in m}
 assert sp.simplify(d_update_1.xreplace(causal)) == sp.zeros(d, d)
 unmasked_at_random = np.array(d_update_1.xreplace(no_mask).xreplace(numbers), dtype=float)
-print(f"masked: d(update_1)/d(c_2) == 0; unmasked, at random numbers: max |entry| = "
-      f"{np.abs(unmasked_at_random).max():.2f}")
+proved(r"\frac{\partial\,\mathrm{update}_1}{\partial c_2}\bigg|_{m_{11} = e^0,\ m_{1j} = e^{-\infty}\ (j > 1)} = 0")
+report(f"Without the mask, at random numbers, the largest entry of $\\partial\\,\\mathrm{{update}}_1/\\partial c_2$ "
+       f"is {np.abs(unmasked_at_random).max():.2f} (at least 1e-3: the mask is what removes it).")
 assert np.abs(unmasked_at_random).max() > 1e-3
 
 # %% [markdown]
@@ -283,7 +291,8 @@ W_Qs = [matrix(f"Q{k}", d_h, D) for k in range(n_heads)]
 outputs = [vector(f"o{k}", d_h) for k in range(n_heads)]
 stacked = sp.Matrix.vstack(*W_Qs).T * sp.Matrix.vstack(*outputs)
 assert sp.expand(stacked - sum((W.T * o for W, o in zip(W_Qs, outputs)), sp.zeros(D, 1))) == sp.zeros(D, 1)
-print("W_Q^T [o_1; ...; o_H] == sum_k W_Q,k^T o_k: concatenate heads, then one readout")
+proved(r"W_Q^\top \begin{bmatrix} o_1 \\ \vdots \\ o_H \end{bmatrix} = \sum_{k=1}^{H} W_{Q,k}^\top o_k"
+       r"\quad \text{(concatenate the heads, then one readout)}")
 
 # %% [markdown]
 # ## 7. From SymPy to numbers: `lambdify`, then compare with `CEMAttention`
@@ -342,7 +351,7 @@ symbolic = np.stack([update_fn(*arguments(t)).ravel() for t in range(n_ctx)])
 # %% tags=["compare-attention"]
 fast = (layer(h) - h)[0].detach().numpy()
 error = np.abs(fast - symbolic).max() / np.abs(symbolic).max()
-print(f"max |layer(h) - h - (-grad E)| / max |grad E| = {error:.1e}")
+report(f"`CEMAttention` against the SymPy $-\\nabla E$: largest relative difference {error:.1e}, tolerance 1e-10.")
 assert error < 1e-10, "CEMAttention disagrees with the SymPy gradient"
 
 # %% [markdown]
@@ -368,8 +377,10 @@ past = np.tril(np.ones((n_ctx, n_ctx), dtype=bool), -1)   # j < i
 blocks = jacobian_layer.transpose(0, 2, 1, 3)              # (i, j, D, D)
 error = np.abs((jacobian_layer - jacobian_symbolic).transpose(0, 2, 1, 3)[past | future]).max()
 error /= np.abs(blocks[past]).max()
-print(f"future blocks: max |d out_i/d h_j| = {np.abs(blocks[future]).max():.1e} (j > i); past blocks: "
-      f"max = {np.abs(blocks[past]).max():.2f}, relative error against SymPy {error:.1e} (j < i)")
+report(f"Later inputs ($j > i$): largest $|\\partial\\,\\mathrm{{out}}_i / \\partial h_j|$ = "
+       f"{np.abs(blocks[future]).max():.1e} (must be exactly 0). Earlier inputs ($j < i$): largest entry "
+       f"{np.abs(blocks[past]).max():.2f}; largest relative difference from the masked SymPy derivative "
+       f"{error:.1e}, tolerance 1e-10.")
 assert np.abs(blocks[future]).max() == 0, "a token's update depends on a later input"
 assert np.abs(blocks[past]).max(axis=(1, 2)).min() > 1e-6   # every earlier input does enter
 assert error < 1e-10, "CEMAttention's Jacobian disagrees with the masked SymPy derivative"
@@ -412,9 +423,9 @@ grad_rope = sp.Matrix([sp.diff(E_rope, x_m) for x_m in x])
 a_rope = [sp.exp(beta * s_j) / sum(sp.exp(beta * s_k) for s_k in rope_scores) for s_j in rope_scores]
 claim = W_Q.T * R_i.T * sum((a_j * R_j * W_K * c_j for a_j, R_j, c_j in zip(a_rope, R_js, c)), sp.zeros(d_h, 1))
 assert sp.simplify(-grad_rope - claim) == sp.zeros(d, 1)
-print("-grad E == W_Q^T R_i^T sum_j a_j R_j W_K c_j: proved")
+proved(r"-\nabla_x E = W_Q^\top R_i^\top \sum_{j \le i} a_j\, R_j W_K c_j")
 assert sp.simplify(R_i.T * R_js[0] - rotation([b - a for a, b in zip(theta_i, theta[0])])) == sp.zeros(d_h, d_h)
-print("R_i^T R_j == R(theta_j - theta_i): the score depends on the relative position only")
+proved(r"R_i^\top R_j = R(\theta_j - \theta_i) \quad \text{(the score depends on the relative position only)}")
 
 # %% [markdown]
 # The proof never used that $R_i$ and $R_j$ are rotations, only that they are fixed matrices; that
@@ -432,20 +443,145 @@ rope_update_fn = sp.lambdify([*symbols, *query_angles, *[a for angles in key_ang
                              -sp.Matrix([sp.diff(E_rope_heads, x_m) for x_m in xs]))
 frequencies = rope_base ** (-2 * np.arange(d_h // 2) / d_h)
 angles = np.arange(n_ctx)[:, None] * frequencies          # theta_{t,m} = t base^(-2m/d_h): (n, d_h/2)
-symbolic_rope = np.stack([rope_update_fn(*arguments(t), *angles[t], *angles.ravel()).ravel() for t in range(n_ctx)])
 rope_layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=D, n_heads=n_heads, T=1, rope=True,
                                                             rope_base=rope_base)).double()
 rope_layer.load_state_dict(layer.state_dict())             # the same W_Q, W_K and norm
+symbolic_rope = np.stack([rope_update_fn(*arguments(t), *angles[t], *angles.ravel()).ravel() for t in range(n_ctx)])
 
 # %% tags=["compare-rope"]
 fast_rope = (rope_layer(h) - h)[0].detach().numpy()
 error = np.abs(fast_rope - symbolic_rope).max() / np.abs(symbolic_rope).max()
-print(f"max |rope layer(h) - h - (-grad E_rope)| / max |grad E_rope| = {error:.1e}; "
-      f"RoPE changed the update by {np.abs(fast_rope - fast).max():.2f}")
+report(f"`CEMAttention` with RoPE against the SymPy $-\\nabla E$ with rotations: largest relative difference "
+       f"{error:.1e}, tolerance 1e-10. RoPE changed the update by up to {np.abs(fast_rope - fast).max():.2f}.")
 assert error < 1e-10, "CEMAttention with RoPE disagrees with the SymPy gradient"
 
 # %% [markdown]
-# ## Exercise
+# ## 9. A worked example: width 2, one head, three tokens
+#
+# Everything above holds for any sizes. Here is one step on numbers small enough to check by hand:
+# width $d = 2$, one head of width $d_h = 2$ (so $\beta = 1/\sqrt{2}$), a history of three tokens, and
+# the last one, $i = 3$, taking its step from $x = x^{(0)} = c_3$, with
+#
+# $$W_Q = \begin{bmatrix}1 & 0\\ 0 & 2\end{bmatrix}, \quad W_K = \begin{bmatrix}1 & 1\\ 0 & 1\end{bmatrix},
+#   \quad c_1 = \begin{bmatrix}1\\ 1\end{bmatrix}, \quad c_2 = \begin{bmatrix}1\\ -1\end{bmatrix},
+#   \quad c_3 = \begin{bmatrix}-1\\ 1\end{bmatrix}.$$
+#
+# Each $c_j$ has root mean square 1, so RMSNorm leaves it as it is: a layer fed $h_j = c_j$ works on
+# exactly these numbers. In exact arithmetic, the keys, the query, the scores, the weights and the update:
+
+# %%
+Wq = sp.Matrix([[1, 0], [0, 2]])                            # W_Q (d_h x d)
+Wk = sp.Matrix([[1, 1], [0, 1]])                            # W_K (d_h x d), which is also W_V
+hist = [sp.Matrix([1, 1]), sp.Matrix([1, -1]), sp.Matrix([-1, 1])]   # c_1, c_2, c_3
+x_i = hist[-1]                                              # x = x^(0) = c_3
+beta_ex = 1 / sp.sqrt(2)                                    # beta = 1/sqrt(d_h)
+kappa = [Wk * c_j for c_j in hist]                          # kappa_j = W_K c_j: the keys, also the values
+q_i = Wq * x_i                                              # q = W_Q x: the query
+s_ex = [(q_i.T * k_j)[0] for k_j in kappa]                  # s_j = q^T kappa_j: the scores
+a_ex = [sp.exp(beta_ex * s_j) / sum(sp.exp(beta_ex * s_k) for s_k in s_ex) for s_j in s_ex]  # a_j = softmax_j(beta s_j)
+o_ex = sum((a_j * k_j for a_j, k_j in zip(a_ex, kappa)), sp.zeros(2, 1))  # o = sum_j a_j kappa_j: the head output
+u_ex = Wq.T * o_ex                                          # u = W_Q^T o: the update, W_O = W_Q^T
+show(r"\begin{bmatrix}\kappa_1 & \kappa_2 & \kappa_3\end{bmatrix} = W_K \begin{bmatrix}c_1 & c_2 & c_3\end{bmatrix}",
+     sp.Matrix.hstack(*kappa))
+show(r"q = W_Q x", q_i)
+show(r"\begin{bmatrix}s_1 & s_2 & s_3\end{bmatrix} = q^\top \begin{bmatrix}\kappa_1 & \kappa_2 & \kappa_3\end{bmatrix}",
+     sp.Matrix([s_ex]))
+show(r"\begin{bmatrix}a_1 & a_2 & a_3\end{bmatrix} = \operatorname{softmax}(\beta s) = "
+     r"\frac{\begin{bmatrix}e^{\beta s_1} & e^{\beta s_2} & e^{\beta s_3}\end{bmatrix}}{\sum_j e^{\beta s_j}}",
+     sp.Matrix([a_ex]).evalf(3))
+show(r"o = \sum_j a_j \kappa_j", o_ex.evalf(3))
+show(r"u = W_Q^\top o", u_ex.evalf(3))
+
+# %% [markdown]
+# And this $u$ is the gradient step: SymPy differentiates the energy of this example and evaluates
+# $-\nabla_x E$ at $x = c_3$:
+
+# %%
+x2 = vector("x", 2)
+E_ex = -sp.log(sum(sp.exp(beta_ex * ((Wq * x2).T * k_j)[0]) for k_j in kappa)) / beta_ex  # E(x | c_1, c_2, c_3)
+grad_ex = sp.Matrix([sp.diff(E_ex, x_m) for x_m in x2]).xreplace(dict(zip(x2, x_i)))     # grad_x E at x = c_3
+assert sp.simplify(u_ex + grad_ex) == sp.zeros(2, 1)
+proved(r"u = -\nabla_x E(x \mid c_1, c_2, c_3)\big|_{x = c_3}")
+
+# %% [markdown]
+# The picture draws the same numbers, computed again in NumPy by `cem_core.ui.figdata.worked_example`
+# (and drawn by `cem_core.ui.plots.mpl_worked_example`):
+
+# %%
+example = figdata.worked_example(np.array(Wq, dtype=float), np.array(Wk, dtype=float),
+                                 np.array(sp.Matrix.hstack(*hist).T, dtype=float))
+u_hand = np.array(u_ex.evalf(), dtype=float).ravel()       # u, the hand computation, in float64
+a_hand = np.array([float(a_j) for a_j in a_ex])            # a_j, the hand computation, in float64
+assert np.allclose(example["update"], u_hand, rtol=1e-12, atol=0) and np.allclose(example["weights"], a_hand)
+show_figure(plots.mpl_worked_example(example))
+
+# %% [markdown]
+# **Reading the picture.** Left, in the head's space: the query $q = W_Q x = (-1, 2)$ and the three keys.
+# $\kappa_3$ points most along $q$, so its score is the largest and it gets most of the weight
+# ($a_3 \approx 0.77$); $\kappa_2$ points away and gets almost none. Right, in the residual plane: had
+# all the weight gone to key $j$, the step would have landed on $x + W_Q^\top \kappa_j$ (a blue point).
+# The weights are positive and sum to 1, so $x + u$ is their weighted average: it lands inside the
+# triangle of the blue points, nearest the heaviest. With $\eta = 1$ and $P = I$ this one step is exactly
+# what the attention layer adds to token 3's residual stream.
+#
+# The app's energy page draws the same picture for a random layer of the same sizes, on top of the
+# energy's contours (it calls the blue points *key tips*):
+# [the energy page at width 2, one head, three tokens, $T = 1$, $\eta = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=1&width=2&seq_len=3&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# Start the app with `make app` (it serves http://localhost:8501).
+#
+# **Against `CEMAttention`.** The same weights in a layer ($T = 1$, $\eta = 1$, $P = I$, RoPE off), fed
+# $h_j = c_j$: what it adds to token 3 must be $u$, and its attention weights $a_{3j}$ must be the $a_j$
+# above. **Tolerance: $10^{-12}$ relative, float64.**
+
+# %%
+small = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=2, n_heads=1, T=1, rope=False)).double()
+with torch.no_grad():
+    small.q_proj.weight.copy_(torch.tensor(np.array(Wq, dtype=float)))   # W_Q
+    small.k_proj.weight.copy_(torch.tensor(np.array(Wk, dtype=float)))   # W_K
+    small.norm.weight.fill_(math.sqrt(1 + small.config.norm_eps))        # undoes RMSNorm's eps: Norm(c_j) = c_j
+assert (small.config.T, small.config.eta, small.config.preconditioner) == (1, 1.0, "none")  # one step, eta = 1, P = I
+h_ex = torch.tensor(example["history"])[None]              # h_j = c_j: (1, 3, 2)
+
+# %% tags=["compare-worked-example"]
+u_layer = (small(h_ex) - h_ex)[0, -1].detach().numpy()     # what the layer adds to token 3
+a_layer = small.trace(h_ex).weights[0, 0, 0, -1].numpy()   # a_3j: step 1, batch 0, head 0, token 3
+errors = {"update": np.abs(u_layer - u_hand).max() / np.abs(u_hand).max(), "weights": np.abs(a_layer - a_hand).max()}
+report(f"`CEMAttention` against the hand computation: largest relative difference {errors['update']:.1e} for the "
+       f"update, largest difference {errors['weights']:.1e} for the weights; tolerance 1e-12.")
+assert max(errors.values()) < 1e-12, "CEMAttention disagrees with the worked example"
+
+# %% [markdown]
+# ## 10. Explore: more steps
+#
+# This notebook's layer takes **one** step; a CEM layer can take $T$ of them (notebook 03 derives the
+# options). The explorer below runs a random attention layer with the energy page's defaults (width 8,
+# two heads, eight tokens), starting at $T = 4$, $\eta = 1$. Left: every token's energy at each step.
+# Middle: the last token's energy on the plane of its first two steps, its path, and its key tips
+# $x^{(0)} + \eta\, W_{Q,k}^\top W_{K,k} c_j$ (the blue points of section 9, one set per head). Right: the
+# attention weights $a_{ij}$ of head 0 at the last step.
+#
+# What to try, and what to look for:
+#
+# - **$T = 1$** is this notebook's layer: the path is a single step.
+# - **Raise $T$ to 16** and watch the energy keep falling at every step while the attention sharpens
+#   (the rows of the heatmap concentrate on fewer keys). The energy is concave, so a step of any size
+#   $\eta > 0$ lowers it; and it has no minimum, so the path never stops: it runs off.
+# - **Set the anchor $\lambda$ to 1** (our extension, $+\frac{\lambda}{2}|x - x^{(0)}|^2$): now the energy
+#   has a minimum, and the path stops on it.
+# - **Change the seed** for other random weights, and $\eta$ for longer or shorter steps.
+#
+# Under the figure, a link opens the explorer's current state on the app's energy page (start the app
+# with `make app`), for example [$T = 16$ with the anchor $\lambda = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=16&eta=1.0&anchor=1.0&diagonal=none&preconditioner=none&rank=2);
+# the app also turns on RoPE (section 8), as in
+# [one step with RoPE](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=true&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+
+# %%
+EnergyExplorer(controls=("T", "eta", "anchor", "seed"), T=4)
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: the first token
 #
 # **What is the update of the first token ($i = 1$, a single history entry $c_1$)? Does it
 # depend on $x$?** Write your answer as a SymPy expression in `W_Q`, `W_K` and `c[0]`, then run
@@ -464,6 +600,30 @@ def check(answer):
 
 check_answer(answer, check, "first-token",
              "A single key gets weight $a_{11} = 1$, so the update $W_Q^\\top W_K c_1$ does not depend on $x$.")
+
+# %% [markdown]
+# ### Exercise 2: zero temperature
+#
+# Back to the worked example of section 9. **What update $u$ does the step give in the limit
+# $\beta \to \infty$** (temperature $\tau = 1/\beta \to 0$)? Write it as a vector, in `Wq`, `Wk` and
+# `hist` (a SymPy matrix) or as numbers, then run the check, which recomputes the step at $\beta = 1000$.
+
+# %% tags=["exercise-zero-temperature"]
+answer = None                                               # your answer here
+
+
+# %% tags=["check-zero-temperature"]
+def check(answer):
+    u = np.asarray(answer, dtype=float).ravel()
+    assert u.shape == (2,), "the update is a vector of width 2"
+    cold = figdata.worked_example(np.array(Wq, dtype=float), np.array(Wk, dtype=float), example["history"], beta=1e3)
+    assert np.allclose(u, cold["update"], rtol=0, atol=1e-9), "not the step as beta -> infinity"
+
+
+check_answer(answer, check, "zero-temperature",
+             "As $\\beta \\to \\infty$ the softmax puts all the weight on the highest score, $s_3 = 2$, so the "
+             "step adds $W_Q^\\top W_K c_3 = (0, 2)$, the readout of that one key: hard attention (and the energy "
+             "tends to $-\\max_j s_j$). As $\\beta \\to 0$ the weights would be uniform instead.")
 
 # %% [markdown]
 # **Takeaway.** One gradient step ($\eta = 1$, $P = I$) on

@@ -18,11 +18,11 @@
 # # 02 · The gated MLP from an energy
 #
 # Notebook 01 found attention as a gradient step on an interaction energy. Here the energy is
-# **element-wise**, one term per feature, and one gradient step on it is a **gated MLP whose
-# down projection is the up projection transposed** (arXiv 2605.07588 reports it; the
-# derivation is ours, `docs/paper-notes.md#the-gated-mlp-and-its-potential`). We derive the
-# antiderivative $\Phi$ of SiLU that the energy needs, prove it by differentiation, and check
-# everything against `cem_core`.
+# **element-wise**, one term per feature, and one gradient step on it (step size $\eta = 1$,
+# preconditioner $P = I$) is a **gated MLP whose down projection is the up projection transposed**
+# (arXiv 2605.07588 reports it; the derivation is ours,
+# `docs/paper-notes.md#the-gated-mlp-and-its-potential`). We derive the antiderivative $\Phi$ of SiLU
+# that the energy needs, prove it by differentiation, and check everything against `cem_core`.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -33,7 +33,8 @@
 # 4. count the parameters: $2\,d\,d_{ff}$ instead of SwiGLU's $3\,d\,d_{ff}$, with the same three matmuls;
 # 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.energy.silu_antiderivative`;
 # 6. derive the energy's Hessian, show that the energy is **neither convex nor concave** in general,
-#    and give a step size $\eta < 2/L$ under which a step is guaranteed to lower it.
+#    and give a step size $\eta < 2/L$ under which a step is guaranteed to lower it;
+# 7. explore the step size, the number of steps and the anchor in an interactive explorer and in the app.
 
 # %% tags=["parameters"]
 d = 3          # residual width
@@ -44,10 +45,11 @@ seed = 0
 import numpy as np
 import sympy as sp
 import torch
-from nbhelpers import check_answer, matrix, show, vector
+from nbhelpers import check_answer, matrix, proved, report, show, vector
 
 import cem_core
 import cem_core.nn.energy
+from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
 # ## 1. The element-wise energy, for any activation
@@ -91,14 +93,16 @@ show(r"E(x \mid c)", E.xreplace({(U * x)[m]: sp.Symbol(f"z_{m}") for m in range(
 #
 # $$-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big):$$
 #
-# a gated MLP, with the activated branch $\varphi(Ux)$, the gate $Gc$, and the readout $U^\top$.
+# a gated MLP, with the activated branch $\varphi(Ux)$, the gate $Gc$, and the readout $U^\top$. A CEM
+# layer takes steps $x^{(t+1)} = x^{(t)} - \eta P \nabla_x E(x^{(t)})$; **one step with $\eta = 1$ and
+# $P = I$** (`cem_core`'s defaults) adds exactly $x^{(1)} - x^{(0)} = -\nabla_x E(x^{(0)})$, this gated MLP.
 
 # %%
 grad = sp.Matrix([sp.diff(E, x_m) for x_m in x])          # grad_x E, entry by entry
 gated_mlp = U.T * (U * x).applyfunc(phi).multiply_elementwise(G * c)  # U^T (phi(U x) * G c)
 assert any(g != 0 for g in grad)
 assert sp.simplify(-grad - gated_mlp) == sp.zeros(d, 1)
-print("-grad E == U^T (phi(U x) * G c): proved for any phi")
+proved(r"-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big) \quad \text{for any } \varphi")
 
 # %% [markdown]
 # ## 2. Why down = up$^\top$
@@ -111,7 +115,7 @@ print("-grad E == U^T (phi(U x) * G c): proved for any phi")
 D = matrix("d", d, d_ff)
 untied = D * (U * x).applyfunc(phi).multiply_elementwise(G * c)
 assert sp.expand(untied + grad - (D - U.T) * (U * x).applyfunc(phi).multiply_elementwise(G * c)) == sp.zeros(d, 1)
-print("untied - (-grad E) == (D - U^T)(phi(U x) * G c): proved")
+proved(r"D\big(\varphi(Ux) \odot Gc\big) - \big(-\nabla_x E\big) = \big(D - U^\top\big)\big(\varphi(Ux) \odot Gc\big)")
 
 # %% [markdown]
 # ## 3. $\Phi$ for SiLU, by substitution
@@ -135,7 +139,7 @@ show(r"\texttt{integrate}(z\,\sigma(z))", sp.integrate(silu, z))
 # %%
 softplus = sp.log(1 + sp.exp(z))                          # softplus(z) = log(1 + e^z)
 assert sp.simplify(sp.diff(softplus, z) - 1 / (1 + sp.exp(-z))) == 0
-print("d/dz softplus(z) == sigmoid(z)")
+proved(r"\frac{d}{dz} \log\left(1 + e^z\right) = \sigma(z)")
 
 # %% [markdown]
 # **Substitution** $u = e^z$, $dz = du/u$: $\int \log(1+e^z)\,dz = \int \frac{\log(1+u)}{u}\,du$,
@@ -157,7 +161,7 @@ show(r"\Phi(z)", Phi_silu)
 # %%
 assert sp.simplify(sp.expand_func(sp.diff(Phi_silu, z)) - silu) == 0
 assert sp.simplify(Phi_silu.subs(z, 0) + sp.pi ** 2 / 12) == 0
-print("Phi'(z) == z sigmoid(z) and Phi(0) == -pi^2/12: proved")
+proved(r"\Phi'(z) = z\,\sigma(z), \qquad \Phi(0) = \mathrm{Li}_2(-1) = -\frac{\pi^2}{12}")
 
 # %% [markdown]
 # Torch has no dilogarithm, so `cem_core.nn.energy.silu_antiderivative` evaluates $\Phi$ through a
@@ -170,7 +174,8 @@ grid = np.linspace(-30, 30, 121)
 exact = np.array([float(v) for v in map(sp.lambdify(z, Phi_silu, "mpmath"), grid)])
 ours = cem_core.nn.energy.silu_antiderivative(torch.from_numpy(grid)).numpy()
 error = np.abs(ours - exact).max() / np.maximum(1.0, np.abs(exact)).max()
-print(f"max |cem_core Phi - SymPy Phi| / max(1, |Phi|) = {error:.1e}")
+report(f"`silu_antiderivative` against the SymPy $\\Phi$ on $[-30, 30]$: largest difference relative to "
+       f"$\\max(1, |\\Phi|)$ {error:.1e}, tolerance 1e-12.")
 assert error < 1e-12, "cem_core.nn.energy.silu_antiderivative disagrees with the SymPy Phi"
 
 # %% [markdown]
@@ -191,14 +196,15 @@ layers = {"CEM": cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff)),
           "SwiGLU": cem_core.SwiGLU(cem_core.SwiGLUConfig(d_model=d, d_ff=d_ff))}
 projections = {name: sum(p.numel() for n, p in module.named_parameters() if n.endswith("proj.weight"))
                for name, module in layers.items()}
-print(projections)
+report(f"Projection parameters at $d = {d}$, $d_{{ff}} = {d_ff}$: the CEM MLP has {projections['CEM']} "
+       f"$= 2\\,d\\,d_{{ff}}$, SwiGLU {projections['SwiGLU']} $= 3\\,d\\,d_{{ff}}$.")
 assert projections == {"CEM": 2 * d * d_ff, "SwiGLU": 3 * d * d_ff}
 
 # %% [markdown]
 # ## 5. From SymPy to numbers: compare with `CEMGatedMLP`
 #
 # Substitute SiLU for $\varphi$ (and the SiLU $\Phi$ for $\Phi$), `lambdify`, and compare with a
-# `CEMGatedMLP` (T = 1) holding random weights. The layer returns $h + (x^{(1)} - x^{(0)})$ with
+# `CEMGatedMLP` ($T = 1$, $\eta = 1$, $P = I$) holding random weights. The layer returns $h + (x^{(1)} - x^{(0)})$ with
 # $x^{(0)} = c = \mathrm{Norm}(h)$, so `layer(h) - h` must equal $-\nabla E$ at
 # $x = c = \mathrm{Norm}(h)$, and `layer.energy(Norm(h), h)` must equal $E$ there.
 # **Tolerance: $10^{-10}$ relative, float64.**
@@ -216,6 +222,7 @@ with torch.no_grad():
     layer.up_proj.weight.copy_(torch.from_numpy(w_up))      # U
     layer.gate_proj.weight.copy_(torch.from_numpy(w_gate))  # G
     layer.norm.weight.uniform_(0.5, 1.5)
+assert (layer.config.T, layer.config.eta, layer.config.preconditioner) == (1, 1.0, "none")  # one step, eta = 1, P = I
 h = torch.randn(1, 5, d, dtype=torch.float64)
 c_num = layer.norm(h)[0].detach().numpy()                  # c = Norm(h) = x^(0), one row per token
 symbolic_update = np.stack([update_fn(*row, *row, *w_up.ravel(), *w_gate.ravel()).ravel() for row in c_num])
@@ -226,7 +233,8 @@ fast_update = (layer(h) - h)[0].detach().numpy()
 fast_energy = layer.energy(layer.norm(h), h)[0].detach().numpy()
 errors = {"update": np.abs(fast_update - symbolic_update).max() / np.abs(symbolic_update).max(),
           "energy": np.abs(fast_energy - symbolic_energy).max() / np.abs(symbolic_energy).max()}
-print({name: f"{value:.1e}" for name, value in errors.items()})
+report(f"`CEMGatedMLP` against the SymPy derivation: largest relative difference {errors['update']:.1e} for the "
+       f"update and {errors['energy']:.1e} for the energy, tolerance 1e-10.")
 assert max(errors.values()) < 1e-10, "CEMGatedMLP disagrees with the SymPy derivation"
 
 # %% [markdown]
@@ -245,7 +253,7 @@ hessian = grad.jacobian(x)                                 # grad_x^2 E, entry b
 dphi = [sp.diff(phi(z), z).subs(z, z_m) for z_m in U * x]  # phi'((U x)_m)
 hessian_claim = -U.T * sp.diag(*[g_m * dphi_m for g_m, dphi_m in zip(G * c, dphi)]) * U
 assert sp.simplify(hessian - hessian_claim) == sp.zeros(d, d)
-print("Hessian == -U^T diag(G c * phi'(U x)) U: proved for any phi")
+proved(r"\nabla_x^2 E = -U^\top \operatorname{diag}\big(Gc \odot \varphi'(Ux)\big)\, U \quad \text{for any } \varphi")
 
 # %% [markdown]
 # Neither factor has a fixed sign. The gate $(Gc)_m$ is a linear function of $c$, so it takes both
@@ -262,7 +270,7 @@ curvature_1d = -dsilu                                      # E''(x) for E(x) = -
 show(r"E''(0)", curvature_1d.subs(z, 0))
 show(r"E''(-3)", sp.N(curvature_1d.subs(z, -3), 4))
 assert curvature_1d.subs(z, 0) < 0 < curvature_1d.subs(z, -3)
-print("E = -Phi is concave near 0 and convex near -3: neither convex nor concave")
+report("So $E = -\\Phi$ is concave near $x = 0$ and convex near $x = -3$: **neither convex nor concave**.")
 
 # %% [markdown]
 # **A step size that always descends.** $\varphi'$ is bounded: $\varphi'(z) + \varphi'(-z) = 1$ (because
@@ -286,12 +294,13 @@ print("E = -Phi is concave near 0 and convex near -3: neither convex nor concave
 assert sp.simplify(dsilu + dsilu.subs(z, -z) - 1) == 0    # phi'(z) + phi'(-z) = 1
 z_max = sp.nsolve(sp.diff(silu, z, 2), z, 2.4)             # phi''(z) = 0
 dphi_max = float(dsilu.subs(z, z_max))
-print(f"phi' is largest at z = {float(z_max):.4f}: phi'_max = {dphi_max:.4f}, smallest phi' = {1 - dphi_max:.4f}")
+report(f"$\\varphi'$ is largest at $z = {float(z_max):.4f}$: $\\varphi'_{{\\max}} = {dphi_max:.4f}$, and its smallest "
+       f"value is $1 - \\varphi'_{{\\max}} = {1 - dphi_max:.4f}$.")
 eta_s, L_s, g2 = sp.symbols("eta L |g|^2", positive=True)
 bound = -eta_s * g2 + L_s * eta_s ** 2 * g2 / 2            # E(x - eta g) - E(x) <= this
 safe = sp.solve(bound < 0, eta_s)                         # the symbol eta is positive
-print(f"for eta > 0: -eta |g|^2 + L eta^2 |g|^2 / 2 < 0  <=>  {safe}")
 assert safe == (eta_s < 2 / L_s)
+proved(r"-\eta\,|g|^2 + \frac{L\,\eta^2}{2}\,|g|^2 < 0 \iff " + sp.latex(safe) + r" \qquad (\eta > 0)")
 
 # %% [markdown]
 # Now the numbers, on the `CEMGatedMLP` of section 5: its Hessian from autograd on `layer.energy` (which
@@ -304,6 +313,11 @@ assert safe == (eta_s < 2 / L_s)
 hessian_fn = sp.lambdify(symbols, hessian_claim.xreplace({dphi_m: dsilu.subs(z, z_m)  # phi' = SiLU'
                                                           for dphi_m, z_m in zip(dphi, U * x)}))
 symbolic_hessians = np.stack([hessian_fn(*row, *row, *w_up.ravel(), *w_gate.ravel()) for row in c_num])
+gates = c_num @ w_gate.T                                   # G c, one row per token
+L = dphi_max * np.array([np.linalg.eigvalsh(w_up.T @ np.diag(np.abs(g)) @ w_up).max() for g in gates])
+eta_safe = 1 / L.max()
+safe_layer = cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff, T=1, eta=eta_safe)).double()
+safe_layer.load_state_dict(layer.state_dict())
 x0 = layer.norm(h).detach()                                # x^(0) = c = Norm(h)
 
 
@@ -314,13 +328,6 @@ def token_energy(t: int):
         return layer.energy(x_all, h)[0, t]
     return energy
 
-
-gates = c_num @ w_gate.T                                   # G c, one row per token
-L = dphi_max * np.array([np.linalg.eigvalsh(w_up.T @ np.diag(np.abs(g)) @ w_up).max() for g in gates])
-eta_safe = 1 / L.max()
-safe_layer = cem_core.CEMGatedMLP(cem_core.MLPConfig(d_model=d, d_ff=d_ff, T=1, eta=eta_safe)).double()
-safe_layer.load_state_dict(layer.state_dict())
-
 # %% tags=["compare-mlp-curvature"]
 fast_hessians = np.stack([torch.autograd.functional.hessian(token_energy(t), x0[0, t]).numpy()
                           for t in range(len(c_num))])
@@ -330,9 +337,11 @@ x_grad = x0.clone().requires_grad_(True)
 g = torch.autograd.grad(layer.energy(x_grad, h).sum(), x_grad)[0][0].detach().numpy()  # grad E per token
 energies = safe_layer.trace(h).energies[:, 0].numpy()      # E(x^(0)), E(x^(1)) with eta = 1/L
 descent_bound = energies[0] - eta_safe * (1 - eta_safe * L / 2) * (g ** 2).sum(-1)
-print(f"Hessian: relative error {error:.1e}; tokens with eigenvalues of both signs: "
-      f"{int(((eigenvalues[:, 0] < 0) & (eigenvalues[:, -1] > 0)).sum())} of {len(c_num)}")
-print(f"eta = 1/L = {eta_safe:.3f}: E(x^(1)) - bound = {np.round(energies[1] - descent_bound, 4)} (all <= 0)")
+both_signs = int(((eigenvalues[:, 0] < 0) & (eigenvalues[:, -1] > 0)).sum())   # tokens at an indefinite Hessian
+report(f"Hessians: largest relative difference between autograd on `cem_core`'s energy and the SymPy formula "
+       f"{error:.1e}, tolerance 1e-10; {both_signs} of {len(c_num)} tokens have eigenvalues of both signs.\n\n"
+       f"One step with $\\eta = 1/L = {eta_safe:.3f}$: $E(x^{{(1)}})$ minus the descent bound, per token: "
+       f"{', '.join(f'{v:.4f}' for v in energies[1] - descent_bound)} (each at most 1e-12).")
 assert error < 1e-10, "cem_core's MLP energy has a different Hessian from the SymPy derivation"
 assert (energies[1] <= descent_bound + 1e-12).all(), "a step with eta < 2/L broke the descent bound"
 
@@ -348,14 +357,47 @@ for eta_big in (0.5, 1.0, 2.0, 5.0, 10.0):
     rise = np.diff(big.trace(h).energies[:, 0].numpy(), axis=0)[0]   # E(x^(1)) - E(x^(0)) per token
     if (rise > 0).any():
         t = int(rise.argmax())
-        print(f"eta = {eta_big:g}: token {t} rises by {rise[t]:.3f}; its 2/L = {2 / L[t]:.3f}")
+        report(f"At $\\eta = {eta_big:g}$ token {t}'s energy rises by {rise[t]:.3f}; its $2/L$ is {2 / L[t]:.3f}, "
+               f"below that $\\eta$ as the bound requires.")
         assert eta_big > 2 / L[t]
         break
 else:
-    print("no token's energy rose for these step sizes")
+    report("No token's energy rose for these step sizes.")
 
 # %% [markdown]
-# ## Exercise
+# ## 7. Explore: the step size, more steps, the anchor
+#
+# The explorer below runs a random CEM gated MLP with the energy page's sizes (width 8, $d_{ff} = 16$,
+# eight tokens), starting at $T = 4$, $\eta = 1$. Left: every token's energy at each step. Middle: the last
+# token's energy on the plane of its first two steps, with its path. Right: every token's update norm
+# $|x^{(t)} - x^{(t-1)}|$ at each step.
+#
+# What to try, and what to look for:
+#
+# - **$T = 1$** is this notebook's layer: one step, $\eta = 1$, $P = I$.
+# - **Raise $T$ to 16** and watch every token's energy keep falling while the update norms of most tokens
+#   grow instead of shrinking: like attention's, this energy has no minimum as soon as a gate $(Gc)_m$ is
+#   positive, since SiLU's $\Phi(z)$ grows like $z^2/2$, so those paths run off.
+# - **Set the anchor $\lambda$ to 1** (our extension, $+\frac{\lambda}{2}|x - x^{(0)}|^2$): the energy
+#   gets a minimum, and the update norms fall to zero. **Then to 2**: the steps now overshoot and the
+#   energy rises. The anchor adds $\lambda$ to the curvature, so the bound of section 6 becomes $L + \lambda$
+#   and $\eta = 1$ is no longer below $2/(L + \lambda)$.
+# - **Change the seed** for other random weights.
+#
+# The slider stops at $\eta = 2$, where, without the anchor, these layers still descend. Section 6 says
+# a large enough step can raise the energy; the app's energy page goes up to $\eta = 20$, where it does, and says why:
+# [the MLP at $\eta = 20$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=20.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# This notebook's single step is [the MLP at $T = 1$, $\eta = 1$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2),
+# and the overshooting anchor is [$\lambda = 2$ at $T = 16$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=16&eta=1.0&anchor=2.0&diagonal=none&preconditioner=none&rank=2).
+# Start the app with `make app`; under the figure, a link opens the explorer's current state there.
+
+# %%
+EnergyExplorer(controls=("T", "eta", "anchor", "seed"), layer="mlp", T=4)
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: GELU
 #
 # `cem_core` also offers GELU, $\varphi(z) = z\,N(z)$ with $N$ the standard normal cdf and $n$ its
 # pdf. **Find an antiderivative $\Phi$ of GELU.** (Hint: integrate by parts twice, using
@@ -382,8 +424,36 @@ check_answer(answer, check, "gelu-antiderivative",
              "$\\Phi' = $ GELU, and $\\Phi$ matches `cem_core.nn.energy.gelu_antiderivative` up to a constant.")
 
 # %% [markdown]
-# **Takeaway.** One gradient step on $-\sum_m (Gc)_m\Phi((Ux)_m)$ is a gated MLP with
-# down $=$ up$^\top$: two thirds of SwiGLU's parameters for the same three matmuls. Unlike the
+# ### Exercise 2: ReLU
+#
+# The third activation `cem_core` offers is ReLU, $\varphi(z) = \max(z, 0)$. **Find an antiderivative
+# $\Phi$ of ReLU**, as a SymPy expression in `z` (`sp.Piecewise` or `sp.Max` will help), then run the check:
+# it tests $\Phi' = \varphi$ on both sides of 0, that $\Phi$ is continuous at 0 (else it is no
+# antiderivative), and compares your $\Phi$ with `cem_core.nn.energy.relu_antiderivative` up to a constant.
+
+# %% tags=["exercise-relu-antiderivative"]
+answer = None                                             # your answer here
+
+
+# %% tags=["check-relu-antiderivative"]
+def check(answer):
+    slope = sp.diff(answer, z)
+    for point in (-2, -sp.Rational(1, 2), sp.Rational(1, 2), 3):
+        assert sp.simplify(slope.subs(z, point) - max(point, 0)) == 0, f"Phi'({point}) is not ReLU({point})"
+    assert sp.limit(answer, z, 0, "+") == sp.limit(answer, z, 0, "-"), "Phi jumps at 0: not an antiderivative"
+    theirs = cem_core.nn.energy.relu_antiderivative(torch.from_numpy(grid)).numpy()
+    offset = np.array([float(answer.subs(z, v)) for v in grid]) - theirs
+    assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not cem_core's Phi up to a constant"
+
+
+check_answer(answer, check, "relu-antiderivative",
+             "$\\Phi(z) = \\max(z, 0)^2/2$, as in `cem_core.nn.energy.relu_antiderivative`. Then $\\Phi'' = \\varphi'$ "
+             "is 1 for $z > 0$ and 0 below: never negative, so with ReLU the signs of the Hessian's terms "
+             "$-(Gc)_m \\varphi'(z_m)$ are set by the gates alone.")
+
+# %% [markdown]
+# **Takeaway.** One gradient step ($\eta = 1$, $P = I$) on $-\sum_m (Gc)_m\Phi((Ux)_m)$ is a gated MLP
+# with down $=$ up$^\top$: two thirds of SwiGLU's parameters for the same three matmuls. Unlike the
 # attention energy, which is concave, this energy is neither convex nor concave: a step lowers it
 # when $\eta < 2/L$, and a larger step can raise it. Notebook 03 explores what can be added to these
 # energies: a diagonal, a preconditioner, and more steps.

@@ -222,3 +222,51 @@ def flops_per_token(configs: dict, n: int) -> dict:
         out[name] = {"attention": config.n_layers * a / n, "MLP": config.n_layers * m / n,
                      "LM head": model_flops(config, n)["head"] / n}
     return out
+
+
+# -- a worked example of one attention step ------------------------------------------------------
+
+
+def worked_example(w_q, w_k, history, token: int = -1, beta: float | None = None) -> dict:
+    """One head of one CEM attention step (T = 1, eta = 1, P = I, no RoPE), by hand in float64 numpy.
+
+    ``w_q``, ``w_k``: W_Q, W_K (d_h, d); ``history``: the rows c_1..c_n (n, d). Token i = ``token`` has
+    x = c_i and sees c_1..c_i; ``beta`` defaults to 1/sqrt(d_h). Returns the history c_j (i, d), x (d,),
+    the keys kappa_j = W_K c_j (i, d_h), the query q = W_Q x (d_h,), the scores s_j (i,), the weights
+    a_j (i,), the readouts v_j = W_Q^T kappa_j (i, d), what the step adds if a_j = 1, the update
+    u = sum_j a_j v_j = -grad_x E (d,) and x + u (d,), with beta."""
+    w_q, w_k = np.asarray(w_q, dtype=float), np.asarray(w_k, dtype=float)
+    history = np.asarray(history, dtype=float)
+    i = token % len(history)
+    c = history[: i + 1]                                               # c_1..c_i
+    x = c[i]                                                           # x = x^(0) = c_i
+    beta = 1 / np.sqrt(w_q.shape[0]) if beta is None else float(beta)
+    keys = c @ w_k.T                                                   # kappa_j = W_K c_j
+    query = w_q @ x                                                    # q = W_Q x
+    scores = keys @ query                                              # s_j = q^T kappa_j
+    logits = beta * scores - (beta * scores).max()                     # beta s_j, shifted (softmax is unchanged)
+    weights = np.exp(logits) / np.exp(logits).sum()                    # a_j = softmax_j(beta s_j)
+    readouts = keys @ w_q                                              # v_j = W_Q^T kappa_j
+    update = weights @ readouts                                        # u = sum_j a_j v_j = -grad_x E
+    tips = x + readouts                                                # x + v_j: where the step lands if a_j = 1
+    return {"history": c, "x": x, "keys": keys, "query": query, "scores": scores, "weights": weights,
+            "readouts": readouts, "update": update, "x_new": x + update, "beta": beta, "tips": tips,
+            "hull": _convex_hull(tips) if tips.shape[1] == 2 else None}
+
+
+def _convex_hull(points: np.ndarray) -> np.ndarray:
+    """The convex hull of 2-d points (n, 2) as its vertices in counter-clockwise order (monotone chain)."""
+    def turn(o, a, b) -> float:                                        # > 0: o -> a -> b turns left
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    def half(ordered):
+        chain: list = []
+        for p in ordered:
+            while len(chain) >= 2 and turn(chain[-2], chain[-1], p) <= 0:
+                chain.pop()                                            # not a left turn: inside the hull
+            chain.append(p)
+        return chain[:-1]
+    ordered = points[np.lexsort((points[:, 1], points[:, 0]))]        # by x, then y
+    if len(ordered) < 3:
+        return ordered                                                 # a point or a segment
+    return np.array(half(ordered) + half(ordered[::-1]))

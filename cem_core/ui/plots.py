@@ -286,3 +286,46 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results) -> list
         for name, builder in figures.items():
             paths += _save(builder(records), out, name)
     return paths
+
+
+def mpl_worked_example(data: dict):
+    """One attention step of figdata.worked_example, width 2 and d_h = 2: the head space (the query q = W_Q x,
+    the keys kappa_j = W_K c_j, each labelled with its score s_j and weight a_j, marker area ~ a_j) and the
+    residual plane (the history c_j, x, the tips x + W_Q^T kappa_j with their convex hull, where x + u lands
+    whatever the weights, and the update arrow from x to x + u)."""
+    keys, query, weights, scores = data["keys"], data["query"], data["weights"], data["scores"]
+    x, tips, i = data["x"], data["tips"], len(data["history"])
+    fig, (ax_h, ax_r) = plt.subplots(1, 2, figsize=(11, 5))
+    ax_h.scatter(*query, color="red", zorder=4, label=r"query $q = W_Q x$")
+    ax_h.annotate("", xy=query, xytext=(0, 0), arrowprops=dict(arrowstyle="->", color="red", lw=2))
+    ax_h.scatter(*keys.T, s=40 + 900 * weights, color="C0", alpha=0.5, zorder=3,
+                 label=r"keys $\kappa_j = W_K c_j$ (area $\propto a_j$)")
+    for j, (key, s, a) in enumerate(zip(keys, scores, weights), start=1):
+        ax_h.annotate("", xy=key, xytext=(0, 0), arrowprops=dict(arrowstyle="->", color="C0", lw=1.2))
+        ax_h.annotate(rf"$\kappa_{j}$: $s_{j}$ = {s:.3g}, $a_{j}$ = {a:.3f}", xy=key, xytext=(10, -4),
+                      textcoords="offset points", color="C0", fontsize=9)
+    ax_h.scatter(0, 0, color="gray", s=8)
+    ax_h.set(xlabel="head coordinate 1", ylabel="head coordinate 2",
+             title=r"head space: scores $s_j = q^\top \kappa_j$, weights $a_j$")
+    for j, c in enumerate(data["history"][:-1], start=1):
+        ax_r.scatter(*c, marker="x", color="gray", zorder=2, label="history $c_j$" if j == 1 else None)
+        ax_r.annotate(rf"$c_{j}$", xy=c, xytext=(8, -4), textcoords="offset points", color="gray")
+    ax_r.fill(*data["hull"].T, color="C0", alpha=0.08, ls="--", ec="C0", label="where $x + u$ can land")
+    ax_r.scatter(*tips.T, s=40 + 900 * weights, color="C0", alpha=0.5, zorder=3,
+                 label=r"$x + W_Q^\top \kappa_j$ (area $\propto a_j$)")
+    for j, (tip, a) in enumerate(zip(tips, weights), start=1):
+        ax_r.annotate("", xy=tip, xytext=x, arrowprops=dict(arrowstyle="->", color="C0", lw=0.8, alpha=0.6))
+        ax_r.annotate(rf"$j = {j}$: $a_{j}$ = {a:.3f}", xy=tip, xytext=(10, -4), textcoords="offset points",
+                      color="C0", fontsize=9)
+    ax_r.annotate("", xy=data["x_new"], xytext=x, arrowprops=dict(arrowstyle="-|>", color="black", lw=2))
+    ax_r.scatter(*x, color="red", zorder=4, label=rf"$x = c_{i}$")
+    ax_r.scatter(*data["x_new"], color="black", zorder=4, label=r"$x + u$, $u = \sum_j a_j W_Q^\top \kappa_j$")
+    ax_r.set(xlabel=r"$x_1$", ylabel=r"$x_2$", title=r"residual plane: the update $u = -\nabla_x E$ from $x$")
+    for ax in (ax_h, ax_r):
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.axhline(0, color="gray", lw=0.5)
+        ax.axvline(0, color="gray", lw=0.5)
+        ax.margins(0.3)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, markerscale=0.5)
+    fig.tight_layout()
+    return fig
