@@ -135,3 +135,32 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     written = {p.name for p in out.iterdir()}
     assert written == listed
     assert all((out / name).stat().st_size > 1000 for name in written)
+
+
+# -- the worked example of notebook 01 -------------------------------------------------------------
+
+
+def test_worked_example_update_is_minus_the_energy_gradient():
+    """u = sum_j a_j W_Q^T W_K c_j equals -grad_x of E(x) = -(1/beta) log sum_j exp(beta (W_Q x)^T W_K c_j),
+    by autograd in float64, for random weights, history and temperature."""
+    rng = np.random.default_rng(3)
+    w_q, w_k, history = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(5, 4))
+    data = figdata.worked_example(w_q, w_k, history, token=3, beta=0.7)
+    x = torch.tensor(history[3], requires_grad=True)
+    scores = torch.tensor(history[:4] @ w_k.T) @ (torch.tensor(w_q) @ x)
+    energy = -torch.logsumexp(0.7 * scores, 0) / 0.7
+    energy.backward()
+    assert np.allclose(data["update"], -x.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert np.isclose(data["weights"].sum(), 1.0) and data["keys"].shape == (4, 3)
+
+
+def test_worked_example_hull_is_the_convex_hull():
+    from scipy.spatial import ConvexHull
+
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 9):
+        points = rng.normal(size=(n, 2))
+        hull = figdata._convex_hull(points)
+        expected = points[ConvexHull(points).vertices]                  # counter-clockwise too
+        start = int(np.argmin(np.abs(expected - hull[0]).sum(1)))
+        assert np.allclose(np.roll(expected, -start, axis=0), hull)
