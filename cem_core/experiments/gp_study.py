@@ -132,8 +132,9 @@ MAP_LINES = (("depth 4", "depth 4, T = 1"), ("looped x4", "one block looped x4")
 
 def conditions_map(records: list[dict]) -> dict:
     """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed) and lines to compare
-    with ({label: mean ratio}): Llama attention of the same condition, and in the base panel CEM T = 1 at
-    depth 4 and one block looped 4 times (equal compute to T = 4)."""
+    with ({label: mean ratio}): Llama attention of the same condition; in the base panel CEM T = 1 at
+    depth 4 and one block looped 4 times (equal compute to T = 4); in the step-size and preconditioner
+    panels CEM T = 1 of the base condition, which their claims compare with."""
     out = {}
     for group in MAP_CONDITIONS:
         Ts = sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"})
@@ -143,6 +144,8 @@ def conditions_map(records: list[dict]) -> dict:
         sides = [("Llama attention", _ratios(records, group, None, "llama"))]
         if group == "base":
             sides += [(label, _ratios(records, other, 1)) for other, label in MAP_LINES]
+        if group in ("eta per step", "P psd", "P dlr"):                 # their claims compare with base T = 1
+            sides += [("CEM T = 1 (base)", _ratios(records, "base", 1))]
         out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
                       "high": [max(v) for v in values],
                       "lines": {label: statistics.fmean(v.values()) for label, v in sides if v}}

@@ -197,7 +197,7 @@ def mpl_gp_conditions_map(records):
     data = gp_study.conditions_map(records)
     fig, axes = plt.subplots(3, 3, figsize=(10, 8.5), sharex=True)
     styles = {"Llama attention": dict(color="gray", ls="--"), "depth 4, T = 1": dict(color="#e45756", ls=":"),
-              "one block looped x4": dict(color="#54a24b", ls="-.")}
+              "one block looped x4": dict(color="#54a24b", ls="-."), "CEM T = 1 (base)": dict(color="#4c78a8", ls=":")}
     for ax, (group, d) in zip(axes.flat, data.items()):
         ax.fill_between(d["T"], d["low"], d["high"], color="#4c78a8", alpha=0.2, lw=0)
         ax.plot(d["T"], d["mean"], "o-", color="#4c78a8", label="CEM (mean; band: seeds)")
@@ -205,11 +205,14 @@ def mpl_gp_conditions_map(records):
             ax.axhline(value, label=label, **styles[label])
         ax.axhline(1.0, color="black", lw=1, label="GP optimum")
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_xticks(gp_study.STUDY_TS, [str(T) for T in gp_study.STUDY_TS])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(group, fontsize=10)
     for ax in list(axes.flat)[len(data):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
+    if len(data) > 1:
+        axes.flat[len(data) - 1].legend(fontsize=7)                  # the last panel: its own comparison lines
     fig.supxlabel("in-layer steps T")
     fig.supylabel("held-out RMSE / GP optimum")
     fig.suptitle("GP regression: where recursion helps (one panel per condition, depth 1)")
