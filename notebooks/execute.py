@@ -97,6 +97,8 @@ def digest(nb: nbformat.NotebookNode) -> list[list]:
 def write_executed(py: Path) -> float:
     """Execute the notebook of py and write its .ipynb with outputs; return the wall time in seconds."""
     nb = jupytext.read(py)
+    for k, cell in enumerate(nb.cells):
+        cell.id = f"cell-{k:03d}"                  # stable ids (jupytext makes random ones): reruns do not churn
     start = time.perf_counter()
     execute(nb)
     seconds = time.perf_counter() - start
