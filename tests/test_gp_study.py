@@ -118,5 +118,5 @@ def test_the_app_and_the_readme_show_the_committed_study():
     frames = [frame.value.to_dict("records") for frame in at.dataframe]
     assert gp_study.table_rows(records) in frames
     assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)
-    assert len(at.get("imgs")) >= 2                   # the conditions map and the step diagnostics
+    assert len(at.get("image")) >= 2                  # the conditions map and the step diagnostics
     assert gp_study.markdown(records) in (ROOT / "README.md").read_text()
