@@ -164,6 +164,13 @@ def run_page(page: str, query: dict | None = None, timeout: float = 120):
     return at
 
 
+def page_tables(page: str):
+    """An app page run headless without an exception, and its tables as lists of row dicts."""
+    at = run_page(page)
+    assert not at.exception
+    return at, [frame.value.to_dict("records") for frame in at.dataframe]
+
+
 @pytest.fixture
 def hf_fp64_norm(monkeypatch):
     """Make transformers' LlamaRMSNorm float64-faithful for one test (restored afterwards): its own

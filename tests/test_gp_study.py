@@ -110,12 +110,10 @@ def test_the_committed_study_holds_every_run_of_the_current_configuration():
 
 @pytest.mark.slow                      # a whole app page
 def test_the_app_and_the_readme_show_the_committed_study():
-    from conftest import run_page
+    from conftest import page_tables
 
     records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
-    at = run_page("gp")
-    assert not at.exception
-    frames = [frame.value.to_dict("records") for frame in at.dataframe]
+    at, frames = page_tables("gp")
     assert gp_study.table_rows(records) in frames
     assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)
     assert len(at.get("image")) >= 2                  # the conditions map and the step diagnostics

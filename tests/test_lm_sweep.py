@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from conftest import ROOT, run_page, shard_corpus
+from conftest import ROOT, page_tables, shard_corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments import verdicts
@@ -176,8 +176,6 @@ def test_committed_sweep_matches_the_current_configuration():
 @pytest.mark.slow                      # a whole app page
 def test_the_app_and_the_readme_show_the_committed_sweep():
     records = sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
-    at = run_page("lm")
-    assert not at.exception
-    frames = [frame.value.to_dict("records") for frame in at.dataframe]
+    _, frames = page_tables("lm")
     assert frames[0] == sweep.variant_rows(records) and frames[1] == sweep.claim_rows(records)
     assert sweep.markdown_tables(records) in (ROOT / "README.md").read_text()
