@@ -69,8 +69,8 @@ def _text(value) -> str:
 
 
 def digest(nb: nbformat.NotebookNode) -> list[list]:
-    """Each code cell's outputs in a comparable form: texts (rounding-level numbers masked), PNG sizes,
-    widget views without their model ids."""
+    """Each code cell's outputs in a comparable form: texts (rounding-level numbers masked), PNG sizes;
+    live widget views are left out (the committed files do not keep them, see ``write_executed``)."""
 
     cells = []
     for cell in nb.cells:
@@ -89,7 +89,7 @@ def digest(nb: nbformat.NotebookNode) -> list[list]:
                         data[mime] = list(png_size_and_dpi(base64.b64decode(value))[:2])
                     elif mime != WIDGET_VIEW:
                         data[mime] = _text(value)
-                outputs.append(["display", sorted(out.data), data])
+                outputs.append(["display", sorted(set(out.data) - {WIDGET_VIEW}), data])
         cells.append(outputs)
     return cells
 
@@ -102,6 +102,9 @@ def write_executed(py: Path) -> float:
     start = time.perf_counter()
     execute(nb)
     seconds = time.perf_counter() - start
+    for cell in nb.cells:                          # widget state is not stored, so a saved view would only
+        for out in cell.get("outputs", []):        # say "model not found": keep the static PNG beside it
+            out.get("data", {}).pop(WIDGET_VIEW, None)
     nb.metadata["cem_lab"] = {"source_sha256": source_hash(jupytext.read(py))}
     jupytext.write(nb, py.with_suffix(".ipynb"))
     return seconds

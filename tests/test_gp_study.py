@@ -62,7 +62,7 @@ def test_the_map_draws_depth_and_looping_as_lines_beside_base_and_averages_learn
     base = gp_study.conditions_map(records)["base"]
     assert base["T"] == [1, 2, 4, 8] and base["mean"][2] == pytest.approx(1.241)
     assert base["low"][0] == pytest.approx(1.21) and base["high"][0] == pytest.approx(1.212)
-    assert base["lines"] == {"Llama attention": pytest.approx(1.1), "depth 4, T = 1": pytest.approx(1.1)}
+    assert base["lines"] == {"Llama attention": pytest.approx(1.1), "CEM T = 1 (depth 4)": pytest.approx(1.1)}
     assert gp_study.learned_step_sizes(records, "eta per step") == {4: pytest.approx([0.5, 1.0, 2.0, 1.0])}
 
 

@@ -126,15 +126,13 @@ def conditions_table(records: list[dict]) -> list[dict]:
 
 MAP_CONDITIONS = ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
                   "P dlr")
-# conditions without a T grid, drawn as lines in the base panel: (group, label)
-MAP_LINES = (("depth 4", "depth 4, T = 1"), ("looped x4", "one block looped x4"))
 
 
 def conditions_map(records: list[dict]) -> dict:
     """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed) and lines to compare
-    with ({label: mean ratio}): Llama attention of the same condition; in the base panel CEM T = 1 at
-    depth 4 and one block looped 4 times (equal compute to T = 4); in the step-size and preconditioner
-    panels CEM T = 1 of the base condition, which their claims compare with."""
+    with ({label: mean ratio}): Llama attention of the same condition, and the runs of other conditions
+    that the claims compare this condition's runs with (in the base panel CEM T = 1 at depth 4 and one
+    block looped 4 times, equal compute to T = 4; in the step-size and preconditioner panels base T = 1)."""
     out = {}
     for group in MAP_CONDITIONS:
         Ts = sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"})
@@ -142,10 +140,9 @@ def conditions_map(records: list[dict]) -> dict:
             continue
         values = [list(_ratios(records, group, T).values()) for T in Ts]
         sides = [("Llama attention", _ratios(records, group, None, "llama"))]
-        if group == "base":
-            sides += [(label, _ratios(records, other, 1)) for other, label in MAP_LINES]
-        if group in ("eta per step", "P psd", "P dlr"):                 # their claims compare with base T = 1
-            sides += [("CEM T = 1 (base)", _ratios(records, "base", 1))]
+        # the other conditions that claims on this panel's runs compare with (CLAIMS)
+        others = {b for _, pairs in CLAIMS.values() for _, a, b in pairs if a[0] == group and b[0] != group}
+        sides += [(f"CEM T = {T} ({other})", _ratios(records, other, T)) for other, T in sorted(others)]
         out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
                       "high": [max(v) for v in values],
                       "lines": {label: statistics.fmean(v.values()) for label, v in sides if v}}
@@ -168,7 +165,7 @@ def learned_step_sizes(records: list[dict], group: str) -> dict:
     """{T: the learned step size of each step (mean over seeds)} of a condition's depth-1 CEM runs."""
     out = {}
     for T in sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"}):
-        runs = [r["learned_eta"][0] for r in records if r["group"] == group and r["T"] == T]
+        runs = [r["learned_eta"][0] for r in records if r["group"] == group and r["T"] == T and r["attention"] == "cem"]
         out[T] = [statistics.fmean(values) for values in zip(*runs)]
     return out
 

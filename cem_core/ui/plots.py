@@ -196,8 +196,9 @@ def mpl_lm_perplexity(records):
 def mpl_gp_conditions_map(records):
     data = gp_study.conditions_map(records)
     fig, axes = plt.subplots(3, 3, figsize=(10, 8.5), sharex=True)
-    styles = {"Llama attention": dict(color="gray", ls="--"), "depth 4, T = 1": dict(color="#e45756", ls=":"),
-              "one block looped x4": dict(color="#54a24b", ls="-."), "CEM T = 1 (base)": dict(color="#4c78a8", ls=":")}
+    styles = {"Llama attention": dict(color="gray", ls="--"), "CEM T = 1 (depth 4)": dict(color="#e45756", ls=":"),
+              "CEM T = 1 (looped x4)": dict(color="#54a24b", ls="-."),
+              "CEM T = 1 (base)": dict(color="#4c78a8", ls=":")}
     for ax, (group, d) in zip(axes.flat, data.items()):
         ax.fill_between(d["T"], d["low"], d["high"], color="#4c78a8", alpha=0.2, lw=0)
         ax.plot(d["T"], d["mean"], "o-", color="#4c78a8", label="CEM (mean; band: seeds)")

@@ -13,7 +13,6 @@ import base64
 import io
 
 import ipywidgets as widgets
-import matplotlib
 import matplotlib.pyplot as plt
 
 from . import explore, plots
@@ -31,7 +30,7 @@ def png(fig, dpi: int = FIGURE_DPI) -> bytes:
     return buffer.getvalue()
 
 
-def _slider(name: str, kind: str, allowed, value, description: str):
+def _slider(kind: str, allowed, value, description: str):
     style = {"description_width": "initial"}
     if kind == "int":
         return widgets.IntSlider(value=value, min=allowed[0], max=allowed[1], description=description, style=style,
@@ -55,15 +54,17 @@ class EnergyExplorer:
     RANGES = {"T": (1, 16), "eta": (0.0, 2.0), "anchor": (0.0, 2.0), "seed": (0, 20)}   # the sliders' ranges
 
     def __init__(self, controls=tuple(CONTROLS), **values):
-        matplotlib.use("Agg")
         start = EnergyControls.from_values(**values)          # bad values raise here, before any widget exists
         specs, current = EnergyControls.specs(), start.values()
         self.fixed = {name: value for name, value in current.items() if name not in controls}
-        self.controls = {name: _slider(name, specs[name][0], self.RANGES.get(name, specs[name][1]), current[name],
+        self.controls = {name: _slider(specs[name][0], self.RANGES.get(name, specs[name][1]), current[name],
                                        self.CONTROLS.get(name, name)) for name in controls}
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.message = widgets.HTML()
         self.link = widgets.HTML()
+        self.box = widgets.VBox([widgets.HBox(list(self.controls.values()),
+                                              layout=widgets.Layout(flex_flow="row wrap")),
+                                 self.message, self.image, self.link])
         for control in self.controls.values():
             control.observe(lambda _: self.update(), names="value")
         self.update()
@@ -83,13 +84,9 @@ class EnergyExplorer:
         url = app_link("energy", state)
         self.link.value = f'<a href="{url}" target="_blank">Open this state on the app\'s energy page</a> ({url})'
 
-    def box(self) -> widgets.VBox:
-        return widgets.VBox([widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap")),
-                             self.message, self.image, self.link])
-
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where widgets run, the current figure (PNG) and the link where they do not."""
-        bundle = self.box()._repr_mimebundle_(**kwargs)
+        bundle = self.box._repr_mimebundle_(**kwargs)
         bundle["image/png"] = base64.b64encode(self.image.value).decode()
         bundle["text/plain"] = f"EnergyExplorer: {self.link.value}"
         return bundle
