@@ -217,7 +217,7 @@ def test_the_solution_passes_the_check_and_a_wrong_answer_fails_it(exercise):
     nb.cells = nb.cells[:check + 1] + [nbformat.v4.new_code_cell(entry["wrong"]), nbformat.v4.new_code_cell(REJECTED)]
     execute(nb)
     assert "Correct." in str(nb.cells[check].outputs)
-    assert "wrong answer rejected" in nb.cells[-1].outputs[0].text
+    assert "wrong answer rejected: AssertionError" in nb.cells[-1].outputs[0].text    # the check's own assert
 
 
 # -- wrong signs ------------------------------------------------------------------------------------
