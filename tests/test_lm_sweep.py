@@ -82,6 +82,14 @@ def test_edited_records_and_stray_files_are_refused(quick, tmp_path):
         sweep.run_sweep(stray, "quick", jobs=1)
 
 
+@pytest.mark.parametrize("manifest, message", [("{not json", "is not valid JSON"), ("[1]", "is not a sweep manifest")])
+def test_a_damaged_manifest_is_refused_with_its_path(tmp_path, manifest, message):
+    (tmp_path / sweep.MANIFEST).write_text(manifest)
+    with pytest.raises(ValueError, match=message) as refused:
+        sweep.run_sweep(tmp_path, "quick", None)
+    assert str(tmp_path / sweep.MANIFEST) in str(refused.value)
+
+
 def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, monkeypatch):
     real = sweep.train
 

@@ -34,7 +34,14 @@ import torch
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
-from cem_core.experiments.records import atomic_write_text, load_records, markdown_table, provenance, save_records
+from cem_core.experiments.records import (
+    atomic_write_text,
+    load_records,
+    markdown_table,
+    provenance,
+    read_json,
+    save_records,
+)
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -261,10 +268,9 @@ def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
                          "empty folder with --out")
     path = out / MANIFEST
     if path.exists():
-        try:
-            recorded = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise ValueError(f"{path} is unreadable ({err}); move {out} away to start afresh") from None
+        recorded = read_json(path)
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
         if differences := describe_differences({k: v for k, v in recorded.items() if k != "data_label"},
                                                {k: v for k, v in wanted.items() if k != "data_label"}, limit=4):
             raise ValueError(f"{out} holds another sweep (its {MANIFEST} records {differences}); runs of two "
