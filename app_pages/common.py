@@ -46,22 +46,36 @@ def explain(text: str) -> None:
         st.info(text, icon=":material/school:")
 
 
-def load_controls(page: str, cls, widget_keys: dict) -> None:
-    """On the first visit of a page in this session, fill the widgets from the URL (or defaults).
+def restore_controls(page: str, cls, widget_keys: dict) -> None:
+    """Fill the page's widget keys before its widgets are drawn, on every run.
 
-    A bad URL value is reported with st.error and the defaults are used instead."""
-    flag = f"_loaded_{page}"
-    if st.session_state.get(flag):
-        return
-    st.session_state[flag] = True
-    try:
-        controls = cls.from_query(dict(st.query_params))
-    except ValueError as err:
-        st.error(f"The link's settings could not be used: {err}. Showing the defaults instead.")
-        controls = cls()
-    values = controls.values()
+    Streamlit drops the state of every widget that a run does not draw: a page that is not shown, a
+    control hidden in this state, the launcher while a run goes. So each page's last valid controls
+    are kept under a key of their own (``keep_controls``) and any widget key that is missing is filled
+    from them; on the first visit of a page in a session they come from the URL (a bad value there
+    is reported with st.error and the defaults are used)."""
+    kept = f"_controls_{page}"
+    if kept not in st.session_state:
+        try:
+            controls = cls.from_query(dict(st.query_params))
+        except ValueError as err:
+            st.error(f"The link's settings could not be used: {err}. Showing the defaults instead.")
+            controls = cls()
+        st.session_state[kept] = controls.values()
+    values = st.session_state[kept]
     for field, key in widget_keys.items():
-        st.session_state[key] = values[field]
+        if key not in st.session_state:
+            value = values[field]
+            st.session_state[key] = list(value) if isinstance(value, tuple) else value   # a multiselect holds a list
+
+
+def keep_controls(page: str, controls) -> None:
+    """Remember the page's valid controls for its next visit and write them into the URL, so that a
+    copied link restores this view."""
+    st.session_state[f"_controls_{page}"] = controls.values()
+    for name, value in controls.to_query().items():
+        if st.query_params.get(name) != value:
+            st.query_params[name] = value
 
 
 def widget_keys(cls, prefix: str) -> dict:
@@ -86,13 +100,6 @@ def cem_widget(cls, name: str, key: str) -> None:
     meta = CEMOptions.__dataclass_fields__[name].metadata
     kind, allowed = cls.specs()[name]
     control(cls, name, key, meta["label"], help=meta["help"], **({"step": allowed[2]} if kind == "float" else {}))
-
-
-def mirror_to_url(controls) -> None:
-    """Write every control into the URL so that a copied link restores this view."""
-    for name, value in controls.to_query().items():
-        if st.query_params.get(name) != value:
-            st.query_params[name] = value
 
 
 def _slug(text: str) -> str:

@@ -8,8 +8,8 @@ from app_pages.common import (
     cem_widget,
     control,
     explain,
-    load_controls,
-    mirror_to_url,
+    keep_controls,
+    restore_controls,
     notebook_links,
     run_safely,
     show_figure,
@@ -36,7 +36,7 @@ def body() -> None:
     st.title("Design space")
     st.markdown("What tying, D+LR interactions, preconditioners and recursion cost, at sizes you choose.")
     notebook_links("design")
-    load_controls("design", DesignControls, KEYS)
+    restore_controls("design", DesignControls, KEYS)
     with st.sidebar:
         st.header("Model sizes")
         number = st.number_input
@@ -52,7 +52,7 @@ def body() -> None:
         control(DesignControls, "p_scale", KEYS["p_scale"], "low-rank scale (spectrum demo)", step=0.1)
         control(DesignControls, "seed", KEYS["seed"], "seed", number)
     c = DesignControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
-    mirror_to_url(c)
+    keep_controls("design", c)
 
     configs = {name: c.model_config(name) for name in VARIANTS}
     st.subheader("Parameters")

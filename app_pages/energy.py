@@ -7,9 +7,9 @@ from app_pages.common import (
     cem_widget,
     control,
     explain,
-    load_controls,
-    mirror_to_url,
+    keep_controls,
     notebook_links,
+    restore_controls,
     run_safely,
     show_figure,
     widget_keys,
@@ -30,46 +30,67 @@ def page_data(controls: EnergyControls):
 
 
 def sidebar_controls() -> EnergyControls:
-    load_controls("energy", EnergyControls, KEYS)
+    restore_controls("energy", EnergyControls, KEYS)
+    state, kept = st.session_state, st.session_state["_controls_energy"]
+    if state[KEYS["heat_step"]] >= kept["T"] or state[KEYS["heat_step"]] > state[KEYS["T"]]:
+        state[KEYS["heat_step"]] = state[KEYS["T"]]                    # the heatmap follows T when it showed the last step
+    state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
+    shown = EnergyControls.shown(state[KEYS["layer"]], state[KEYS["preconditioner"]])
     with st.sidebar:
         st.header("Layer")
         control(EnergyControls, "layer", KEYS["layer"], "layer", st.radio, format_func=LAYER_LABELS.get)
         for name in EnergyControls.CEM:                                # every CEM switch of an untrained layer
-            cem_widget(EnergyControls, name, KEYS[name])
-        control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
-                help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
+            if name in shown:
+                cem_widget(EnergyControls, name, KEYS[name])
+        if "p_scale" in shown:
+            control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
+                    help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
         st.header("Sizes")
-        control(EnergyControls, "heads", KEYS["heads"], "heads")
+        if "heads" in shown:
+            control(EnergyControls, "heads", KEYS["heads"], "heads")
         for name, label in (("width", "width d"), ("seq_len", "sequence length"), ("seed", "seed")):
             control(EnergyControls, name, KEYS[name], label, st.number_input)
-        control(EnergyControls, "rope", KEYS["rope"], "RoPE")
-        st.header("Attention heatmap")
-        tops = {"heat_step": st.session_state[KEYS["T"]], "heat_head": st.session_state[KEYS["heads"]] - 1}
-        for name, top in tops.items():
-            st.session_state[KEYS[name]] = min(st.session_state[KEYS[name]], top)   # follow a smaller T or head count
-        if st.session_state[KEYS["T"]] > 1:
-            st.slider("step", 1, st.session_state[KEYS["T"]], key=KEYS["heat_step"])
-        if st.session_state[KEYS["heads"]] > 1:
-            st.slider("head", 0, st.session_state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
-    controls = EnergyControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
-    mirror_to_url(controls)
+        if "rope" in shown:
+            control(EnergyControls, "rope", KEYS["rope"], "RoPE")
+        if "heat_step" in shown and (state[KEYS["T"]] > 1 or state[KEYS["heads"]] > 1):
+            st.header("Attention heatmap")
+            if state[KEYS["T"]] > 1:
+                st.slider("step", 1, state[KEYS["T"]], key=KEYS["heat_step"])
+            if state[KEYS["heads"]] > 1:
+                st.slider("head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
+    controls = EnergyControls.from_values(**{name: state[key] for name, key in KEYS.items()})
+    keep_controls("energy", controls)
     return controls
 
 
-def phase_section(controls: EnergyControls, phase: dict, token: int, index: int) -> None:
+PLOT_HEIGHT = 330          # two plots side by side fit under the title at 1280 x 720
+
+
+def note(diagnosis) -> None:
+    (st.warning if diagnosis.level == "warning" else st.info)(diagnosis.text)
+
+
+def equations(layer: str, cem) -> None:
+    for line in update_latex(layer, cem):
+        st.latex(line)
+
+
+def phase_section(controls: EnergyControls, phase: dict, diagnosis, token: int, index: int) -> None:
     name = phase["name"]
     c1, c2 = st.columns(2)
     with c1:
         title = f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) per token"
-        show_figure(interactive.per_token_figure(phase["energies"], title, "energy"), f"{name} energy",
-                    f"energy-{index}")
+        show_figure(interactive.per_token_figure(phase["energies"], title, "energy", rose=phase["rose"],
+                                                 height=PLOT_HEIGHT), f"{name} energy", f"energy-{index}")
         explain("Each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps. Step 0 is the "
                 "normalized input; step 1 is exactly what a standard (tied) layer computes.")
     with c2:
-        show_figure(interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ - x⁽ᵗ⁾|", "norm",
-                                                 first_step=1), f"{name} update norm", f"norm-{index}")
+        show_figure(interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm",
+                                                 first_step=1, height=PLOT_HEIGHT), f"{name} update norm",
+                    f"norm-{index}")
         explain("How far each step moves. Shrinking steps mean the iterate is settling into a minimum; "
                 "constant steps mean it is running off (the attention energy has no minimum without the anchor).")
+    note(diagnosis)
     c3, c4 = st.columns(2)
     with c3:
         show_figure(interactive.landscape_figure(phase["landscape"], token), f"{name} landscape", f"land-{index}")
@@ -86,25 +107,25 @@ def phase_section(controls: EnergyControls, phase: dict, token: int, index: int)
                     "keys stay fixed, so later steps re-weigh the same history.")
         else:
             st.markdown("**The update**")
-            for line in update_latex("mlp", controls.cem):
-                st.latex(line)
+            equations("mlp", controls.cem)
+    if phase["weights"] is not None:
+        st.markdown("**The update**")
+        equations("attention", controls.cem)
 
 
 def body() -> None:
     st.title("Energy descent")
-    st.markdown("A CEM layer is **T gradient steps on an energy**. Move the controls and watch the energy "
-                "fall, the iterates move and the attention shift. Random weights and input (seeded).")
+    st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy fall, "
+                "the iterates move and the attention shift (random weights and input, seeded).")
     notebook_links("energy")
     controls = sidebar_controls()
-    data, notes = page_data(controls)
-    for level, text in notes:
-        (st.warning if level == "warning" else st.info)(text)
+    data, diagnoses = page_data(controls)
     if controls.layer == "block":
         st.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
-    for index, phase in enumerate(data["phases"]):
+    for index, (phase, diagnosis) in enumerate(zip(data["phases"], diagnoses)):
         if len(data["phases"]) > 1:
             st.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-        phase_section(controls, phase, data["token"], index)
+        phase_section(controls, phase, diagnosis, data["token"], index)
 
 
 run_safely(body)

@@ -10,8 +10,8 @@ from app_pages.common import (
     control,
     explain,
     job_board,
-    load_controls,
-    mirror_to_url,
+    keep_controls,
+    restore_controls,
     notebook_links,
     run_safely,
     show_figure,
@@ -149,7 +149,7 @@ def body() -> None:
                 "known exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; "
                 "here is what we measure, against that optimum.")
     notebook_links("gp")
-    load_controls("gp", GPControls, KEYS)
+    restore_controls("gp", GPControls, KEYS)
     with st.sidebar:
         st.header("GP demo")
         control(GPControls, "kernel", KEYS["kernel"], "kernel")
@@ -160,7 +160,7 @@ def body() -> None:
             cem_widget(GPControls, name, KEYS[name])
         control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
     controls = GPControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
-    mirror_to_url(controls)
+    keep_controls("gp", controls)
     sweep_section(sweep_records())
     study_section(study_records())
     demo_section(controls)

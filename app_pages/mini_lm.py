@@ -9,8 +9,8 @@ from app_pages.common import (
     ROOT,
     explain,
     job_board,
-    load_controls,
-    mirror_to_url,
+    keep_controls,
+    restore_controls,
     notebook_links,
     run_safely,
     show_figure,
@@ -29,8 +29,7 @@ KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
 def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
     presets = list(PRESETS) if HAS_GPU else ["cpu-tiny"]
-    load_controls("lm", jobs.JobSpec, KEYS)
-    st.session_state[KEYS["variants"]] = list(st.session_state[KEYS["variants"]])
+    restore_controls("lm", jobs.JobSpec, KEYS)
     choices = board.data_choices()
     if st.session_state[KEYS["data"]] not in choices:               # a link naming a folder that is not here
         st.error(f"The link's data={st.session_state[KEYS['data']]!r} is not a shard folder of "
@@ -43,7 +42,7 @@ def launcher(board: jobs.JobBoard) -> None:
                         help=f"demo = {DEMO_LABEL}; slimpajama = Hugging Face streaming (needs network); "
                              f"other entries are shard folders in {board.data_dir}")
     spec = jobs.JobSpec(preset=preset, variants=tuple(variants), data=data)
-    mirror_to_url(spec)
+    keep_controls("lm", spec)
     if data == "demo":
         st.caption(f"Data: {DEMO_LABEL}.")
     if not HAS_GPU:

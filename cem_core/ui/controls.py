@@ -132,6 +132,17 @@ class EnergyControls(Controls):
     heat_step: int = 16           # the attention heatmap's step, shown as min(heat_step, T)
     heat_head: int = 0            # the attention heatmap's head, shown as min(heat_head, heads - 1)
 
+    ATTENTION_ONLY = ("heads", "rope", "heat_step", "heat_head")   # besides the switches marked attention_only
+    PRECONDITIONER_ONLY = ("rank", "p_scale")                      # mean nothing with P = I
+
+    @classmethod
+    def shown(cls, layer: str, preconditioner: str) -> tuple[str, ...]:
+        """The controls that apply to this layer and preconditioner (the page hides the others)."""
+        attention_only = {*cls.ATTENTION_ONLY, *(f.name for f in switches() if f.metadata["attention_only"])}
+        return tuple(name for name in cls.specs()
+                     if not (layer == "mlp" and name in attention_only)
+                     and not (preconditioner == "none" and name in cls.PRECONDITIONER_ONLY))
+
     def __post_init__(self) -> None:
         self._validate()
         if self.cost() > COST_LIMIT:

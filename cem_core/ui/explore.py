@@ -1,8 +1,10 @@
 """Data of the app's energy-descent page: the layers chosen by ``EnergyControls``, their traces
-(per phase: attention, MLP, or both for a block), the landscape of one token's energy, and
-plain-language diagnostics of what the descent did. Numpy out, nothing drawn.
+(per phase: attention, MLP, or both for a block), the landscape of one token's energy, and one
+diagnosis per phase of what the descent did, read off the trace. Numpy out, nothing drawn.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,6 +14,11 @@ from cem_core.nn.mlp import CEMGatedMLP
 
 from .controls import LANDSCAPE_GRID, EnergyControls
 from .figdata import descent_input, landscape
+
+RISE_TOLERANCE = 1e-12     # a step "raises" the energy when it grows by more than this times max |E| (rounding)
+SETTLED = 1e-3             # the iterates settle when every token's last step is at most this times its first
+SHRINKING = 0.5            # below this ratio (and above SETTLED) the steps shrink but have not settled
+GROWING = 10.0             # above it the steps grow: the descent diverges
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
@@ -38,8 +45,8 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
     """Everything the energy page draws, for one set of controls.
 
     Returns {"phases": [{"name", "energies" (T+1, n), "update_norms" (T, n), "radius" (T+1, n),
-    "weights" (T, H, n, n) or None, "landscape", "rises" (steps where some token's energy rose),
-    "eigenvalues" of P}], "token": i}."""
+    "weights" (T, H, n, n) or None, "landscape", "rose" (T, n): whether token i's energy rose at step t + 1
+    (by more than RISE_TOLERANCE of the largest |E|), "eigenvalues" of P}], "token": i}."""
     token = c.seq_len - 1 if token is None else token
     if not 0 <= token < c.seq_len:
         raise ValueError(f"token={token} is invalid: must be in [0, {c.seq_len - 1}]")
@@ -56,41 +63,124 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
             "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),
             "weights": None if trace.weights is None else trace.weights[:, 0].numpy(),
             "landscape": landscape(layer, h, token, trace.iterates[:, 0, token], LANDSCAPE_GRID),
-            "rises": [int(t) for t in torch.nonzero((steps > 1e-12 * scale).any(-1)).flatten()],
+            "rose": (steps > RISE_TOLERANCE * scale).numpy(),                # (T, n): E(x^(t+1)) > E(x^(t))
             "eigenvalues": np.linalg.eigvalsh(layer.preconditioner.matrix().double().numpy()),
         })
         h = h + trace.iterates[-1] - trace.iterates[0]                 # the layer's output: a block's MLP sees it
     return {"phases": phases, "token": token}
 
 
-def diagnose(c: EnergyControls, data: dict) -> list[tuple[str, str]]:
-    """Plain-language notes on what the descent did and why: (level, text), level in info/warning."""
-    notes = []
-    for phase in data["phases"]:
-        name = "attention" if phase["name"] == "attention" else "MLP"
-        radius, norms = phase["radius"], phase["update_norms"]
-        negative = int((phase["eigenvalues"] < 0).sum())
-        if phase["rises"]:
-            steps = ", ".join(str(t + 1) for t in phase["rises"][:8])
-            if negative:
-                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. P has {negative} negative "
-                                         "eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is not positive definite, "
-                                         "so -P∇E need not point downhill. The psd form diag + UUᵀ cannot do this."))
-            elif phase["name"] == "mlp":
-                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}. The MLP energy is not concave, "
-                                         f"so a step of eta = {c.cem.eta:g} can overshoot; a smaller eta descends."))
-            else:
-                notes.append(("warning", f"{name}: the energy rose at step(s) {steps}: with the anchor term the "
-                                         "energy is no longer concave and a large eta can overshoot its minimum."))
-        elif negative:
-            notes.append(("info", f"{name}: P has {negative} negative eigenvalue(s), yet every step here happened to "
-                                  "descend; raise eta, T or the seed to see a rise."))
-        if phase["name"] == "attention" and c.cem.anchor == 0:
-            notes.append(("info", f"attention: the energy is concave and unbounded below, so it has no minimum: "
-                                  f"every step descends, and the iterates run off (|x| of the last token grows "
-                                  f"from {radius[0, -1]:.2f} to {radius[-1, -1]:.2f}). The anchor term "
-                                  "(λ/2)|x - x⁽⁰⁾|², our extension, gives it one."))
-        if c.cem.anchor > 0 and len(norms):
-            notes.append(("info", f"{name}: with the anchor λ = {c.cem.anchor:g} the energy has a minimum; the update "
-                                  f"norm of the last token went from {norms[0, -1]:.3g} to {norms[-1, -1]:.3g}."))
-    return notes
+@dataclass(frozen=True)
+class Rise:
+    """One token whose energy rose: at these steps t (E(x^(t)) > E(x^(t-1))), by at most `amount`."""
+
+    token: int
+    steps: tuple[int, ...]
+    amount: float
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What one phase's descent did, read off its trace, with the one note the page shows for it.
+
+    `course` is "one step" (T = 1), "settles" (every token's last step is at most SETTLED times its
+    first), "slows" (the steps shrink, below SHRINKING, but have not settled), "runs off" (the steps do
+    not shrink) or "diverges" (they grow more than GROWING times). The numbers are those of `token`, the
+    token whose steps shrank least."""
+
+    phase: str
+    rises: tuple[Rise, ...]
+    course: str
+    token: int
+    norms: tuple[float, float]             # its first and last update norm
+    radius: tuple[float, float]            # |x^(0)| and |x^(T)|
+    energy: tuple[float, float]            # E(x^(0)) and E(x^(T))
+    negative: int                          # negative eigenvalues of P
+    level: str                             # "info" or "warning"
+    text: str
+
+
+def _steps_text(steps: tuple[int, ...]) -> str:
+    """1, 2, 3, 5 -> '1–3, 5'."""
+    runs, start = [], steps[0]
+    for prev, t in zip(steps, steps[1:] + (None,)):
+        if t != prev + 1:
+            runs.append(str(start) if start == prev else f"{start}–{prev}")
+            start = t
+    return ", ".join(runs)
+
+
+def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
+    """The diagnosis of one phase of ``explore``: which tokens' energy rose at which steps and by how much,
+    whether the iterates settle, slow down, run off or diverge, and why, as one note."""
+    name, energies, norms, radius = phase["name"], phase["energies"], phase["update_norms"], phase["radius"]
+    label = "attention" if name == "attention" else "MLP"
+    rises = tuple(Rise(int(i), tuple(int(t) + 1 for t in np.flatnonzero(phase["rose"][:, i])),
+                       float(np.diff(energies[:, i])[phase["rose"][:, i]].max()))
+                  for i in range(energies.shape[1]) if phase["rose"][:, i].any())
+    eigs = phase["eigenvalues"]
+    negative, p_max = int((eigs < 0).sum()), float(eigs.max())
+    ratio = norms[-1] / np.maximum(norms[0], 1e-300)                  # last step over first, per token
+    token = int(np.argmax(ratio))
+    worst = float(ratio[token])
+    T = norms.shape[0]
+    course = ("one step" if T == 1 else "settles" if worst <= SETTLED else "slows" if worst < SHRINKING
+              else "runs off" if worst <= GROWING else "diverges")
+    first, last = float(norms[0, token]), float(norms[-1, token])
+    facts = (f"token {token}: update norm {first:.3g} → {last:.3g}, |x| {radius[0, token]:.3g} → "
+             f"{radius[-1, token]:.3g}, E {energies[0, token]:.4g} → {energies[-1, token]:.4g}")
+    anchor, eta = c.cem.anchor, c.cem.eta
+    parts = []
+    if rises:
+        shown = "; ".join(f"token {r.token} at step{'s' if len(r.steps) > 1 else ''} {_steps_text(r.steps)} "
+                          f"(up to +{r.amount:.3g})" for r in rises[:4])
+        more = f"; and {len(rises) - 4} more token(s)" if len(rises) > 4 else ""
+        parts.append(f"the energy rose: {shown}{more} (marked ○ on the energy plot).")
+        if negative:
+            parts.append(f"P has {negative} negative eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is indefinite "
+                         "here, so −P∇E can point uphill. The psd form diag + UUᵀ always points downhill.")
+        elif name == "mlp":
+            parts.append(f"P is positive definite, so each step starts downhill, but E_mlp is not concave: a step of "
+                         f"η = {eta:g} can overshoot; a smaller η descends.")
+        else:
+            parts.append(f"P is positive definite, so each step starts downhill, but the anchor makes the energy curve "
+                         f"upwards and a step of η = {eta:g} can overshoot (η λ p_max = {eta * anchor * p_max:.3g}).")
+    else:
+        parts.append("the energy fell at every step for every token.")
+        if negative:
+            parts.append(f"P has {negative} negative eigenvalue(s), yet no step here went uphill; raise η, T or the "
+                         "scale, or change the seed, to see a rise.")
+    if course == "one step":
+        parts.append(f"One step ({facts}) is exactly what the tied layer computes; more steps T show where the "
+                     "iterates go.")
+    elif course == "settles":
+        parts.append(f"The iterates settle into a minimum: every token's steps shrink to at most {SETTLED:g} of its "
+                     f"first ({facts}).")
+    elif course == "slows":
+        parts.append(f"The steps shrink but have not settled within T = {T} ({facts}); more steps show where they go.")
+    else:
+        parts.append(("The iterates run off: the steps do not shrink" if course == "runs off" else
+                      f"The iterates diverge: the steps grow {worst:.3g}×") + f" ({facts}).")
+        if name == "attention" and anchor == 0:
+            parts.append("E_att is concave and unbounded below, so it has no minimum to settle into; the anchor "
+                         "(λ/2)|x − x⁽⁰⁾|², our extension, gives it one.")
+        elif name == "attention" and negative:
+            parts.append("Along P's negative eigenvectors each step pushes x further from x⁽⁰⁾ than the anchor "
+                         "pulls it back.")
+        elif name == "attention" and eta * anchor * p_max > 2:
+            parts.append(f"η λ p_max = {eta * anchor * p_max:.3g} > 2: each step overshoots the anchor's pull "
+                         "and lands farther away on the other side.")
+        elif name == "mlp":
+            parts.append("Φ grows like z²/2, so a unit with a positive gate (Gc)ₘ lowers E_mlp without bound along "
+                         "its direction" + (f"; the anchor λ = {anchor:g} is not strong enough to hold it."
+                                            if anchor else "; the anchor (λ/2)|x − x⁽⁰⁾|² can hold it."))
+    level = "warning" if rises or course == "diverges" else "info"
+    return Diagnosis(phase=name, rises=rises, course=course, token=token, norms=(first, last),
+                     radius=(float(radius[0, token]), float(radius[-1, token])),
+                     energy=(float(energies[0, token]), float(energies[-1, token])), negative=negative,
+                     level=level, text=f"**{label}**: " + " ".join(parts))
+
+
+def diagnose(c: EnergyControls, data: dict) -> list[Diagnosis]:
+    """One diagnosis per phase of ``explore(c)``: the page's only notes, so two can never disagree."""
+    return [diagnose_phase(c, phase) for phase in data["phases"]]

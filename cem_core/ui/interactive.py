@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,43 +22,70 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf")
 
 
-def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = False) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, template="plotly_white",
-                      margin=dict(l=60, r=20, t=50, b=50))
-    fig.update_layout(legend_font_size=10)
+FONT_PX = 14          # every plot text at least this size: legible on a projector
+TITLE_PX = 17
+
+
+def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = False,
+            height: int | None = None) -> go.Figure:
+    """The look every app figure shares: readable fonts, plain or scientific tick labels (Plotly's default
+    SI suffixes print 3.5T for 3.5e12, which reads as a step count), thousands separators, and a
+    ``uirevision`` so that a redraw with new data keeps the reader's zoom."""
+    fig.update_layout(title=dict(text=title, font_size=TITLE_PX), xaxis_title=xaxis, yaxis_title=yaxis,
+                      template="plotly_white", font_size=FONT_PX, legend_font_size=FONT_PX, height=height,
+                      margin=dict(l=70, r=20, t=60 if "<br>" in title else 45, b=50), uirevision=title)
+    fig.update_xaxes(exponentformat="power", separatethousands=True)
+    fig.update_yaxes(exponentformat="power", separatethousands=True)
     if log2_x:
         fig.update_xaxes(type="log", dtick=np.log10(2))
     return fig
 
 
+def _integer_ticks(axis: dict, last: int) -> dict:
+    """Integer ticks 0..last on a step or index axis (about ten of them at most), never 1.5."""
+    return axis | dict(tickmode="linear", tick0=0, dtick=max(1, -(-last // 10)))
+
+
 # -- energy descent -----------------------------------------------------------------------------
 
 
-def per_token_figure(values, title: str, yaxis: str, first_step: int = 0) -> go.Figure:
-    """One line per token over the steps: values (steps, n)."""
+def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=None,
+                     height: int | None = None) -> go.Figure:
+    """One line per token over the steps: values (steps, n). ``rose`` (steps - 1, n), for energies: where
+    token i's value rose at step t + 1, ringed in red so that a rise too small for the axis is seen."""
     values = np.asarray(values)
     fig = go.Figure()
     steps = list(range(first_step, first_step + values.shape[0]))
     for i in range(values.shape[1]):
         fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
                         line=dict(color=PALETTE[i % len(PALETTE)]))
-    return _layout(fig, title, "step t", yaxis)
+    if rose is not None and np.any(rose):
+        t, i = np.nonzero(np.asarray(rose))
+        rise = values[t + 1, i] - values[t, i]
+        fig.add_scatter(x=(first_step + t + 1).tolist(), y=values[t + 1, i].tolist(), mode="markers", name="energy rose",
+                        marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="red", width=2.5)),
+                        text=[f"token {a}, step {b + 1}: +{r:.3g}" for a, b, r in zip(i, t, rise)],
+                        hovertemplate="%{text}<extra></extra>")
+    fig = _layout(fig, title, "step t", yaxis, height=height)
+    return fig.update_layout(xaxis=_integer_ticks({}, steps[-1]))
 
 
-def attention_heatmap_figure(weights, step: int, head: int) -> go.Figure:
+def attention_heatmap_figure(weights, step: int, head: int, height: int | None = None) -> go.Figure:
     """a^k_ij at one step and head: rows are queries i, columns keys j (zero above the diagonal)."""
     w = np.asarray(weights)[step, head]
     fig = go.Figure(go.Heatmap(z=w.tolist(), x=list(range(w.shape[1])), y=list(range(w.shape[0])),
                                colorscale="Viridis", zmin=0, zmax=1, name=f"head {head}"))
-    fig.update_yaxes(autorange="reversed")
-    return _layout(fig, f"Attention weights at step {step + 1}, head {head}", "key j", "query i")
+    fig = _layout(fig, f"Attention weights at step {step + 1} of {len(weights)}, head {head}", "key j", "query i",
+                  height=height)
+    return fig.update_layout(xaxis=_integer_ticks({}, w.shape[1] - 1),
+                             yaxis=_integer_ticks(dict(autorange="reversed"), w.shape[0] - 1))
 
 
-def landscape_figure(land: dict, token: int) -> go.Figure:
+def landscape_figure(land: dict, token: int, height: int | None = None) -> go.Figure:
     """Contours of one token's energy on a plane, its trajectory, and (attention) the key points."""
     fig = go.Figure(go.Contour(x=land["a"].tolist(), y=land["b"].tolist(), z=land["energy"].tolist(),
                                colorscale="Viridis", ncontours=30, name="energy",
-                               colorbar=dict(title="E")))
+                               colorbar=dict(title="E", exponentformat="power")))
     traj = land["trajectory"]
     fig.add_scatter(x=traj[:, 0].tolist(), y=traj[:, 1].tolist(), mode="lines+markers", name="x⁽ᵗ⁾",
                     line=dict(color="white", width=2),
@@ -68,10 +96,10 @@ def landscape_figure(land: dict, token: int) -> go.Figure:
         for k, tips in enumerate(land["key_tips"]):
             fig.add_scatter(x=tips[:, 0].tolist(), y=tips[:, 1].tolist(), mode="markers", name=f"keys, head {k}",
                             marker=dict(size=8, symbol="x", color=PALETTE[(k + 3) % len(PALETTE)]))
-    plane = "the true plane (width 2)" if land["true_plane"] else "plane through x⁽⁰⁾ along the first two updates"
+    plane = "the true plane (width 2)" if land["true_plane"] else "the plane through x⁽⁰⁾ along the first two updates"
     fig.update_layout(xaxis=dict(range=[land["a"][0], land["a"][-1]]), yaxis=dict(range=[land["b"][0], land["b"][-1]]),
                       legend=dict(orientation="h", y=-0.2))
-    return _layout(fig, f"Energy of token {token} on {plane}", "a", "b")
+    return _layout(fig, f"Energy of token {token}<br><sup>on {plane}</sup>", "a", "b", height=height)
 
 
 # -- GP -----------------------------------------------------------------------------------------
@@ -247,7 +275,7 @@ def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
                 ax.plot(x, y, style, color=color if "lines" in mode else None, label=t.name,
                         ls="--" if (t.line.dash or "") in ("dash", "dot") else "-")
     layout = fig.layout
-    ax.set_title(layout.title.text or "")
+    ax.set_title(re.sub(r"<[^>]+>", "", (layout.title.text or "").replace("<br>", "\n")))   # Plotly's HTML, as text
     ax.set_xlabel(layout.xaxis.title.text or "")
     ax.set_ylabel(layout.yaxis.title.text or "")
     if layout.xaxis.type == "log":
