@@ -119,6 +119,13 @@ def show_figure(fig, name: str, key: str) -> None:
                             key=f"csv-{key}", on_click="ignore", icon=":material/download:")
 
 
+def verdict_table(rows: list[dict]) -> None:
+    """A claims table as a class reads it: the verdict first, then the claim, then the numbers, as a static
+    table whose cells wrap (an interactive grid hides its last columns behind a horizontal scroll)."""
+    first = [k for k in ("verdict", "condition", "#", "claim") if rows and k in rows[0]]
+    st.table([{k: r[k] for k in first} | {k: v for k, v in r.items() if k not in first} for r in rows])
+
+
 def run_safely(body) -> None:
     """Run a page body: a ValueError is the user's input (st.error with the reason); anything else
     is our bug, reported without a traceback and logged for us."""

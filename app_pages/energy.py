@@ -32,8 +32,10 @@ def page_data(controls: EnergyControls):
 def sidebar_controls() -> EnergyControls:
     restore_controls("energy", EnergyControls, KEYS)
     state, kept = st.session_state, st.session_state["_controls_energy"]
-    if state[KEYS["heat_step"]] >= kept["T"] or state[KEYS["heat_step"]] > state[KEYS["T"]]:
-        state[KEYS["heat_step"]] = state[KEYS["T"]]                    # the heatmap follows T when it showed the last step
+    # The heatmap follows T when it showed the last step. Both are assigned on every run: to Streamlit a slider
+    # whose range changed is a new widget, which would start at its minimum.
+    step, T = state[KEYS["heat_step"]], state[KEYS["T"]]
+    state[KEYS["heat_step"]] = T if step >= kept["T"] else min(step, T)
     state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
     shown = EnergyControls.shown(state[KEYS["layer"]], state[KEYS["preconditioner"]])
     with st.sidebar:

@@ -11,16 +11,18 @@ from app_pages.common import (
     explain,
     job_board,
     keep_controls,
-    restore_controls,
     notebook_links,
+    restore_controls,
     run_safely,
     show_figure,
+    verdict_table,
     widget_keys,
 )
 from cem_core.experiments import gp, gp_study, gp_sweep
 from cem_core.experiments.integrity import FolderBusy
 from cem_core.ui import interactive, plots
 from cem_core.ui.controls import GPControls
+from cem_core.ui.jobs import duration
 
 KEYS = widget_keys(GPControls, "gp_")
 
@@ -86,7 +88,7 @@ def study_section(records) -> None:
     if missing:
         st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
     st.pyplot(plots.mpl_gp_conditions_map(records), clear_figure=True)
-    st.dataframe(gp_study.table_rows(records), hide_index=True)
+    verdict_table(gp_study.table_rows(records))
     st.caption(f"Verdict rule, fixed before the study ran: {gp_study.VERDICT_RULE}")
     st.pyplot(plots.mpl_gp_step_diagnostics(records), clear_figure=True)
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
@@ -108,8 +110,10 @@ def demo_section(controls: GPControls) -> None:
     explain("Black dots are the points the predictor has seen. The blue band is where the GP posterior "
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
-    if st.button("Train a small model now", icon=":material/play_arrow:",
-                 help="About 5 s at the defaults, up to about 40 s at T = 8 with D+LR and 1,000 steps (2 cores)"):
+    seconds = training_estimate(controls)
+    st.caption(f"Training this model ({controls.steps} steps, T = {controls.cem.T}, diagonal {controls.cem.diagonal}) "
+               f"takes about {duration(seconds)} on this machine now (measured on a few steps).")
+    if st.button("Train a small model now", icon=":material/play_arrow:"):
         lock = job_board().live_training_lock()
         try:
             lock.acquire()
@@ -124,6 +128,12 @@ def demo_section(controls: GPControls) -> None:
         st.rerun()
     if "gp_result" in st.session_state:
         st.success(st.session_state.gp_result)
+
+
+@st.cache_data(show_spinner="Timing a few training steps…", ttl=120)
+def training_estimate(controls: GPControls) -> float:
+    """Seconds to train this model here, from a few timed steps (re-measured after two minutes: the load changes)."""
+    return gp.training_seconds(controls.task(), controls.model(), controls.train(), probe_steps=5)
 
 
 def train_live(controls: GPControls) -> None:

@@ -10,15 +10,16 @@ from app_pages.common import (
     explain,
     job_board,
     keep_controls,
-    restore_controls,
     notebook_links,
+    restore_controls,
     run_safely,
     show_figure,
+    verdict_table,
 )
 from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
-from cem_core.experiments.lm.train import PRESETS
+from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, seconds_per_step
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
 
@@ -46,7 +47,12 @@ def launcher(board: jobs.JobBoard) -> None:
     if data == "demo":
         st.caption(f"Data: {DEMO_LABEL}.")
     if not HAS_GPU:
-        st.caption("No GPU here: the cpu-tiny preset (about 2 minutes a variant on 2 cores).")
+        st.caption("No GPU here: the cpu-tiny preset only.")
+    if variants:
+        seconds = {v: run_estimate(preset, v) for v in variants}
+        st.caption("Estimated on this machine now, from two timed steps each: "
+                   + ", ".join(f"{v} {jobs.duration(t)}" for v, t in seconds.items())
+                   + f"; {jobs.duration(sum(seconds.values()))} in all.")
     if st.button("Start", type="primary", icon=":material/play_arrow:"):
         try:
             board.start(spec)
@@ -56,14 +62,32 @@ def launcher(board: jobs.JobBoard) -> None:
         st.rerun()
 
 
+@st.cache_data(show_spinner="Timing two training steps…", ttl=300)
+def run_estimate(preset: str, variant: str) -> float:
+    """Seconds one variant's run takes here, from two timed steps (re-measured after five minutes)."""
+    cfg = LMTrainConfig.from_preset(preset, variant=variant)
+    return run_seconds(cfg, seconds_per_step(cfg))
+
+
 @st.fragment(run_every=2.0)
 def live(board: jobs.JobBoard, job: dict) -> None:
     state = jobs.progress(job)
     now = board.current()
     running = bool(now and now.get("pid") == job["pid"] and now["running"])
-    st.markdown(f"**Run started {job['started']}** ({', '.join(job['spec']['variants'])}, preset "
+    st.subheader("The run")
+    st.markdown(f"**Started {job['started']}** ({', '.join(job['spec']['variants'])}, preset "
                 f"{job['spec']['preset']}, data {job['spec']['data']}): "
-                + ("running…" if running else "finished." if state["table"] else "stopped."))
+                + ("running." if running else "finished." if state["table"] else "stopped."))
+    where = state["standing"]
+    if where is not None and running:
+        st.progress(where["step"] / where["steps"],
+                    text=f"variant {where['index'] + 1} of {where['of']} ({where['variant']}): step {where['step']:,} "
+                         f"of {where['steps']:,} · {where['tokens_per_s']:,.0f} tokens/s · about "
+                         f"{jobs.duration(where['seconds_left'])} left")
+    elif running:
+        st.progress(0.0, text="preparing the data and the model…")
+    if running and st.button("Stop the run", icon=":material/stop:"):
+        board.stop()
     if state["curves"]:
         loss = {v: ([r["step"] for r in rs], [r["loss"] for r in rs]) for v, rs in state["curves"].items()}
         ppl = {v: ([r["step"] for r in rs if "val_ppl" in r], [r["val_ppl"] for r in rs if "val_ppl" in r])
@@ -73,8 +97,12 @@ def live(board: jobs.JobBoard, job: dict) -> None:
             show_figure(interactive.curves_figure(loss, "training loss", "step", "cross-entropy (nats/token)"),
                         "lm training loss", "lm-loss")
         with c2:
-            show_figure(interactive.curves_figure(ppl, "validation perplexity", "step", "perplexity"),
-                        "lm validation perplexity", "lm-ppl")
+            if any(xs for xs, _ in ppl.values()):
+                show_figure(interactive.curves_figure({v: c for v, c in ppl.items() if c[0]}, "validation perplexity",
+                                                      "step", "perplexity"), "lm validation perplexity", "lm-ppl")
+            else:
+                cfg = LMTrainConfig.from_preset(job["spec"]["preset"])
+                st.info(f"Validation perplexity appears here after the first evaluation, at step {cfg.eval_every:,}.")
     if state["table"]:
         st.dataframe([{k: r[k] for k in ("variant", "params", "tokens_per_s", "val_ppl")} for r in state["table"]],
                      hide_index=True)
@@ -84,9 +112,7 @@ def live(board: jobs.JobBoard, job: dict) -> None:
             st.markdown(f"**{r['variant']}** sample: `{r['sample'][:300]!s}`")
         explain("The CEM variants use about half of Llama's attention weights and two thirds of its MLP weights. "
                 "The paper reports that at full scale they reach Llama's perplexity and that T = 2 helps; a "
-                "two-minute CPU run only shows that the comparison runs.")
-    if running and st.button("Stop the run", icon=":material/stop:"):
-        board.stop()
+                "short CPU run only shows that the comparison runs.")
     with st.expander("log"):
         st.code(state["log"] or "(empty)")
     was_running = st.session_state.get("_lm_was_running", False)
@@ -114,7 +140,7 @@ def sweep_section(records) -> None:
     st.dataframe(sweep.variant_rows(records), hide_index=True)
     show_figure(interactive.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
     st.markdown("**The claims, each with a verdict**")
-    st.dataframe(sweep.claim_rows(records), hide_index=True)
+    verdict_table(sweep.claim_rows(records))
     st.caption(f"Verdict rule, fixed before the sweep ran: {sweep.VERDICT_RULE}")
     explain("Each claim compares two variants trained on the same tokens with the same seeds: the difference in "
             "validation perplexity is averaged over seeds, and only a difference larger than twice its standard "
@@ -134,11 +160,11 @@ def body() -> None:
         st.warning(stale_message(job))
         board.clear()
         job = None
-    if job is None or not job["running"]:
-        sweep_section(sweep_records())
-        launcher(board)
     if job is not None:
         live(board, job)
+    if job is None or not job["running"]:
+        launcher(board)
+    sweep_section(sweep_records())                                    # the committed evidence, beside any run
 
 
 def stale_message(job: dict) -> str:

@@ -1,11 +1,15 @@
 """The energy page's data: key points, landscapes, and the diagnostics the classroom walkthrough relies on."""
+import re
+
 import numpy as np
 import pytest
 import torch
 
+from cem_core.ui import walkthrough
 from cem_core.ui.controls import EnergyControls
-from cem_core.ui.explore import build_layers, diagnose, explore
+from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore
 from cem_core.ui.figdata import descent_input, key_tips
+from cem_core.ui.interactive import per_token_figure
 
 
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])
@@ -39,22 +43,82 @@ def test_landscape_values_are_the_layer_energy():
         explore(c, token=5)
 
 
-def _levels(c):
-    return [level for level, _ in diagnose(c, explore(c))]
+def test_walkthrough_claims_hold_in_order():
+    """Each step of the README's walkthrough, done in order from the defaults, leaves a state whose note says
+    what the walkthrough says it does."""
+    states = walkthrough.states()
+    assert len(states) == len(walkthrough.STEPS) >= 6
+    for step, controls in zip(walkthrough.STEPS, states):
+        diagnosis, = diagnose(controls, explore(controls))
+        assert walkthrough.problems(step, diagnosis) == [], (step.say, walkthrough.link(controls))
 
 
-def test_walkthrough_claims_hold():
-    # 2: defaults, attention: every step descends, no minimum (an info note, no warning)
-    assert _levels(EnergyControls()) == ["info"]
-    # 3: the anchor makes the update norm vanish
-    norms = explore(EnergyControls.from_values(anchor=1.0, T=16))["phases"][0]["update_norms"]
-    assert norms[-1, -1] < 1e-6 * norms[0, -1]
-    # 4: the paper-form P at scale 2 is indefinite; with seed 2 a step goes uphill; psd never does
-    dlr = EnergyControls.from_values(preconditioner="dlr", p_scale=2.0, seed=2)
-    notes = diagnose(dlr, explore(dlr))
-    assert any(level == "warning" and "negative" in text for level, text in notes)
-    for seed in range(4):
-        assert "warning" not in _levels(EnergyControls.from_values(preconditioner="psd", p_scale=2.0, seed=seed))
-    # 5: the MLP energy is not concave: eta = 20 overshoots
-    mlp = EnergyControls.from_values(layer="mlp", eta=20.0)
-    assert any(level == "warning" and "not concave" in text for level, text in diagnose(mlp, explore(mlp)))
+def test_walkthrough_checker_can_fail():
+    """The checker is not vacuous: the psd step's claim is false on the dlr state before it."""
+    dlr = walkthrough.states()[2]
+    diagnosis, = diagnose(dlr, explore(dlr))
+    assert walkthrough.problems(walkthrough.STEPS[3], diagnosis)
+
+
+def _independent_traces(c: EnergyControls):
+    """The phases' traces recomputed here from the layers (a block's MLP sees the attention's output)."""
+    h = descent_input(c.seq_len, c.width, c.seed)
+    out = []
+    for name, layer in build_layers(c):
+        with torch.no_grad():
+            trace = layer.trace(h)
+        P = layer.preconditioner.matrix().detach().numpy()
+        out.append((name, trace.energies[:, 0].numpy(), trace.update_norms[:, 0].numpy(), np.linalg.eigvalsh(P)))
+        h = h + trace.iterates[-1] - trace.iterates[0]
+    return out
+
+
+GRID = [dict(layer=layer, preconditioner=p, anchor=anchor, T=T, eta=eta, p_scale=scale, seed=seed)
+        for layer in ("attention", "mlp", "block") for p in ("none", "dlr", "psd") for anchor in (0.0, 1.0)
+        for T, eta in ((1, 1.0), (4, 1.0), (16, 1.0), (4, 20.0), (16, 0.05))
+        for scale, seed in (((0.3, 0), (2.0, 2)) if p != "none" else ((0.3, 0),))]
+
+
+def test_no_note_contradicts_the_trace_or_another_note():
+    """Over a grid of states: one note per phase, and everything it says holds on the trace recomputed here
+    (which tokens rose at which steps, falling at every step, settling, running off, diverging, P's negative
+    eigenvalues, the numbers it quotes); the energy plot rings exactly the rises."""
+    courses = set()
+    for values in GRID:
+        c = EnergyControls.from_values(**values)
+        data = explore(c)
+        diagnoses = diagnose(c, data)
+        traces = _independent_traces(c)
+        assert len(diagnoses) == len(traces) == len(data["phases"])
+        for d, (name, E, N, eigs), phase in zip(diagnoses, traces, data["phases"]):
+            where = (values, d.text)
+            assert d.phase == name, where
+            rise = np.diff(E, axis=0) > RISE_TOLERANCE * max(1.0, np.abs(E).max())    # (T, n)
+            rises = {(i, t + 1) for t, i in zip(*np.nonzero(rise))}
+            assert {(r.token, t) for r in d.rises for t in r.steps} == rises, where
+            assert ("fell at every step" in d.text) == (not rises), where
+            for r in d.rises[:4]:
+                assert f"token {r.token} at step" in d.text, where
+                assert abs(r.amount - np.diff(E[:, r.token]).max()) <= 1e-9 * max(1.0, abs(r.amount)), where
+            ratio = N[-1] / N[0]
+            worst = ratio.max()
+            expected = ("one step" if len(N) == 1 else "settles" if worst <= SETTLED else "slows" if worst < 0.5
+                        else "runs off" if worst <= 10 else "diverges")
+            assert d.course == expected, where
+            assert ("settle into a minimum" in d.text) == (d.course == "settles"), where
+            assert "has a minimum" not in d.text, where
+            assert ("run off" in d.text) == (d.course == "runs off"), where
+            assert ("diverge" in d.text) == (d.course == "diverges"), where
+            negative = int((eigs < -1e-12).sum())
+            assert d.negative == negative and (("negative eigenvalue" in d.text) == (negative > 0)), where
+            m = re.search(r"token (\d+): update norm (\S+) → (\S+),", d.text)
+            assert m and int(m[1]) == d.token == int(np.argmax(ratio)), where
+            assert np.isclose(float(m[2]), N[0, d.token], rtol=5e-3) and np.isclose(float(m[3]), N[-1, d.token],
+                                                                                    rtol=5e-3), where
+            assert d.level == ("warning" if rises or d.course == "diverges" else "info"), where
+            ringed = [t for t in per_token_figure(phase["energies"], "", "", rose=phase["rose"]).data
+                      if t.name == "energy rose"]
+            assert sorted(zip(*(ringed[0].x, ringed[0].y))) == sorted((t, E[t, i]) for i, t in rises) if rises \
+                else not ringed, where
+            courses.add(d.course)
+    assert courses == {"one step", "settles", "slows", "runs off", "diverges"}       # the grid reaches every course

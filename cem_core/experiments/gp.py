@@ -347,6 +347,18 @@ def _held_out(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, de
     return pred
 
 
+def training_seconds(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig, probe_steps: int = 10,
+                     device: str = "cpu") -> float:
+    """How long ``train_gp`` with these configs takes on this machine now: `probe_steps` steps of the same
+    training are timed and scaled to `train.steps`, plus the held-out evaluation (a measurement: it
+    reflects whatever else the machine is doing)."""
+    check_int("probe_steps", probe_steps, 1)
+    start = time.perf_counter()
+    probe = train_gp(task, config, replace(train, steps=probe_steps, eval_every=0), device=device)
+    evaluation = time.perf_counter() - start - probe.seconds
+    return probe.seconds / probe_steps * train.steps + evaluation
+
+
 def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
              progress=None, device: str = "cpu") -> GPTrainResult:
     """Train on fresh functions every step (AdamW, warm-up + cosine), evaluate on the held-out set.

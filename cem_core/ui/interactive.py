@@ -62,7 +62,8 @@ def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=N
     if rose is not None and np.any(rose):
         t, i = np.nonzero(np.asarray(rose))
         rise = values[t + 1, i] - values[t, i]
-        fig.add_scatter(x=(first_step + t + 1).tolist(), y=values[t + 1, i].tolist(), mode="markers", name="energy rose",
+        fig.add_scatter(x=(first_step + t + 1).tolist(), y=values[t + 1, i].tolist(), mode="markers",
+                        name="energy rose",
                         marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="red", width=2.5)),
                         text=[f"token {a}, step {b + 1}: +{r:.3g}" for a, b, r in zip(i, t, rise)],
                         hovertemplate="%{text}<extra></extra>")
@@ -163,7 +164,9 @@ def curves_figure(series: dict, title: str, xaxis: str, yaxis: str) -> go.Figure
     """One line per name: series = {name: (xs, ys)}."""
     fig = go.Figure()
     for i, (name, (xs, ys)) in enumerate(series.items()):
-        fig.add_scatter(x=list(xs), y=list(ys), mode="lines", name=name, line=dict(color=PALETTE[i % len(PALETTE)]))
+        fig.add_scatter(x=list(xs), y=list(ys), mode="lines+markers" if len(xs) < 20 else "lines", name=name,
+                        line=dict(color=PALETTE[i % len(PALETTE)]))
+    fig.update_layout(showlegend=True)                                 # Plotly hides the legend of a single line
     return _layout(fig, title, xaxis, yaxis)
 
 

@@ -33,7 +33,7 @@ import psutil
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.lm.data import find_shards
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import PRESETS
+from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 
@@ -206,7 +206,8 @@ def _reap(pid: int) -> None:
 
 
 def progress(job: dict) -> dict:
-    """Per variant: its metrics so far; the final table when finished; the log's tail."""
+    """Per variant: its metrics so far; the final table when finished; the log's tail; and where the run
+    stands (``standing``)."""
     out = Path(job["out"])
     curves = {}
     for variant in job["spec"]["variants"]:
@@ -214,4 +215,33 @@ def progress(job: dict) -> dict:
             curves[variant] = read_metrics(out / variant)
     table = json.loads((out / "compare.json").read_text()) if (out / "compare.json").exists() else None
     log = (out / "log.txt").read_text(errors="replace")[-3000:] if (out / "log.txt").exists() else ""
-    return {"curves": curves, "table": table, "log": log}
+    return {"curves": curves, "table": table, "log": log, "standing": standing(job["spec"], curves)}
+
+
+def standing(spec: dict, curves: dict) -> dict | None:
+    """Where a run stands, from its metrics: the variant being trained (its index among the run's), its step
+    and its preset's steps, its measured tokens/s, and the seconds left for it and the variants after it at
+    that speed (each variant's evaluations included). None before the first step is recorded."""
+    variants = spec["variants"]
+    started = [v for v in variants if curves.get(v)]
+    if not started:
+        return None
+    variant = started[-1]
+    last = curves[variant][-1]
+    cfg = LMTrainConfig.from_preset(spec["preset"], variant=variant)
+    step_seconds = cfg.batch_size * cfg.seq_len / last["tokens_per_s"]
+    later = len(variants) - variants.index(variant) - 1
+    left = (run_seconds(cfg, step_seconds) * (1 + later)
+            - step_seconds * (last["step"] + (last["step"] // cfg.eval_every) * cfg.eval_batches / 3))
+    return {"variant": variant, "index": variants.index(variant), "of": len(variants), "step": last["step"],
+            "steps": cfg.steps, "tokens_per_s": last["tokens_per_s"], "seconds_left": max(0.0, left)}
+
+
+def duration(seconds: float) -> str:
+    """12 s, 3 min 20 s, 1 h 05 min."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{max(seconds, 1)} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"

@@ -271,6 +271,31 @@ def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, aut
     return loss
 
 
+def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = 257) -> float:
+    """Seconds one optimizer step of `cfg` takes on this machine now, on the CPU: the median of `steps` timed
+    steps on random tokens after one warm-up step (the app's time estimates; vocab_size 257 is the byte
+    tokenizer's). It is a measurement, so it reflects whatever else the machine is doing."""
+    check_int("steps", steps, 1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = LanguageModel(cfg.model_config(vocab_size))
+        batch = torch.randint(0, vocab_size, (cfg.batch_size, cfg.seq_len + 1))
+        optimizer = adamw(model, cfg.lr, cfg.weight_decay)
+        times = []
+        for _ in range(steps + 1):
+            start = time.perf_counter()
+            train_step(model, model, optimizer, batch, cfg.grad_clip)
+            times.append(time.perf_counter() - start)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def run_seconds(cfg: LMTrainConfig, step_seconds: float) -> float:
+    """The time a whole run of `cfg` takes at `step_seconds` a training step: its steps and its evaluations
+    (each evaluation batch is a forward pass, about a third of a training step)."""
+    evaluations = -(-cfg.steps // cfg.eval_every)
+    return step_seconds * (cfg.steps + evaluations * cfg.eval_batches / 3)
+
+
 def train_flops_per_token(model_cfg: ModelConfig, seq_len: int, batch: int) -> float:
     """Matmul FLOPs per trained token at `batch` sequences a step (forward + backward = 3 x forward), for MFU."""
     return 3 * model_flops(model_cfg, seq_len, batch)["total"] / seq_len
