@@ -46,14 +46,17 @@ def explain(text: str) -> None:
         st.info(text, icon=":material/school:")
 
 
-def restore_controls(page: str, cls, widget_keys: dict) -> None:
+def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> None:
     """Fill the page's widget keys before its widgets are drawn, on every run.
 
     Streamlit drops the state of every widget that a run does not draw: a page that is not shown, a
     control hidden in this state, the launcher while a run goes. So each page's last valid controls
     are kept under a key of their own (``keep_controls``) and any widget key that is missing is filled
     from them; on the first visit of a page in a session they come from the URL (a bad value there
-    is reported with st.error and the defaults are used)."""
+    is reported with st.error and the defaults are used). `shown(values)` names the controls the page
+    draws in a state (default: all): the keys of the others are cleared, so a hidden control keeps its
+    kept value (``control_values``) and, drawn again, starts from it, never from a value the browser
+    remembered for the hidden widget."""
     kept = f"_controls_{page}"
     if kept not in st.session_state:
         try:
@@ -67,6 +70,18 @@ def restore_controls(page: str, cls, widget_keys: dict) -> None:
         if key not in st.session_state:
             value = values[field]
             st.session_state[key] = list(value) if isinstance(value, tuple) else value   # a multiselect holds a list
+    if shown is not None:
+        drawn = shown({field: st.session_state[key] for field, key in widget_keys.items()})
+        for field, key in widget_keys.items():
+            if field not in drawn:
+                del st.session_state[key]
+
+
+def control_values(page: str, widget_keys: dict) -> dict:
+    """Every control's value: a drawn control's from its widget, a hidden one's as last kept."""
+    kept = st.session_state[f"_controls_{page}"]
+    return {field: st.session_state[key] if key in st.session_state else kept[field]
+            for field, key in widget_keys.items()}
 
 
 def keep_controls(page: str, controls) -> None:
@@ -108,7 +123,7 @@ def _slug(text: str) -> str:
 
 def show_figure(fig, name: str, key: str) -> None:
     """The chart plus download buttons: interactive HTML, PNG and the data as CSV (built on click)."""
-    st.plotly_chart(fig, key=f"chart-{key}", width="stretch")
+    st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None)   # our fonts, not the theme's 12 px
     slug = _slug(name)
     cols = st.columns(3)
     cols[0].download_button("HTML", lambda: interactive.to_html(fig), file_name=f"{slug}.html",
@@ -123,7 +138,8 @@ def verdict_table(rows: list[dict]) -> None:
     """A claims table as a class reads it: the verdict first, then the claim, then the numbers, as a static
     table whose cells wrap (an interactive grid hides its last columns behind a horizontal scroll)."""
     first = [k for k in ("verdict", "condition", "#", "claim") if rows and k in rows[0]]
-    st.table([{k: r[k] for k in first} | {k: v for k, v in r.items() if k not in first} for r in rows])
+    label = {"#": "no."}                                               # a bare "#" reads as a Markdown heading
+    st.table([{label.get(k, k): r[k] for k in first} | {k: v for k, v in r.items() if k not in first} for r in rows])
 
 
 def run_safely(body) -> None:

@@ -6,6 +6,7 @@ import streamlit as st
 from app_pages.common import (
     cem_widget,
     control,
+    control_values,
     explain,
     keep_controls,
     notebook_links,
@@ -15,12 +16,11 @@ from app_pages.common import (
     widget_keys,
 )
 from cem_core.ui import interactive
-from cem_core.ui.controls import EnergyControls
+from cem_core.ui.controls import LAYER_LABELS, EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
 KEYS = widget_keys(EnergyControls, "en_")
-LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -30,14 +30,15 @@ def page_data(controls: EnergyControls):
 
 
 def sidebar_controls() -> EnergyControls:
-    restore_controls("energy", EnergyControls, KEYS)
+    restore_controls("energy", EnergyControls, KEYS, lambda v: EnergyControls.shown(v["layer"], v["preconditioner"]))
     state, kept = st.session_state, st.session_state["_controls_energy"]
-    # The heatmap follows T when it showed the last step. Both are assigned on every run: to Streamlit a slider
-    # whose range changed is a new widget, which would start at its minimum.
-    step, T = state[KEYS["heat_step"]], state[KEYS["T"]]
-    state[KEYS["heat_step"]] = T if step >= kept["T"] else min(step, T)
-    state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
     shown = EnergyControls.shown(state[KEYS["layer"]], state[KEYS["preconditioner"]])
+    if "heat_step" in shown:
+        # The heatmap follows T when it showed the last step. Both are assigned on every run: to Streamlit a
+        # slider whose range changed is a new widget, which would start at its minimum.
+        step, T = state[KEYS["heat_step"]], state[KEYS["T"]]
+        state[KEYS["heat_step"]] = T if step >= kept["T"] else min(step, T)
+        state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
     with st.sidebar:
         st.header("Layer")
         control(EnergyControls, "layer", KEYS["layer"], "layer", st.radio, format_func=LAYER_LABELS.get)
@@ -60,7 +61,7 @@ def sidebar_controls() -> EnergyControls:
                 st.slider("step", 1, state[KEYS["T"]], key=KEYS["heat_step"])
             if state[KEYS["heads"]] > 1:
                 st.slider("head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
-    controls = EnergyControls.from_values(**{name: state[key] for name, key in KEYS.items()})
+    controls = EnergyControls.from_values(**control_values("energy", KEYS))
     keep_controls("energy", controls)
     return controls
 

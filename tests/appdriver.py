@@ -81,3 +81,98 @@ def settle(page, timeout: float = 60000) -> None:
     page.wait_for_selector("h1", timeout=timeout)
     page.wait_for_timeout(150)                      # a rerun that has been asked for starts within this
     page.wait_for_selector(SETTLED, timeout=timeout)
+
+
+# -- controls, the way a person moves them ------------------------------------------------------------
+# Every control of the app is mirrored in the URL, so a change has reached the server (a slider sends its
+# value only after a short pause) once the URL has changed and the page has settled.
+
+
+def committed(page, before: str, timeout: float = 20000) -> None:
+    """Wait until the page's URL is no longer `before` (the server has the change), then until it settles."""
+    page.wait_for_function("u => window.location.href !== u", arg=before, timeout=timeout)
+    settle(page)
+
+
+def slider(page, label: str):
+    """The range input (the thumb) of the slider labelled `label`."""
+    return page.locator(f"input[type='range'][aria-label='{label}']")
+
+
+def slider_value(page, label: str) -> float:
+    return float(slider(page, label).input_value())
+
+
+def set_slider(page, label: str, value: float, step: float) -> None:
+    """Move a slider with the keyboard, as a person without a mouse does: Home or End for its ends, else
+    arrow presses from where it is, then wait for the rerun."""
+    thumb = slider(page, label)
+    for _ in range(3):
+        now = slider_value(page, label)
+        if abs(now - value) < step / 2:
+            return
+        before = page.url
+        thumb.focus()
+        if value == float(thumb.get_attribute("max")):
+            page.keyboard.press("End")
+        elif value == float(thumb.get_attribute("min")):
+            page.keyboard.press("Home")
+        else:
+            key = "ArrowRight" if value > now else "ArrowLeft"
+            for _ in range(round(abs(value - now) / step)):
+                page.keyboard.press(key)
+        committed(page, before)
+    raise AssertionError(f"slider {label!r} is at {slider_value(page, label)}, not {value}")
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the select box labelled `label`."""
+    if selected(page, label) == option:
+        return
+    box, before = page.locator(f"[data-testid='stSelectbox'] input[aria-label='{label}']"), page.url
+    box.click()
+    box.fill(option)                                                   # the list filters as one types
+    page.get_by_role("option", name=option, exact=True).click()
+    committed(page, before)
+    assert selected(page, label) == option, (label, selected(page, label), option)
+
+
+def selected(page, label: str) -> str:
+    return page.locator(f"[data-testid='stSelectbox'] input[aria-label='{label}']").input_value()
+
+
+def type_number(page, label: str, value) -> None:
+    """Type a value into the number input labelled `label` and press Enter."""
+    box, before = page.get_by_label(label, exact=True), page.url
+    if box.input_value() == str(value):
+        return
+    box.fill(str(value))
+    box.press("Enter")
+    committed(page, before)
+
+
+def click_radio(page, option: str) -> None:
+    before = page.url
+    if page.get_by_role("radio", name=option, exact=True).is_checked():
+        return
+    page.locator("[data-testid='stRadio'] label").filter(has_text=option).click()
+    committed(page, before)
+
+
+def go_to(page, title: str) -> None:
+    """Follow the sidebar's link to a page, as a person moves around the app."""
+    page.locator("[data-testid='stSidebarNav'] a").filter(has_text=title).click()
+    page.get_by_role("heading", name=title).first.wait_for(timeout=60000)
+    settle(page)
+
+
+def errors(page) -> list[str]:
+    """The texts of every exception and error box on the page."""
+    boxes = page.locator("[data-testid='stException'], [data-testid='stAlertContentError']")
+    return [boxes.nth(i).inner_text() for i in range(boxes.count())]
+
+
+def notes(page) -> list[str]:
+    """The texts of the page's info and warning boxes."""
+    boxes = page.locator("[data-testid='stAlertContentInfo'], [data-testid='stAlertContentWarning']")
+    return [boxes.nth(i).inner_text() for i in range(boxes.count())]

@@ -1,71 +1,38 @@
 """A real browser: `streamlit run app.py` on a free local port, driven by headless Chromium
-(Debian's package) through Playwright. Screenshots of every page go to the test's tmp_path.
+(Debian's package) through Playwright (tests/appdriver.py). Screenshots of every page go to the
+test's tmp_path. The journeys of a whole session are in tests/test_journeys.py.
 
 Without Chromium the test is skipped with a loud warning (see conftest.py); in CI
 (CEM_LAB_CI=1, set by .ci/run) a missing browser fails the suite instead.
 """
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
-from conftest import ROOT, child_env, free_port, require_system_package
+from appdriver import CHROMIUM, chromium, serve_app, settle
+from conftest import child_env, require_system_package
 
 pytestmark = pytest.mark.slow          # a real Chromium against a real Streamlit server
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGES = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}
 TITLES = {"energy": "Energy descent", "design": "Design space", "gp": "GP recursion", "lm": "Mini language model"}
 
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true", "--server.address", "127.0.0.1"],
-                            cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    with serve_app(child_env()) as running:
+        yield running.url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
-                                    "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _open(browser, url):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(url)
-    _settle(page)
+    settle(page)
     return page
-
-
-def _settle(page):
-    """Wait until the script has finished running (Streamlit marks its root element)."""
-    page.wait_for_selector("h1", timeout=60000)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60000)
 
 
 def _first_plot_x(page):

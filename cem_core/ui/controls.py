@@ -16,6 +16,7 @@ from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
 LAYERS = ("attention", "mlp", "block")
+LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
 COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above it we refuse. Measured on 2 cores:
                           # 0.2-0.4 s of compute at the limit on an idle machine, 3-6 s when other jobs share it
 LANDSCAPE_GRID = 41       # contour resolution of the energy landscape

@@ -100,7 +100,7 @@ def landscape_figure(land: dict, token: int, height: int | None = None) -> go.Fi
     plane = "the true plane (width 2)" if land["true_plane"] else "the plane through x⁽⁰⁾ along the first two updates"
     fig.update_layout(xaxis=dict(range=[land["a"][0], land["a"][-1]]), yaxis=dict(range=[land["b"][0], land["b"][-1]]),
                       legend=dict(orientation="h", y=-0.2))
-    return _layout(fig, f"Energy of token {token}<br><sup>on {plane}</sup>", "a", "b", height=height)
+    return _layout(fig, f"Energy of token {token}<br>on {plane}", "a", "b", height=height)
 
 
 # -- GP -----------------------------------------------------------------------------------------

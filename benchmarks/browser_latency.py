@@ -1,0 +1,241 @@
+"""Latency of the energy page as a person sees it: `streamlit run app.py` and Debian's headless Chromium
+(1280 x 720, through Playwright and tests/appdriver.py), timing each control change from the key press
+to the new plot on the screen.
+
+    .venv/bin/python benchmarks/browser_latency.py [--repeats 10]
+
+Two states: the defaults (/) and the largest allowed one (width 128, sequence 128, a block, per-head
+D+LR, T 16, or the largest width = sequence length that COST_LIMIT allows). In each, the sliders
+"steps T" and "step size eta" move by one arrow key press, and "seed" is typed and entered. A change to
+a value this server has not computed before is "uncached" (st.cache_data misses): a walk of fresh slider
+positions or fresh seeds. Then the control goes back and forth between two values it has shown,
+"cached" (only the figures are rebuilt and sent).
+
+Each change is timed in the page with performance.now(): it starts when the keydown (an arrow, or the
+Enter that commits the number) reaches the window, and a MutationObserver reads the Plotly charts' data
+after every DOM change (before that frame is painted, so paint adds up to one frame). "re-rendered"
+ends when the first chart (the energy plot) holds data that differ from those before the key press;
+"settled" ends when the script has finished (stApp's data-test-script-state back to notRunning) and
+no chart has changed since, confirmed by 0.5 s without a change.
+
+Targets: at most 250 ms median to re-render at the defaults, at most 2 s median settled at the largest
+allowed state. Prints median [min, max] per control and kind, PASS or MISS per row, and the cores and
+load average before and after (the numbers are only as quiet as the machine).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cem_core.ui.controls import COST_LIMIT, EnergyControls
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from appdriver import chromium, serve_app, settle  # noqa: E402  (tests/ is not a package)
+
+QUIET_MS = 500            # no chart change for this long after the script finished: settled
+TIMEOUT_MS = 90_000       # the longest wait for one change or one page load
+LARGEST = {"width": 128, "seq_len": 128, "layer": "block", "diagonal": "per_head", "T": 16}
+TARGETS = {"defaults": ("rerender", 250), "largest": ("settled", 2000)}
+
+# Installed in the page once it has loaded: window.__bench.arm(key) before a key press, window.__bench.ready()
+# polled until the change has settled, then window.__bench.result() gives the times since the keydown.
+PROBE = """quietMs => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const fold = (v, acc) => {                 // a weighted sum of every number (and character) of a value
+    if (v === null || v === undefined) return;
+    if (typeof v === 'number') { acc.n++; acc.s += (Number.isFinite(v) ? v : 7.5) * (1 + acc.n % 97); return; }
+    if (typeof v === 'string') { for (let i = 0; i < v.length; i++) fold(v.charCodeAt(i), acc); return; }
+    if (typeof v === 'object') for (const x of (typeof v.length === 'number' ? v : Object.values(v))) fold(x, acc);
+  };
+  const signature = gd => {
+    const acc = {n: 0, s: 0};
+    for (const trace of gd.data || []) for (const k of ['x', 'y', 'z']) fold(trace[k], acc);
+    return acc.n + ':' + acc.s;
+  };
+  const b = {all: '', changed: performance.now(), key: null, start: null, first: '', render: null, shown: '',
+             left: false, done: null};
+  const look = () => {
+    const now = performance.now(), charts = Array.from(document.querySelectorAll('.js-plotly-plot'), signature);
+    const all = charts.join('|');
+    if (all !== b.all) { b.all = all; b.changed = now; }
+    if (b.start !== null && b.render === null && (charts[0] || '') !== b.first) {
+      b.render = now;
+      b.shown = charts[0] || '';
+    }
+  };
+  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                     characterData: true});
+  new MutationObserver(records => {
+    if (b.start === null) return;
+    if (records.some(r => r.oldValue === 'notRunning')) b.left = true;
+    if (b.left && b.done === null && app.getAttribute('data-test-script-state') === 'notRunning')
+      b.done = performance.now();
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state'], attributeOldValue: true});
+  window.addEventListener('keydown', e => {
+    if (b.start === null && e.key === b.key) b.start = performance.now();
+  }, true);
+  look();
+  window.__bench = {
+    arm: key => {
+      look();
+      Object.assign(b, {key, start: null, render: null, left: false, done: null,
+                        first: b.all.split('|')[0]});
+    },
+    quiet: () => app.getAttribute('data-test-script-state') === 'notRunning' && b.all !== ''
+                 && performance.now() - b.changed >= quietMs,
+    ready: () => b.render !== null && b.done !== null && performance.now() - Math.max(b.done, b.changed) >= quietMs,
+    result: () => ({rerender: b.render - b.start, settled: Math.max(b.done, b.changed) - b.start,
+                    final: b.all.split('|')[0] === b.shown}),
+  };
+}"""
+
+
+@dataclass
+class Row:
+    state: str
+    control: str
+    kind: str
+    rerender: list[float]
+    settled: list[float]
+
+
+def largest_state() -> dict:
+    """LARGEST if COST_LIMIT allows it, else the largest width = sequence length at 2 heads that it allows."""
+    smaller = [{**LARGEST, "width": n, "seq_len": n, "heads": 2} for n in range(LARGEST["width"] - 1, 1, -1)]
+    for values in [LARGEST, *smaller]:
+        try:
+            EnergyControls.from_values(**values)
+        except ValueError:
+            continue
+        return values
+    raise SystemExit(f"no state of the shape {LARGEST} is allowed")
+
+
+def open_page(browser, url: str):
+    """A new session on `url`, loaded, with every chart drawn and quiet, and the probe installed."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url, timeout=TIMEOUT_MS)
+    settle(page, timeout=TIMEOUT_MS)
+    page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
+    page.evaluate(PROBE, QUIET_MS)
+    page.wait_for_function("() => window.__bench.quiet()", timeout=TIMEOUT_MS)
+    boxes = page.locator("[data-testid='stException'], [data-testid='stAlertContentError']")
+    if boxes.count():
+        raise SystemExit(f"the page shows an error at {url}: {boxes.first.inner_text()}")
+    return page
+
+
+def timed(page, key: str, act) -> tuple[float, float]:
+    """(re-rendered, settled) in ms of one change: `act()` presses `key`, the timing starts at its keydown."""
+    page.evaluate("key => window.__bench.arm(key)", key)
+    act()
+    page.wait_for_function("() => window.__bench.ready()", timeout=TIMEOUT_MS)
+    result = page.evaluate("() => window.__bench.result()")
+    if not result["final"]:
+        raise RuntimeError(f"the energy plot changed again after its first change ({key}): re-rendered is not final")
+    return result["rerender"], result["settled"]
+
+
+def slider_moves(page, label: str, repeats: int) -> list[tuple[str, str]]:
+    """(arrow key, kind) of each change: a walk of fresh positions towards the slider's farther end, then
+    back and forth between the last two positions."""
+    thumb = page.get_by_role("slider", name=label)
+    low, high, step = (float(thumb.get_attribute(a)) for a in ("min", "max", "step"))
+    value = float(thumb.input_value())
+    right, left = round((high - value) / step), round((value - low) / step)
+    forward, back = ("ArrowRight", "ArrowLeft") if right >= left else ("ArrowLeft", "ArrowRight")
+    fresh = [(forward, "uncached")] * min(repeats, max(right, left))
+    return fresh + [(back if i % 2 == 0 else forward, "cached") for i in range(repeats)]
+
+
+def measure_slider(page, label: str, repeats: int) -> dict[str, list[tuple[float, float]]]:
+    thumb = page.get_by_role("slider", name=label)
+    times = {"uncached": [], "cached": []}
+    for key, kind in slider_moves(page, label, repeats):
+        thumb.focus()
+        times[kind].append(timed(page, key, lambda: page.keyboard.press(key)))
+    return times
+
+
+def measure_number(page, label: str, repeats: int) -> dict[str, list[tuple[float, float]]]:
+    """Seeds typed and entered: `repeats` fresh ones, then back and forth between the last two."""
+    box = page.get_by_label(label, exact=True)
+    start = int(box.input_value())
+    fresh = [start + 1 + i for i in range(repeats)]
+    shown = [start, *fresh]
+    moves = [(v, "uncached") for v in fresh] + [(shown[-2 + i % 2], "cached") for i in range(repeats)]
+    times = {"uncached": [], "cached": []}
+    for value, kind in moves:
+        box.fill(str(value))
+        times[kind].append(timed(page, "Enter", lambda: box.press("Enter")))
+    return times
+
+
+CONTROLS = (("steps T", measure_slider), ("step size eta", measure_slider), ("seed", measure_number))
+
+
+def measure_state(browser, url: str, state: str, repeats: int) -> list[Row]:
+    rows = []
+    for label, measure in CONTROLS:
+        page = open_page(browser, url)                  # a fresh session: every control starts from the link
+        for kind, pairs in measure(page, label, repeats).items():
+            if pairs:
+                rows.append(Row(state, label, kind, [p[0] for p in pairs], [p[1] for p in pairs]))
+        page.close()
+        print(f"  measured {state}: {label}", flush=True)
+    return rows
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):7.0f} [{min(xs):.0f}, {max(xs):.0f}]"
+
+
+def verdict(row: Row) -> str:
+    which, limit = TARGETS[row.state]
+    label = "re-render" if which == "rerender" else "settled"
+    return f"{label} <= {limit} ms: {'PASS' if statistics.median(getattr(row, which)) <= limit else 'MISS'}"
+
+
+def report(rows: list[Row], repeats: int) -> None:
+    print(f"\nenergy page in headless Chromium 1280x720, {repeats} changes per control and kind, ms from the "
+          "keydown (median [min, max]):")
+    print(f"{'state':<9} {'control':<14} {'kind':<9} {'n':>2}  {'re-rendered':<22} {'settled':<22} target")
+    for r in rows:
+        print(f"{r.state:<9} {r.control:<14} {r.kind:<9} {len(r.rerender):>2}  {spread(r.rerender):<22} "
+              f"{spread(r.settled):<22} {verdict(r)}")
+    print("targets: <= 250 ms median to re-render at the defaults, <= 2 s median settled at the largest allowed state")
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    largest = largest_state()
+    cost = EnergyControls.from_values(**largest).cost()
+    print(f"cores: {os.cpu_count()}, load average (1, 5, 15 min) before: {load()}")
+    print(f"largest allowed state: {largest} (cost {cost:.2e} of COST_LIMIT {COST_LIMIT:.0e})", flush=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with serve_app(env) as server, chromium() as browser:
+        try:
+            query = "&".join(f"{k}={v}" for k, v in largest.items())
+            rows = (measure_state(browser, f"{server.url}/", "defaults", args.repeats)
+                    + measure_state(browser, f"{server.url}/?{query}", "largest", args.repeats))
+        except Exception:
+            print(f"server log (last 3000 characters):\n{server.log()[-3000:]}", file=sys.stderr)
+            raise
+    report(rows, args.repeats)
+    print(f"load average after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
