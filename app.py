@@ -22,6 +22,8 @@ PAGES = [
     st.Page("app_pages/mini_lm.py", title="Mini language model", icon=":material/description:", url_path="lm"),
 ]
 
+# Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it).
+st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; }</style>")
 page = st.navigation(PAGES)
 st.sidebar.caption("CEM Lab · a companion to arXiv 2605.07588 (Causal Energy Minimization)")
 teacher_mode()

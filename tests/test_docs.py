@@ -263,3 +263,22 @@ def test_legacy_forms_are_flagged(line):
 ])
 def test_plain_text_is_not_flagged(line):
     assert legacy_problems(line) == [], line
+
+
+def test_readme_walkthrough_states_each_steps_link_in_order():
+    """The README's classroom walkthrough names, after each step, the link of the state that step leaves when
+    the steps are done in order (cem_core.ui.walkthrough), and its numbers are the page's."""
+    from cem_core.ui import walkthrough
+    from cem_core.ui.explore import diagnose, explore
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("**3. Teach with it in class.**"):readme.index("## Quick start")]
+    positions = [section.index(walkthrough.link(state) + "\n") for state in walkthrough.states()]
+    assert positions == sorted(positions)
+    dlr, psd = walkthrough.states()[2], walkthrough.states()[4]
+    rise, = diagnose(dlr, explore(dlr))[0].rises
+    words = " ".join(section.split())
+    assert (rise.token, rise.steps) == (3, (1, 2)) and "token 3's energy rises at steps 1–2" in words
+    assert f"+{rise.amount:.3f}" in words
+    p_max = explore(psd)["phases"][0]["eigenvalues"].max()
+    assert f"largest eigenvalue is {p_max:.1f}" in words

@@ -61,13 +61,63 @@ def test_progress_reads_the_run_folder(board, monkeypatch):
     out = board.jobs_dir / job["out"].split("/")[-1]
     (out / "llama").mkdir()
     (out / "llama" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in (
-        {"config": {}}, {"step": 1, "loss": 5.0}, {"step": 2, "loss": 4.0, "val_ppl": 50.0})) + "\n")
+        {"config": {}}, {"step": 1, "loss": 5.0, "tokens_per_s": 9.0},
+        {"step": 2, "loss": 4.0, "val_ppl": 50.0, "tokens_per_s": 10.0})) + "\n")
     (out / "compare.json").write_text(json.dumps([{"variant": "llama", "params": 1, "tokens_per_s": 2.0,
                                                    "val_ppl": 50.0, "sample": "x"}]))
     state = jobs.progress(job)
     assert [r["loss"] for r in state["curves"]["llama"]] == [5.0, 4.0]
     assert state["table"][0]["val_ppl"] == 50.0
+    assert (state["standing"]["step"], state["standing"]["tokens_per_s"]) == (2, 10.0)
     deadline = time.time() + 10
     while "hi" not in jobs.progress(job)["log"] and time.time() < deadline:
         time.sleep(0.1)
     assert "hi" in jobs.progress(job)["log"]
+
+
+def test_standing_counts_what_is_left_at_the_measured_speed():
+    """Steps, speed and time left, against the sums written out here: cpu-tiny has 300 steps of 16 x 128 tokens
+    and an evaluation of 8 batches (a third of a step each) every 100 steps."""
+    from cem_core.experiments.lm.train import LMTrainConfig, train_flops_per_token
+
+    spec = {"preset": "cpu-tiny", "variants": ["llama", "cem-full"]}
+    assert jobs.standing(spec, {}) is None
+    where = jobs.standing(spec, {"llama": [{"step": 100, "tokens_per_s": 2048.0}]})    # one step a second
+    flops = [train_flops_per_token(LMTrainConfig.from_preset("cpu-tiny", variant=v).model_config(257), 128, 16)
+             for v in spec["variants"]]
+    llama_left = (300 - 100) + (3 - 1) * 8 / 3                          # steps and evaluations, at 1 s a step
+    cem_full = (300 + 3 * 8 / 3) * flops[1] / flops[0]                  # slower by its FLOPs per token
+    assert (where["variant"], where["index"], where["of"], where["step"], where["steps"]) == ("llama", 0, 2, 100, 300)
+    assert where["seconds_left"] == pytest.approx(llama_left + cem_full, rel=1e-9)
+    last = jobs.standing(spec, {"llama": [{"step": 300, "tokens_per_s": 2048.0}],
+                                "cem-full": [{"step": 300, "tokens_per_s": 1000.0}]})
+    assert last["variant"] == "cem-full" and last["seconds_left"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_duration_reads_as_a_person_writes_it():
+    assert [jobs.duration(s) for s in (0.2, 12.4, 59.6, 200, 3599, 3900)] == \
+        ["1 s", "12 s", "1 min 00 s", "3 min 20 s", "59 min 59 s", "1 h 05 min"]
+
+
+def test_time_estimates_scale_timed_steps(monkeypatch):
+    """The GP estimate scales the timed probe steps to the run's steps and adds the evaluation; the LM estimate
+    is steps plus evaluations at the timed step time."""
+    from dataclasses import replace
+
+    from cem_core.experiments import gp
+    from cem_core.experiments.lm.train import LMTrainConfig, run_seconds, seconds_per_step
+    from cem_core.ui.controls import GPControls
+
+    c = GPControls()
+    probes = []
+
+    def fake_train(task, model, train, device="cpu"):                 # 0.2 s of training, then 0.1 s of evaluation
+        probes.append(train.steps)
+        time.sleep(0.3)
+        return type("R", (), {"seconds": 0.2})()
+    monkeypatch.setattr(gp, "train_gp", fake_train)
+    estimate = gp.training_seconds(c.task(), c.model(), replace(c.train(), steps=800), probe_steps=5)
+    assert probes == [5] and 0.2 / 5 * 800 + 0.1 <= estimate < 0.2 / 5 * 800 + 0.6
+    cfg = LMTrainConfig.from_preset("cpu-tiny")
+    assert run_seconds(cfg, 0.5) == pytest.approx(0.5 * (300 + 3 * 8 / 3))
+    assert 0 < seconds_per_step(replace(cfg, d_model=16, n_heads=2, d_ff=32, seq_len=16, batch_size=2), steps=1) < 10

@@ -33,7 +33,8 @@ import psutil
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.lm.data import find_shards
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds
+from cem_core.experiments.lm.tokenizer import ByteTokenizer
+from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, train_flops_per_token
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 
@@ -220,19 +221,25 @@ def progress(job: dict) -> dict:
 
 def standing(spec: dict, curves: dict) -> dict | None:
     """Where a run stands, from its metrics: the variant being trained (its index among the run's), its step
-    and its preset's steps, its measured tokens/s, and the seconds left for it and the variants after it at
-    that speed (each variant's evaluations included). None before the first step is recorded."""
+    and its preset's steps, its measured tokens/s, and the seconds left for it and the variants after it (each
+    with its evaluations). A later variant's speed is the measured one scaled by the ratio of training FLOPs
+    per token. None before the first step is recorded."""
     variants = spec["variants"]
     started = [v for v in variants if curves.get(v)]
     if not started:
         return None
     variant = started[-1]
     last = curves[variant][-1]
-    cfg = LMTrainConfig.from_preset(spec["preset"], variant=variant)
-    step_seconds = cfg.batch_size * cfg.seq_len / last["tokens_per_s"]
-    later = len(variants) - variants.index(variant) - 1
-    left = (run_seconds(cfg, step_seconds) * (1 + later)
-            - step_seconds * (last["step"] + (last["step"] // cfg.eval_every) * cfg.eval_batches / 3))
+    configs = {v: LMTrainConfig.from_preset(spec["preset"], variant=v) for v in variants}
+    flops = {v: train_flops_per_token(c.model_config(ByteTokenizer.vocab_size), c.seq_len, c.batch_size)
+             for v, c in configs.items()}
+    cfg = configs[variant]
+
+    def step_seconds(v: str) -> float:                                 # at the measured speed, scaled by FLOPs
+        return configs[v].batch_size * configs[v].seq_len * flops[v] / (last["tokens_per_s"] * flops[variant])
+
+    done = step_seconds(variant) * (last["step"] + (last["step"] // cfg.eval_every) * cfg.eval_batches / 3)
+    left = sum(run_seconds(configs[v], step_seconds(v)) for v in variants[variants.index(variant):]) - done
     return {"variant": variant, "index": variants.index(variant), "of": len(variants), "step": last["step"],
             "steps": cfg.steps, "tokens_per_s": last["tokens_per_s"], "seconds_left": max(0.0, left)}
 
