@@ -46,7 +46,7 @@ def explain(text: str) -> None:
         st.info(text, icon=":material/school:")
 
 
-def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> None:
+def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> tuple[str, ...]:
     """Fill the page's widget keys before its widgets are drawn, on every run.
 
     Streamlit drops the state of every widget that a run does not draw: a page that is not shown, a
@@ -56,7 +56,7 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> None:
     is reported with st.error and the defaults are used). `shown(values)` names the controls the page
     draws in a state (default: all): the keys of the others are cleared, so a hidden control keeps its
     kept value (``control_values``) and, drawn again, starts from it, never from a value the browser
-    remembered for the hidden widget."""
+    remembered for the hidden widget. Returns the names of the controls to draw."""
     kept = f"_controls_{page}"
     if kept not in st.session_state:
         try:
@@ -70,11 +70,11 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> None:
         if key not in st.session_state:
             value = values[field]
             st.session_state[key] = list(value) if isinstance(value, tuple) else value   # a multiselect holds a list
-    if shown is not None:
-        drawn = shown({field: st.session_state[key] for field, key in widget_keys.items()})
-        for field, key in widget_keys.items():
-            if field not in drawn:
-                del st.session_state[key]
+    drawn = tuple(widget_keys) if shown is None else shown({f: st.session_state[k] for f, k in widget_keys.items()})
+    for field, key in widget_keys.items():
+        if field not in drawn:
+            del st.session_state[key]
+    return drawn
 
 
 def control_values(page: str, widget_keys: dict) -> dict:

@@ -21,18 +21,36 @@ from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
 KEYS = widget_keys(EnergyControls, "en_")
+PLOT_HEIGHT = 330          # two plots side by side fit under the title at 1280 x 720
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def page_data(controls: EnergyControls):
+    """The page's data, its diagnoses and its figures for one state. A resource cache: a revisited state
+    costs no recomputation, no unpickling and no rebuilding of its Plotly figures (which are never mutated)."""
     data = explore(controls)
-    return data, diagnose(controls, data)
+    figures = []
+    for phase in data["phases"]:
+        name = phase["name"]
+        weights = phase["weights"]
+        heatmap = None
+        if weights is not None:
+            step, head = min(controls.heat_step, weights.shape[0]) - 1, min(controls.heat_head, weights.shape[1] - 1)
+            heatmap = interactive.attention_heatmap_figure(weights, step, head)
+        figures.append({
+            "energy": interactive.per_token_figure(phase["energies"], f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) "
+                                                   "per token", "energy", rose=phase["rose"], height=PLOT_HEIGHT),
+            "norm": interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm",
+                                                 first_step=1, height=PLOT_HEIGHT),
+            "landscape": interactive.landscape_figure(phase["landscape"], data["token"]),
+            "heatmap": heatmap})
+    return data, diagnose(controls, data), figures
 
 
 def sidebar_controls() -> EnergyControls:
-    restore_controls("energy", EnergyControls, KEYS, lambda v: EnergyControls.shown(v["layer"], v["preconditioner"]))
+    shown = restore_controls("energy", EnergyControls, KEYS,
+                             lambda values: EnergyControls.shown(values["layer"], values["preconditioner"]))
     state, kept = st.session_state, st.session_state["_controls_energy"]
-    shown = EnergyControls.shown(state[KEYS["layer"]], state[KEYS["preconditioner"]])
     if "heat_step" in shown:
         # The heatmap follows T when it showed the last step. Both are assigned on every run: to Streamlit a
         # slider whose range changed is a new widget, which would start at its minimum.
@@ -66,9 +84,6 @@ def sidebar_controls() -> EnergyControls:
     return controls
 
 
-PLOT_HEIGHT = 330          # two plots side by side fit under the title at 1280 x 720
-
-
 def note(diagnosis) -> None:
     (st.warning if diagnosis.level == "warning" else st.info)(diagnosis.text)
 
@@ -78,40 +93,32 @@ def equations(layer: str, cem) -> None:
         st.latex(line)
 
 
-def phase_section(controls: EnergyControls, phase: dict, diagnosis, token: int, index: int) -> None:
-    name = phase["name"]
+def phase_section(controls: EnergyControls, name: str, figures: dict, diagnosis, index: int) -> None:
     c1, c2 = st.columns(2)
     with c1:
-        title = f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) per token"
-        show_figure(interactive.per_token_figure(phase["energies"], title, "energy", rose=phase["rose"],
-                                                 height=PLOT_HEIGHT), f"{name} energy", f"energy-{index}")
+        show_figure(figures["energy"], f"{name} energy", f"energy-{index}")
         explain("Each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps. Step 0 is the "
                 "normalized input; step 1 is exactly what a standard (tied) layer computes.")
     with c2:
-        show_figure(interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm",
-                                                 first_step=1, height=PLOT_HEIGHT), f"{name} update norm",
-                    f"norm-{index}")
+        show_figure(figures["norm"], f"{name} update norm", f"norm-{index}")
         explain("How far each step moves. Shrinking steps mean the iterate is settling into a minimum; "
                 "constant steps mean it is running off (the attention energy has no minimum without the anchor).")
     note(diagnosis)
     c3, c4 = st.columns(2)
     with c3:
-        show_figure(interactive.landscape_figure(phase["landscape"], token), f"{name} landscape", f"land-{index}")
+        show_figure(figures["landscape"], f"{name} landscape", f"land-{index}")
         explain("The energy of the last token over a 2-D slice; the white path is its descent. For attention "
                 "the crosses are the keys as seen from x⁽⁰⁾ (x⁽⁰⁾ + ηPvⱼ): with one head the first step lands "
                 "inside their convex hull, pulled toward the keys with the most softmax weight.")
     with c4:
-        if phase["weights"] is not None:
-            T, H = phase["weights"].shape[:2]
-            step, head = min(controls.heat_step, T) - 1, min(controls.heat_head, H - 1)
-            show_figure(interactive.attention_heatmap_figure(phase["weights"], step, head), f"{name} attention",
-                        f"heat-{index}")
+        if figures["heatmap"] is not None:
+            show_figure(figures["heatmap"], f"{name} attention", f"heat-{index}")
             explain("Row i is where token i looks at this step. As x moves, the queries W_Q x change while the "
                     "keys stay fixed, so later steps re-weigh the same history.")
         else:
             st.markdown("**The update**")
             equations("mlp", controls.cem)
-    if phase["weights"] is not None:
+    if figures["heatmap"] is not None:
         st.markdown("**The update**")
         equations("attention", controls.cem)
 
@@ -122,13 +129,13 @@ def body() -> None:
                 "the iterates move and the attention shift (random weights and input, seeded).")
     notebook_links("energy")
     controls = sidebar_controls()
-    data, diagnoses = page_data(controls)
+    data, diagnoses, figures = page_data(controls)
     if controls.layer == "block":
         st.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
-    for index, (phase, diagnosis) in enumerate(zip(data["phases"], diagnoses)):
+    for index, (phase, diagnosis, figs) in enumerate(zip(data["phases"], diagnoses, figures)):
         if len(data["phases"]) > 1:
             st.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-        phase_section(controls, phase, diagnosis, data["token"], index)
+        phase_section(controls, phase["name"], figs, diagnosis, index)
 
 
 run_safely(body)

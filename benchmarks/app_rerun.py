@@ -20,6 +20,12 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 logging.getLogger("streamlit").setLevel(logging.ERROR)   # "No runtime found" notes from bare mode
 
 
+def clear_caches() -> None:
+    """Forget every cached page result (the energy page keeps its data and figures in a resource cache)."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
 def timed(at: AppTest) -> float:
     start = time.perf_counter()
     at.run()
@@ -36,12 +42,12 @@ def main() -> None:
     at.run()                                                            # imports, first render
     cold, warm, change = [], [], []
     for r in range(args.repeats):
-        st.cache_data.clear()
+        clear_caches()
         cold.append(timed(at))
         warm.append(timed(at))
         slider = next(s for s in at.slider if s.key == "en_T")
         slider.set_value(5 + r % 10)                                    # a T not seen yet in this round
-        st.cache_data.clear()
+        clear_caches()
         change.append(timed(at))
         slider.set_value(4)
         timed(at)

@@ -5,23 +5,28 @@ to the new plot on the screen.
     .venv/bin/python benchmarks/browser_latency.py [--repeats 10]
 
 Two states: the defaults (/) and the largest allowed one (width 128, sequence 128, a block, per-head
-D+LR, T 16, or the largest width = sequence length that COST_LIMIT allows). In each, the sliders
-"steps T" and "step size eta" move by one arrow key press, and "seed" is typed and entered. A change to
-a value this server has not computed before is "uncached" (st.cache_data misses): a walk of fresh slider
-positions or fresh seeds. Then the control goes back and forth between two values it has shown,
-"cached" (only the figures are rebuilt and sent).
+D+LR, T 16, or the largest width = sequence length at 2 heads that COST_LIMIT allows). In each, every
+control starts from a fresh session on the link and makes --repeats changes: the sliders "steps T" and
+"step size eta" one arrow key press each, the number input "seed" a value typed and entered. The first
+half (rounded up) go to values this server has not computed before, "uncached" (st.cache_data misses):
+a walk of slider positions towards the slider's farther end, or the next seeds. The rest go back and
+forth between the last two values, "cached" (only the figures are rebuilt and sent). At the largest
+state T walks down from 16, so its uncached renders are cheaper than a T = 16 one; the seeds are the
+honest uncached changes there.
 
-Each change is timed in the page with performance.now(): it starts when the keydown (an arrow, or the
-Enter that commits the number) reaches the window, and a MutationObserver reads the Plotly charts' data
-after every DOM change (before that frame is painted, so paint adds up to one frame). "re-rendered"
-ends when the first chart (the energy plot) holds data that differ from those before the key press;
-"settled" ends at the later of the script finishing (stApp's data-test-script-state back to notRunning)
-and the last change of any chart, once every chart is drawn again (as many as before) and 0.3 s have
-passed without a change.
+Each change is timed in the page with performance.now(): it starts when the keydown (the arrow, or the
+Enter that commits the number) reaches the window; a MutationObserver reads the Plotly charts' data
+after every DOM change (at the end of the task that changed it, before that frame is painted, so paint
+adds up to one frame; reading costs the page about 1 % of a change). "re-rendered" ends when the first
+chart (the energy plot) is drawn with data that differ from those before the key press (it must be
+their final value); "settled" ends at the later of the script finishing (stApp's
+data-test-script-state back to notRunning) and the last change of any chart, once every chart is drawn
+again (as many as before) and 0.3 s have passed without a change.
 
 Targets: at most 250 ms median to re-render at the defaults, at most 2 s median settled at the largest
-allowed state. Prints median [min, max] per control and kind, PASS or MISS per row, and the cores and
-load average before and after (the numbers are only as quiet as the machine).
+allowed state. Prints median [min, max] per state, control and kind, PASS or MISS per row, and the
+cores and load average before and after: the numbers are only as quiet as the machine. About 5 minutes
+at --repeats 10 on 2 busy cores.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ from appdriver import chromium, serve_app, settle  # noqa: E402  (tests/ is not 
 QUIET_MS = 300            # no chart change for this long, after the script finished: settled
 TIMEOUT_MS = 90_000       # the longest wait for one change or one page load
 LARGEST = {"width": 128, "seq_len": 128, "layer": "block", "diagonal": "per_head", "T": 16}
+ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 TARGETS = {"defaults": ("rerender", 250), "largest": ("settled", 2000)}
 
 # Installed in the page once it has loaded: window.__bench.arm(key) before a key press, window.__bench.ready()
@@ -57,7 +63,7 @@ PROBE = """quietMs => {
   const signature = gd => {                  // '' for a chart not drawn yet
     if (!gd.data) return '';
     const acc = {n: 0, s: 0};
-    for (const trace of gd.data || []) for (const k of ['x', 'y', 'z']) fold(trace[k], acc);
+    for (const trace of gd.data) for (const k of ['x', 'y', 'z']) fold(trace[k], acc);
     return acc.n + ':' + acc.s;
   };
   const b = {all: '', charts: [], changed: performance.now(), key: null, start: null, first: '', count: 0,
@@ -68,7 +74,7 @@ PROBE = """quietMs => {
     if (all !== b.all) Object.assign(b, {all, charts, changed: now});
     if (b.start !== null && b.render === null && charts[0] && charts[0] !== b.first) {
       b.render = now;
-      b.shown = charts[0] || '';
+      b.shown = charts[0];
     }
   };
   new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true,
@@ -126,24 +132,34 @@ def open_page(browser, url: str):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url, timeout=TIMEOUT_MS)
     settle(page, timeout=TIMEOUT_MS)
-    page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
+    page.wait_for_selector(f".js-plotly-plot, {ERRORS}", timeout=TIMEOUT_MS)
+    check_errors(page, f"on loading {url}")
     page.evaluate(PROBE, QUIET_MS)
     page.wait_for_function("() => window.__bench.loaded()", timeout=TIMEOUT_MS)
-    boxes = page.locator("[data-testid='stException'], [data-testid='stAlertContentError']")
-    if boxes.count():
-        raise SystemExit(f"the page shows an error at {url}: {boxes.first.inner_text()}")
     return page
+
+
+def check_errors(page, when: str) -> None:
+    boxes = page.locator(ERRORS)
+    if boxes.count():
+        raise RuntimeError(f"the page shows an error {when}: {boxes.first.inner_text()}")
 
 
 def timed(page, key: str, act) -> tuple[float, float]:
     """(re-rendered, settled) in ms of one change: `act()` presses `key`, the timing starts at its keydown."""
     page.evaluate("key => window.__bench.arm(key)", key)
     act()
-    page.wait_for_function("() => window.__bench.ready()", timeout=TIMEOUT_MS)
+    page.wait_for_function(f"() => window.__bench.ready() || !!document.querySelector({ERRORS!r})", timeout=TIMEOUT_MS)
+    check_errors(page, f"after {key}")
     result = page.evaluate("() => window.__bench.result()")
     if not result["final"]:
         raise RuntimeError(f"the energy plot changed again after its first change ({key}): re-rendered is not final")
     return result["rerender"], result["settled"]
+
+
+def fresh_count(repeats: int) -> int:
+    """How many of a control's `repeats` changes go to fresh values (uncached): half, rounded up."""
+    return (repeats + 1) // 2
 
 
 def slider_moves(page, label: str, repeats: int) -> list[tuple[str, str]]:
@@ -154,8 +170,9 @@ def slider_moves(page, label: str, repeats: int) -> list[tuple[str, str]]:
     value = float(thumb.input_value())
     right, left = round((high - value) / step), round((value - low) / step)
     forward, back = ("ArrowRight", "ArrowLeft") if right >= left else ("ArrowLeft", "ArrowRight")
-    fresh = [(forward, "uncached")] * min(repeats, max(right, left))
-    return fresh + [(back if i % 2 == 0 else forward, "cached") for i in range(repeats)]
+    fresh = min(fresh_count(repeats), max(right, left))
+    return [(forward, "uncached")] * fresh + [(back if i % 2 == 0 else forward, "cached")
+                                              for i in range(repeats - fresh)]
 
 
 def measure_slider(page, label: str, repeats: int) -> dict[str, list[tuple[float, float]]]:
@@ -168,12 +185,12 @@ def measure_slider(page, label: str, repeats: int) -> dict[str, list[tuple[float
 
 
 def measure_number(page, label: str, repeats: int) -> dict[str, list[tuple[float, float]]]:
-    """Seeds typed and entered: `repeats` fresh ones, then back and forth between the last two."""
+    """Values typed and entered: fresh ones counting up from the current value, then back and forth between
+    the last two."""
     box = page.get_by_label(label, exact=True)
-    start = int(box.input_value())
-    fresh = [start + 1 + i for i in range(repeats)]
-    shown = [start, *fresh]
-    moves = [(v, "uncached") for v in fresh] + [(shown[-2 + i % 2], "cached") for i in range(repeats)]
+    start, fresh = int(box.input_value()), fresh_count(repeats)
+    shown = [start + i for i in range(fresh + 1)]                 # the value at load, then the fresh ones
+    moves = [(v, "uncached") for v in shown[1:]] + [(shown[-2 + i % 2], "cached") for i in range(repeats - fresh)]
     times = {"uncached": [], "cached": []}
     for value, kind in moves:
         box.fill(str(value))
@@ -208,7 +225,7 @@ def verdict(row: Row) -> str:
 
 
 def report(rows: list[Row], repeats: int) -> None:
-    print(f"\nenergy page in headless Chromium 1280x720, {repeats} changes per control and kind, ms from the "
+    print(f"\nenergy page in headless Chromium 1280x720, {repeats} changes per control, ms from the "
           "keydown (median [min, max]):")
     print(f"{'state':<9} {'control':<14} {'kind':<9} {'n':>2}  {'re-rendered':<22} {'settled':<22} target")
     for r in rows:
@@ -225,6 +242,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
+    if args.repeats < 2:
+        parser.error("--repeats must be at least 2: one uncached and one cached change per control")
     largest = largest_state()
     cost = EnergyControls.from_values(**largest).cost()
     print(f"cores: {os.cpu_count()}, load average (1, 5, 15 min) before: {load()}")

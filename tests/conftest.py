@@ -165,10 +165,17 @@ def run_page(page: str, query: dict | None = None, timeout: float = 120):
 
 
 def page_tables(page: str):
-    """An app page run headless without an exception, and its tables as lists of row dicts."""
+    """An app page run headless without an exception, and its tables as lists of row dicts: the interactive
+    ones (st.dataframe), then the static ones (st.table, the claims with their verdicts)."""
     at = run_page(page)
     assert not at.exception
-    return at, [frame.value.to_dict("records") for frame in at.dataframe]
+    return at, [frame.value.to_dict("records") for frame in (*at.dataframe, *at.table)]
+
+
+def row_values(rows: list[dict]) -> list[list[str]]:
+    """A table's cells row by row, whatever the order and labels of its columns (the app shows the verdict
+    first)."""
+    return [sorted(map(str, row.values())) for row in rows]
 
 
 @pytest.fixture

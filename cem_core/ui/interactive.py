@@ -49,16 +49,29 @@ def _integer_ticks(axis: dict, last: int) -> dict:
 # -- energy descent -----------------------------------------------------------------------------
 
 
+TOKEN_LINES = len(PALETTE)      # up to this many tokens, one coloured line each; beyond, one grey trace for all
+
+
 def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=None,
                      height: int | None = None) -> go.Figure:
-    """One line per token over the steps: values (steps, n). ``rose`` (steps - 1, n), for energies: where
-    token i's value rose at step t + 1, ringed in red so that a rise too small for the axis is seen."""
+    """One line per token over the steps: values (steps, n). Past TOKEN_LINES tokens the lines are one grey
+    trace (a legend of 128 entries says nothing, and 128 traces are slow to draw) and the last token, the
+    landscape's, is coloured. ``rose`` (steps - 1, n), for energies: where token i's value rose at step
+    t + 1, ringed in red so that a rise too small for the axis is seen."""
     values = np.asarray(values)
     fig = go.Figure()
     steps = list(range(first_step, first_step + values.shape[0]))
-    for i in range(values.shape[1]):
-        fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
-                        line=dict(color=PALETTE[i % len(PALETTE)]))
+    n = values.shape[1]
+    if n <= TOKEN_LINES:
+        for i in range(n):
+            fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
+                            line=dict(color=PALETTE[i % len(PALETTE)]))
+    else:
+        breaks = [None]                                                # None separates the tokens' lines
+        fig.add_scatter(x=(steps + breaks) * n, y=[v for i in range(n) for v in values[:, i].tolist() + breaks],
+                        mode="lines", name=f"tokens 0–{n - 2}", line=dict(color="#b0b0b0", width=1))
+        fig.add_scatter(x=steps, y=values[:, -1].tolist(), mode="lines+markers", name=f"token {n - 1}",
+                        line=dict(color=PALETTE[0], width=3))
     if rose is not None and np.any(rose):
         t, i = np.nonzero(np.asarray(rose))
         rise = values[t + 1, i] - values[t, i]
@@ -228,7 +241,7 @@ def figure_rows(fig: go.Figure) -> list[dict]:
             rows += [{"trace": name, "x": x, "y": y, "z": float(z[i, j])}
                      for i, y in enumerate(ys) for j, x in enumerate(xs)]
         else:
-            rows += [{"trace": name, "x": x, "y": y} for x, y in zip(trace.x, trace.y)]
+            rows += [{"trace": name, "x": x, "y": y} for x, y in zip(trace.x, trace.y) if x is not None]   # not breaks
     return rows
 
 
