@@ -17,8 +17,9 @@ from cem_core.nn.validate import check_bool, check_choice, check_float, check_in
 
 LAYERS = ("attention", "mlp", "block")
 LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
-COST_LIMIT = 3e9          # rough multiply-adds of one energy-page render; above it we refuse. Measured on 2 cores:
-                          # 0.2-0.4 s of compute at the limit on an idle machine, 3-6 s when other jobs share it
+COST_LIMIT = 1e9          # rough multiply-adds of one energy-page render; above it we refuse. Lowered from 3e9 so that
+                          # the largest allowed page (a block, width and sequence 128, per-head D+LR, T 16: 9.97e8)
+                          # settles in a browser within about 2 s on 2 cores (benchmarks/browser_latency.py)
 LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
 
 
