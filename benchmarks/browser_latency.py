@@ -8,7 +8,7 @@ Two states: the defaults (/) and the largest allowed one (width 128, sequence 12
 D+LR, T 16, or the largest width = sequence length at 2 heads that COST_LIMIT allows). In each, every
 control starts from a fresh session on the link and makes --repeats changes: the sliders "steps T" and
 "step size eta" one arrow key press each, the number input "seed" a value typed and entered. The first
-half (rounded up) go to values this server has not computed before, "uncached" (st.cache_data misses):
+half (rounded up) go to values this server has not computed before, "uncached" (misses of the page's cache):
 a walk of slider positions towards the slider's farther end, or the next seeds. The rest go back and
 forth between the last two values, "cached" (only the figures are rebuilt and sent). At the largest
 state T walks down from 16, so its uncached renders are cheaper than a T = 16 one; the seeds are the
