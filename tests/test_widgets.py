@@ -29,7 +29,7 @@ def test_a_refused_combination_shows_its_reason_and_keeps_the_last_figure():
     explorer.controls["width"].value = 512                # too large for an interactive page (COST_LIMIT)
     assert "refused" in explorer.message.value and "too large" in explorer.message.value
     assert bytes(explorer.image.value) == before
-    explorer.controls["seq_len"].value = 8                # back within the limit: drawn again, no message
+    explorer.controls["width"].value = 16                 # back within the limit: drawn again, no message
     assert explorer.message.value == "" and bytes(explorer.image.value) != before
 
 
