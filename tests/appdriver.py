@@ -105,23 +105,22 @@ def slider_value(page, label: str) -> float:
 
 def set_slider(page, label: str, value: float, step: float) -> None:
     """Move a slider with the keyboard, as a person without a mouse does: Home or End for its ends, else
-    arrow presses from where it is, then wait for the rerun."""
+    arrow presses from where it is, each one waited for. (Keys pressed faster than the app reruns interrupt
+    its runs, and Streamlit can then show other widgets at their minimum and send that back:
+    streamlit#4247, #4836.)"""
     thumb = slider(page, label)
     for _ in range(3):
         now = slider_value(page, label)
         if abs(now - value) < step / 2:
             return
-        before = page.url
-        thumb.focus()
-        if value == float(thumb.get_attribute("max")):
-            page.keyboard.press("End")
-        elif value == float(thumb.get_attribute("min")):
-            page.keyboard.press("Home")
-        else:
-            key = "ArrowRight" if value > now else "ArrowLeft"
-            for _ in range(round(abs(value - now) / step)):
-                page.keyboard.press(key)
-        committed(page, before)
+        ends = {float(thumb.get_attribute("max")): "End", float(thumb.get_attribute("min")): "Home"}
+        keys = [ends[value]] if value in ends else \
+            ["ArrowRight" if value > now else "ArrowLeft"] * round(abs(value - now) / step)
+        for key in keys:
+            before = page.url
+            thumb.focus()
+            page.keyboard.press(key)
+            committed(page, before)
     raise AssertionError(f"slider {label!r} is at {slider_value(page, label)}, not {value}")
 
 
