@@ -7,6 +7,7 @@ import torch
 from app_pages.common import (
     cem_widget,
     control,
+    control_values,
     explain,
     keep_controls,
     notebook_links,
@@ -51,7 +52,7 @@ def body() -> None:
             cem_widget(DesignControls, name, KEYS[name])
         control(DesignControls, "p_scale", KEYS["p_scale"], "low-rank scale (spectrum demo)", step=0.1)
         control(DesignControls, "seed", KEYS["seed"], "seed", number)
-    c = DesignControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
+    c = DesignControls.from_values(**control_values("design", KEYS))
     keep_controls("design", c)
 
     configs = {name: c.model_config(name) for name in VARIANTS}

@@ -8,6 +8,7 @@ from app_pages.common import (
     ROOT,
     cem_widget,
     control,
+    control_values,
     explain,
     job_board,
     keep_controls,
@@ -110,7 +111,7 @@ def demo_section(controls: GPControls) -> None:
     explain("Black dots are the points the predictor has seen. The blue band is where the GP posterior "
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
-    seconds = training_estimate(controls)
+    seconds = training_estimate(GPControls(kernel=controls.kernel, cem=controls.cem, steps=controls.steps))
     st.caption(f"Training this model ({controls.steps} steps, T = {controls.cem.T}, diagonal {controls.cem.diagonal}) "
                f"takes about {duration(seconds)} on this machine now (measured on a few steps).")
     if st.button("Train a small model now", icon=":material/play_arrow:"):
@@ -132,7 +133,9 @@ def demo_section(controls: GPControls) -> None:
 
 @st.cache_data(show_spinner="Timing a few training steps…", ttl=120)
 def training_estimate(controls: GPControls) -> float:
-    """Seconds to train this model here, from a few timed steps (re-measured after two minutes: the load changes)."""
+    """Seconds to train this model here, from a few timed steps (re-measured after two minutes: the load changes).
+    The caller passes only what sets the speed (kernel, switches, steps), so moving the demo's seed or points
+    seen does not time it again."""
     return gp.training_seconds(controls.task(), controls.model(), controls.train(), probe_steps=5)
 
 
@@ -169,7 +172,7 @@ def body() -> None:
         for name in GPControls.CEM:
             cem_widget(GPControls, name, KEYS[name])
         control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
-    controls = GPControls.from_values(**{name: st.session_state[key] for name, key in KEYS.items()})
+    controls = GPControls.from_values(**control_values("gp", KEYS))
     keep_controls("gp", controls)
     sweep_section(sweep_records())
     study_section(study_records())

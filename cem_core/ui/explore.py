@@ -130,6 +130,7 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     facts = (f"token {token}: update norm {first:.3g} → {last:.3g}, |x| {radius[0, token]:.3g} → "
              f"{radius[-1, token]:.3g}, E {energies[0, token]:.4g} → {energies[-1, token]:.4g}")
     anchor, eta = c.cem.anchor, c.cem.eta
+    overshoot = eta * anchor * p_max                                   # eta lambda p_max: above 2 a step overshoots
     parts = []
     if rises:
         shown = "; ".join(f"token {r.token} at step{'s' if len(r.steps) > 1 else ''} {_steps_text(r.steps)} "
@@ -144,7 +145,7 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
                          f"η = {eta:g} can overshoot; a smaller η descends.")
         else:
             parts.append(f"P is positive definite, so each step starts downhill, but the anchor makes the energy curve "
-                         f"upwards and a step of η = {eta:g} can overshoot (η λ p_max = {eta * anchor * p_max:.3g}).")
+                         f"upwards and a step of η = {eta:g} can overshoot (η λ p_max = {overshoot:.3g}).")
     else:
         parts.append("the energy fell at every step for every token.")
         if negative:
@@ -167,8 +168,8 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
         elif name == "attention" and negative:
             parts.append("Along P's negative eigenvectors each step pushes x further from x⁽⁰⁾ than the anchor "
                          "pulls it back.")
-        elif name == "attention" and eta * anchor * p_max > 2:
-            parts.append(f"η λ p_max = {eta * anchor * p_max:.3g} > 2: each step overshoots the anchor's pull "
+        elif name == "attention" and overshoot > 2:
+            parts.append(f"η λ p_max = {overshoot:.3g} > 2: each step overshoots the anchor's pull "
                          "and lands farther away on the other side.")
         elif name == "mlp":
             parts.append("Φ grows like z²/2, so a unit with a positive gate (Gc)ₘ lowers E_mlp without bound along "

@@ -95,7 +95,7 @@ def attention_heatmap_figure(weights, step: int, head: int, height: int | None =
     """a^k_ij at one step and head: rows are queries i, columns keys j (zero above the diagonal)."""
     w = np.asarray(weights)[step, head]
     fig = _figure(go.Heatmap(z=w.tolist(), x=list(range(w.shape[1])), y=list(range(w.shape[0])),
-                               colorscale="Viridis", zmin=0, zmax=1, name=f"head {head}"))
+                             colorscale="Viridis", zmin=0, zmax=1, name=f"head {head}"))
     return _layout(fig, f"Attention weights at step {step + 1} of {len(weights)}, head {head}", "key j", "query i",
                    height=height, x=_integer_ticks({}, w.shape[1] - 1),
                    y=_integer_ticks(dict(autorange="reversed"), w.shape[0] - 1))
@@ -104,8 +104,8 @@ def attention_heatmap_figure(weights, step: int, head: int, height: int | None =
 def landscape_figure(land: dict, token: int, height: int | None = None) -> go.Figure:
     """Contours of one token's energy on a plane, its trajectory, and (attention) the key points."""
     fig = _figure(go.Contour(x=land["a"].tolist(), y=land["b"].tolist(), z=land["energy"].tolist(),
-                               colorscale="Viridis", ncontours=30, name="energy",
-                               colorbar=dict(title="E", exponentformat="power")))
+                             colorscale="Viridis", ncontours=30, name="energy",
+                             colorbar=dict(title="E", exponentformat="power")))
     traj = land["trajectory"]
     fig.add_scatter(x=traj[:, 0].tolist(), y=traj[:, 1].tolist(), mode="lines+markers", name="x⁽ᵗ⁾",
                     line=dict(color="white", width=2),

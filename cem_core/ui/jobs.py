@@ -238,7 +238,7 @@ def standing(spec: dict, curves: dict) -> dict | None:
     def step_seconds(v: str) -> float:                                 # at the measured speed, scaled by FLOPs
         return configs[v].batch_size * configs[v].seq_len * flops[v] / (last["tokens_per_s"] * flops[variant])
 
-    done = step_seconds(variant) * (last["step"] + (last["step"] // cfg.eval_every) * cfg.eval_batches / 3)
+    done = run_seconds(cfg, step_seconds(variant), steps=last["step"])
     left = sum(run_seconds(configs[v], step_seconds(v)) for v in variants[variants.index(variant):]) - done
     return {"variant": variant, "index": variants.index(variant), "of": len(variants), "step": last["step"],
             "steps": cfg.steps, "tokens_per_s": last["tokens_per_s"], "seconds_left": max(0.0, left)}

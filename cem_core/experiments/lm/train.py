@@ -271,10 +271,10 @@ def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, aut
     return loss
 
 
-def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = 257) -> float:
+def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteTokenizer.vocab_size) -> float:
     """Seconds one optimizer step of `cfg` takes on this machine now, on the CPU: the median of `steps` timed
-    steps on random tokens after one warm-up step (the app's time estimates; vocab_size 257 is the byte
-    tokenizer's). It is a measurement, so it reflects whatever else the machine is doing."""
+    steps on random tokens after one warm-up step (the app's time estimates). It is a measurement, so it
+    reflects whatever else the machine is doing."""
     check_int("steps", steps, 1)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
@@ -289,11 +289,13 @@ def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = 257) 
     return sorted(times[1:])[len(times[1:]) // 2]
 
 
-def run_seconds(cfg: LMTrainConfig, step_seconds: float) -> float:
-    """The time a whole run of `cfg` takes at `step_seconds` a training step: its steps and its evaluations
-    (each evaluation batch is a forward pass, about a third of a training step)."""
-    evaluations = -(-cfg.steps // cfg.eval_every)
-    return step_seconds * (cfg.steps + evaluations * cfg.eval_batches / 3)
+def run_seconds(cfg: LMTrainConfig, step_seconds: float, steps: int | None = None) -> float:
+    """The time the first `steps` steps of a run of `cfg` take (default: the whole run) at `step_seconds` a
+    training step: the steps and the evaluations among them, every eval_every steps and at the last (each
+    evaluation batch is a forward pass, about a third of a training step)."""
+    steps = cfg.steps if steps is None else steps
+    evaluations = steps // cfg.eval_every + (steps == cfg.steps and steps % cfg.eval_every != 0)
+    return step_seconds * (steps + evaluations * cfg.eval_batches / 3)
 
 
 def train_flops_per_token(model_cfg: ModelConfig, seq_len: int, batch: int) -> float:
