@@ -10,21 +10,31 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # app_pages importable however the app is started
 
+from app_pages import lesson_mode  # noqa: E402
 from app_pages.common import teacher_mode  # noqa: E402
 
-st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide")
+present = lesson_mode.presentation()
+st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide",
+                   initial_sidebar_state="collapsed" if present else "auto")
 torch.set_num_threads(1)   # page compute is small; one thread avoids fighting a background training run
 
-PAGES = [
-    st.Page("app_pages/energy.py", title="Energy descent", icon=":material/trending_down:", default=True),
-    st.Page("app_pages/design_space.py", title="Design space", icon=":material/tune:", url_path="design"),
-    st.Page("app_pages/gp_recursion.py", title="GP recursion", icon=":material/show_chart:", url_path="gp"),
-    st.Page("app_pages/mini_lm.py", title="Mini language model", icon=":material/description:", url_path="lm"),
-]
+PAGES = {
+    "energy": st.Page("app_pages/energy.py", title="Energy descent", icon=":material/trending_down:", default=True),
+    "design": st.Page("app_pages/design_space.py", title="Design space", icon=":material/tune:", url_path="design"),
+    "gp": st.Page("app_pages/gp_recursion.py", title="GP recursion", icon=":material/show_chart:", url_path="gp"),
+    "lm": st.Page("app_pages/mini_lm.py", title="Mini language model", icon=":material/description:", url_path="lm"),
+}
 
 # Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it).
 st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; }</style>")
-page = st.navigation(PAGES)
+if present:      # larger text for the room; the plots scale their own fonts
+    st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 1rem; } "
+            "[data-testid='stMainBlockContainer'] p, [data-testid='stMainBlockContainer'] li "
+            "{ font-size: 1.2rem; }</style>")
+page = st.navigation(list(PAGES.values()))
 st.sidebar.caption("CEM Lab · a companion to arXiv 2605.07588 (Causal Energy Minimization)")
 teacher_mode()
+lesson_mode.sidebar()
+lesson_mode.start(PAGES)
+lesson_mode.bar()
 page.run()

@@ -122,8 +122,13 @@ def _slug(text: str) -> str:
 
 
 def show_figure(fig, name: str, key: str) -> None:
-    """The chart plus download buttons: interactive HTML, PNG and the data as CSV (built on click)."""
+    """The chart plus its download buttons."""
     st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None)   # our fonts, not the theme's 12 px
+    download_buttons(fig, name, key)
+
+
+def download_buttons(fig, name: str, key: str) -> None:
+    """A figure's downloads: interactive HTML, PNG and the data as CSV (each built on click)."""
     slug = _slug(name)
     cols = st.columns(3)
     cols[0].download_button("HTML", lambda: interactive.to_html(fig), file_name=f"{slug}.html",

@@ -1,141 +1,239 @@
-"""Energy descent (the default page): one CEM layer, or a block as its two phases, on a random input."""
+"""Energy descent (the default page): one CEM layer, or a block as its two phases, on a random input, with step
+playback in the browser, a followed token, pin-and-compare, the lesson's highlights and presentation mode."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import streamlit as st
 
+from app_pages import lesson_mode
 from app_pages.common import (
     cem_widget,
     control,
     control_values,
+    download_buttons,
     explain,
     keep_controls,
     notebook_links,
     restore_controls,
     run_safely,
-    show_figure,
     widget_keys,
 )
+from app_pages.playback import playback
 from cem_core.ui import interactive
+from cem_core.ui import playback as steps
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
 KEYS = widget_keys(EnergyControls, "en_")
-PLOT_HEIGHT = 330          # two plots side by side fit under the title at 1280 x 720
+PINNED = "_pinned_energy"      # the pinned state's control values, or None
+PLOT_HEIGHT = 330              # two plots side by side fit under the title at 1280 x 720
+PRESENT_HEIGHT = 360           # presentation mode: the step's two plots, larger fonts, in one row
+PRESENT_FONTS = 1.3
+PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a lesson step
+LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
+PAIRS = {"energy": ("energy", "norm"), "norm": ("energy", "norm"), "note": ("energy", "norm"),
+         "landscape": ("landscape", "heatmap"), "heatmap": ("landscape", "heatmap")}
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def page_data(controls: EnergyControls):
-    """The page's data, its diagnoses and its figures for one state. A resource cache: a revisited state
-    costs no recomputation, no unpickling and no rebuilding of its Plotly figures (which are never mutated)."""
+def descent(controls: EnergyControls):
+    """The page's data and its diagnoses for one state. A resource cache: a revisited state costs no
+    recomputation and no unpickling (the arrays are never mutated)."""
     data = explore(controls)
-    figures = []
+    return data, diagnose(controls, data)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list[dict]:
+    """Per phase, the playback component's arguments and the figures (for the downloads). The pinned state's
+    curves and path are drawn faint on a phase of the same layer."""
+    data, _ = descent(controls)
+    pinned_phases = {} if pinned is None else {p["name"]: p for p in descent(pinned)[0]["phases"]}
+    names = None if pinned is None else (controls.changes(pinned), pinned.changes(controls))
+    token, out = data["token"], []
     for phase in data["phases"]:
-        name = phase["name"]
-        weights = phase["weights"]
-        heatmap = None
-        if weights is not None:
-            step, head = min(controls.heat_step, weights.shape[0]) - 1, min(controls.heat_head, weights.shape[1] - 1)
-            heatmap = interactive.attention_heatmap_figure(weights, step, head)
-        figures.append({
-            "energy": interactive.per_token_figure(phase["energies"], f"{LAYER_LABELS[name]}: energy E(x⁽ᵗ⁾ | c) "
-                                                   "per token", "energy", rose=phase["rose"], height=PLOT_HEIGHT),
-            "norm": interactive.per_token_figure(phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm",
-                                                 first_step=1, height=PLOT_HEIGHT),
-            "landscape": interactive.landscape_figure(phase["landscape"], data["token"]),
-            "heatmap": heatmap})
-    return data, diagnose(controls, data), figures
+        other = pinned_phases.get(phase["name"])
+        overlay = dict(names=names) if other is not None else {}
+        head = None if phase["weights"] is None else min(controls.heat_head, phase["weights"].shape[1] - 1)
+        label = LAYER_LABELS[phase["name"]]
+        figures = {
+            "energy": interactive.per_token_figure(
+                phase["energies"], f"{label}: energy E(x⁽ᵗ⁾ | c) per token", "energy", rose=phase["rose"],
+                height=PLOT_HEIGHT, token=token, pinned=None if other is None else other["energies"], **overlay),
+            "norm": interactive.per_token_figure(
+                phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm", first_step=1, height=PLOT_HEIGHT,
+                token=token, pinned=None if other is None else other["update_norms"], **overlay),
+            "landscape": interactive.landscape_figure(
+                phase["landscape"], token, height=PLOT_HEIGHT + 60,
+                pinned=None if other is None else steps.pinned_path(phase, other),
+                **(overlay if other is not None and steps.pinned_path(phase, other) is not None else {})),
+            "heatmap": None if head is None else interactive.attention_heatmap_figure(
+                phase["weights"], len(phase["weights"]), head, height=PLOT_HEIGHT, token=token)}
+        out.append({"args": steps.view(phase, figures, token, head or 0, other), "figures": figures})
+    return out
 
 
-def sidebar_controls() -> EnergyControls:
-    shown = restore_controls("energy", EnergyControls, KEYS,
-                             lambda values: EnergyControls.shown(values["layer"], values["preconditioner"]))
-    state, kept = st.session_state, st.session_state["_controls_energy"]
-    if "heat_step" in shown:
-        # The heatmap follows T when it showed the last step. Both are assigned on every run: to Streamlit a
-        # slider whose range changed is a new widget, which would start at its minimum.
-        step, T = state[KEYS["heat_step"]], state[KEYS["T"]]
-        state[KEYS["heat_step"]] = T if step >= kept["T"] else min(step, T)
-        state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
-    with st.sidebar:
-        st.header("Layer")
+def follow_clicked(key: str) -> None:
+    """A click on a line or a heatmap row chose a token: every view follows it (runs before the page)."""
+    value = st.session_state.get(key)
+    if value and "token" in value:
+        st.session_state[KEYS["token"]] = int(value["token"])
+        st.session_state["_controls_energy"]["token"] = int(value["token"])
+
+
+def draw_control(name: str) -> None:
+    """The widget of one energy-page control, wherever it is drawn (the sidebar, or presentation mode's row)."""
+    state = st.session_state
+    if name == "layer":
         control(EnergyControls, "layer", KEYS["layer"], "layer", st.radio, format_func=LAYER_LABELS.get)
-        for name in EnergyControls.CEM:                                # every CEM switch of an untrained layer
-            if name in shown:
-                cem_widget(EnergyControls, name, KEYS[name])
-        if "p_scale" in shown:
-            control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
-                    help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
-        st.header("Sizes")
-        if "heads" in shown:
-            control(EnergyControls, "heads", KEYS["heads"], "heads")
-        for name, label in (("width", "width d"), ("seq_len", "sequence length"), ("seed", "seed")):
-            control(EnergyControls, name, KEYS[name], label, st.number_input)
-        if "rope" in shown:
-            control(EnergyControls, "rope", KEYS["rope"], "RoPE")
-        if "heat_step" in shown and (state[KEYS["T"]] > 1 or state[KEYS["heads"]] > 1):
-            st.header("Attention heatmap")
-            if state[KEYS["T"]] > 1:
-                st.slider("step", 1, state[KEYS["T"]], key=KEYS["heat_step"])
-            if state[KEYS["heads"]] > 1:
-                st.slider("head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
+    elif name in EnergyControls.CEM:
+        cem_widget(EnergyControls, name, KEYS[name])
+    elif name == "p_scale":
+        control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
+                help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
+    elif name in ("width", "seq_len", "seed"):
+        control(EnergyControls, name, KEYS[name], {"width": "width d", "seq_len": "sequence length"}.get(name, name),
+                st.number_input)
+    elif name == "token":
+        st.slider("followed token", 0, state[KEYS["seq_len"]] - 1, key=KEYS["token"],
+                  help="The token whose landscape is drawn and whose line is bold. Click a line or a heatmap "
+                       "row to choose it there.")
+    elif name == "heat_head":
+        if state[KEYS["heads"]] > 1:
+            st.slider("heatmap head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
+    else:
+        control(EnergyControls, name, KEYS[name], {"heads": "heads", "rope": "RoPE"}[name])
+
+
+SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale"), "Sizes": ("heads", "width", "seq_len", "seed", "rope"),
+           "View": ("token", "heat_head")}
+
+
+def page_controls(present: tuple[str, ...] | None) -> EnergyControls:
+    """Draw the controls (in the sidebar, or only `present` in a row above the plots) and read the state."""
+    shown = restore_controls("energy", EnergyControls, KEYS,
+                             lambda values: tuple(name for name in EnergyControls.shown(values["layer"],
+                                                                                         values["preconditioner"])
+                                                  if present is None or name in present))
+    state = st.session_state
+    # Sliders whose range follows another control are assigned on every run: to Streamlit a slider whose range
+    # changed is a new widget, which would start at its minimum.
+    if "token" in shown:                         # the last token stays the last as n changes, unless one was chosen
+        kept, last = state["_controls_energy"], state[KEYS["seq_len"]] - 1
+        unmoved = state[KEYS["token"]] == min(kept["token"], kept["seq_len"] - 1)
+        state[KEYS["token"]] = last if unmoved and kept["token"] == LAST else min(state[KEYS["token"]], last)
+    if "heat_head" in shown:
+        state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
+    if present is None:
+        with st.sidebar:
+            for header, names in SIDEBAR.items():
+                st.header(header)
+                for name in names:
+                    if name in shown:
+                        draw_control(name)
+    elif shown:
+        for column, name in zip(st.columns(len(shown)), shown):
+            with column:
+                draw_control(name)
     controls = EnergyControls.from_values(**control_values("energy", KEYS))
+    if controls.token >= controls.seq_len - 1:
+        controls = replace(controls, token=LAST)                   # the last token stays the last as n changes
     keep_controls("energy", controls)
     return controls
 
 
-def note(diagnosis) -> None:
-    (st.warning if diagnosis.level == "warning" else st.info)(diagnosis.text)
+def pin_bar(controls: EnergyControls) -> EnergyControls | None:
+    """Pin the state shown, or unpin; returns the pinned state."""
+    kept = st.session_state.get(PINNED)
+    pinned = None if kept is None else EnergyControls.from_values(**kept)
+    c1, c2 = st.columns([1, 5], vertical_alignment="center")
+    if pinned is None:
+        c1.button("Pin this state", key="pin-energy", icon=":material/push_pin:",
+                  on_click=lambda: st.session_state.update({PINNED: controls.values()}),
+                  help="Later states draw this one faint and dashed beside them, to compare.")
+    else:
+        c1.button("Unpin", key="unpin-energy", icon=":material/close:",
+                  on_click=lambda: st.session_state.update({PINNED: None}))
+        c2.caption(f"Pinned: **{pinned.changes(controls)}**, drawn faint and dashed; "
+                   f"now: **{controls.changes(pinned)}**.")
+    return pinned
 
 
-def equations(layer: str, cem) -> None:
-    for line in update_latex(layer, cem):
+def note(diagnosis, index: int) -> None:
+    with st.container(key=f"lesson-note-{index}"):
+        (st.warning if diagnosis.level == "warning" else st.info)(diagnosis.text)
+
+
+def explanations(has_heatmap: bool) -> None:
+    explain("**Energy**: each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps; step 0 is "
+            "the normalized input and step 1 is exactly what a standard (tied) layer computes. **Update norm**: "
+            "how far each step moves; shrinking steps settle into a minimum, constant ones run off (the "
+            "attention energy has no minimum without the anchor). **Landscape**: the followed token's energy "
+            "over a 2-D slice, its descent in white and the red marker at the step shown; for attention the "
+            "crosses are the keys as seen from x⁽⁰⁾ (x⁽⁰⁾ + ηPvⱼ).")
+    if has_heatmap:
+        explain("**Attention**: row i is where token i looks at the step shown. As x moves, the queries W_Q x "
+                "change while the keys stay fixed, so later steps re-weigh the same history.")
+
+
+def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, index: int, step,
+                  present: bool) -> None:
+    args = dict(view["args"])
+    names = list(steps.PLOTS)
+    if present:
+        pair = [name for name in PAIRS[step.points_at if step else "energy"] if name in view["figures"]
+                and view["figures"][name] is not None]
+        names = pair if len(pair) == 2 else ["energy", "landscape"]
+        args |= {"figures": [f for f in args["figures"] if f["name"] in names], "font_scale": PRESENT_FONTS}
+        args["figures"].sort(key=lambda f: names.index(f["name"]))
+        for f in args["figures"]:
+            f["figure"] = f["figure"] | {"layout": f["figure"]["layout"] | {"height": PRESENT_HEIGHT}}
+    if step is not None and step.page == "energy":
+        args["highlight"] = step.points_at
+    note_first = not present or (step is not None and step.points_at == "note")
+    if note_first:
+        note(diagnosis, index)
+    key = f"playback-{index}"
+    playback(args, key=key, on_change=lambda: follow_clicked(key))
+    if present:
+        if not note_first:
+            note(diagnosis, index)
+        return
+    explanations(view["figures"]["heatmap"] is not None)
+    with st.popover("Download the plots", icon=":material/download:"):
+        for name, fig in view["figures"].items():
+            if fig is not None:
+                st.caption(name)
+                download_buttons(fig, f"{controls.layer} {name} {index}", f"{name}-{index}")
+    st.markdown("**The update**")
+    for line in update_latex(layer, controls.cem):
         st.latex(line)
 
 
-def phase_section(controls: EnergyControls, name: str, figures: dict, diagnosis, index: int) -> None:
-    c1, c2 = st.columns(2)
-    with c1:
-        show_figure(figures["energy"], f"{name} energy", f"energy-{index}")
-        explain("Each line is one token's energy as its iterate x⁽ᵗ⁾ takes gradient steps. Step 0 is the "
-                "normalized input; step 1 is exactly what a standard (tied) layer computes.")
-    with c2:
-        show_figure(figures["norm"], f"{name} update norm", f"norm-{index}")
-        explain("How far each step moves. Shrinking steps mean the iterate is settling into a minimum; "
-                "constant steps mean it is running off (the attention energy has no minimum without the anchor).")
-    note(diagnosis)
-    c3, c4 = st.columns(2)
-    with c3:
-        show_figure(figures["landscape"], f"{name} landscape", f"land-{index}")
-        explain("The energy of the last token over a 2-D slice; the white path is its descent. For attention "
-                "the crosses are the keys as seen from x⁽⁰⁾ (x⁽⁰⁾ + ηPvⱼ): with one head the first step lands "
-                "inside their convex hull, pulled toward the keys with the most softmax weight.")
-    with c4:
-        if figures["heatmap"] is not None:
-            show_figure(figures["heatmap"], f"{name} attention", f"heat-{index}")
-            explain("Row i is where token i looks at this step. As x moves, the queries W_Q x change while the "
-                    "keys stay fixed, so later steps re-weigh the same history.")
-        else:
-            st.markdown("**The update**")
-            equations("mlp", controls.cem)
-    if figures["heatmap"] is not None:
-        st.markdown("**The update**")
-        equations("attention", controls.cem)
-
-
 def body() -> None:
-    st.title("Energy descent")
-    st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy fall, "
-                "the iterates move and the attention shift (random weights and input, seeded).")
-    notebook_links("energy")
-    controls = sidebar_controls()
-    data, diagnoses, figures = page_data(controls)
-    if controls.layer == "block":
+    step = lesson_mode.current_step("energy")
+    present = st.session_state.get("present", False)
+    if not present:
+        st.title("Energy descent")
+        st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy fall, "
+                    "the iterates move and the attention shift (random weights and input, seeded). Press ▶ to "
+                    "play the steps, or drag the scrubber.")
+        notebook_links("energy")
+    controls = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None)
+    pinned = pin_bar(controls) if not present else (
+        None if st.session_state.get(PINNED) is None else EnergyControls.from_values(**st.session_state[PINNED]))
+    if present and pinned is not None:
+        st.caption(f"Pinned (faint, dashed): **{pinned.changes(controls)}**; now: **{controls.changes(pinned)}**.")
+    data, diagnoses = descent(controls)
+    views = phase_views(controls, pinned)
+    if controls.layer == "block" and not present:
         st.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
-    for index, (phase, diagnosis, figs) in enumerate(zip(data["phases"], diagnoses, figures)):
+    for index, (phase, diagnosis, view) in enumerate(zip(data["phases"], diagnoses, views)):
         if len(data["phases"]) > 1:
             st.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-        phase_section(controls, phase["name"], figs, diagnosis, index)
+        phase_section(controls, phase["name"], view, diagnosis, index, step, present)
 
 
 run_safely(body)

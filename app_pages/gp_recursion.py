@@ -60,7 +60,7 @@ def sweep_section(records) -> None:
                "(RBF kernel, 32 points); RMSE on a fixed held-out set. Command: "
                "`python -m cem_core gp sweep --out results/gp-default --preset default`.")
     c1, c2 = st.columns(2)
-    with c1:
+    with c1, st.container(key="lesson-gp-ratio"):
         show_figure(interactive.gp_ratio_figure(records), "gp ratio vs T", "gp-ratio")
         explain("Each point is a model's RMSE divided by the best any predictor can reach (the exact GP "
                 "posterior mean, ratio 1). The paper reports that more steps T keep lowering the error; "

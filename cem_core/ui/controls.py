@@ -60,6 +60,12 @@ class Controls:
         """Every control's value, by its flat name."""
         return {name: getattr(self.cem if name in self.CEM else self, name) for name in self.specs()}
 
+    def changes(self, other) -> str:
+        """The controls whose value differs from `other`'s, with this state's values ("T 16, anchor 1.0"); a
+        legend names a state by them."""
+        mine, theirs = self.values(), other.values()
+        return ", ".join(f"{k} {v}" for k, v in mine.items() if theirs[k] != v) or "the same state"
+
     def _validate(self) -> None:
         for name, (kind, allowed) in self.specs().items():
             value = getattr(self.cem if name in self.CEM else self, name)
@@ -119,7 +125,7 @@ class EnergyControls(Controls):
 
     SPECS = {"layer": ("choice", LAYERS), "p_scale": ("float", (0.0, 3.0)),
              "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
-             "seed": ("int", (0, 9999)), "rope": ("bool", None), "heat_step": ("int", (1, 16)),
+             "seed": ("int", (0, 9999)), "rope": ("bool", None), "token": ("int", (0, 255)),
              "heat_head": ("int", (0, 7))}
     CEM = tuple(f.name for f in switches(learned=False))    # every switch of an untrained layer
 
@@ -131,10 +137,10 @@ class EnergyControls(Controls):
     seq_len: int = 8
     seed: int = 0
     rope: bool = False
-    heat_step: int = 16           # the attention heatmap's step, shown as min(heat_step, T)
+    token: int = 255              # the token every view follows (the landscape's), shown as min(token, seq_len - 1)
     heat_head: int = 0            # the attention heatmap's head, shown as min(heat_head, heads - 1)
 
-    ATTENTION_ONLY = ("heads", "rope", "heat_step", "heat_head")   # besides the switches marked attention_only
+    ATTENTION_ONLY = ("heads", "rope", "heat_head")   # besides the switches marked attention_only
     PRECONDITIONER_ONLY = ("rank", "p_scale")                      # mean nothing with P = I
 
     @classmethod
@@ -155,6 +161,10 @@ class EnergyControls(Controls):
                   "the sequence length or T")
         self.attention_config()   # raises ValueError for inconsistent combinations
         self.mlp_config()
+
+    def followed(self) -> int:
+        """The token the views follow: `token`, or the last one of a shorter sequence."""
+        return min(self.token, self.seq_len - 1)
 
     @property
     def d_ff(self) -> int:

@@ -44,10 +44,11 @@ def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
 def explore(c: EnergyControls, token: int | None = None) -> dict:
     """Everything the energy page draws, for one set of controls.
 
-    Returns {"phases": [{"name", "energies" (T+1, n), "update_norms" (T, n), "radius" (T+1, n),
+    Returns {"phases": [{"name", "energies" (T+1, n), "update_norms" (T, n), "radius" (T+1, n), "path" (T+1, d)
+    (the iterates of `token`, default the controls' followed token),
     "weights" (T, H, n, n) or None, "landscape", "rose" (T, n): whether token i's energy rose at step t + 1
     (by more than RISE_TOLERANCE of the largest |E|), "eigenvalues" of P}], "token": i}."""
-    token = c.seq_len - 1 if token is None else token
+    token = c.followed() if token is None else token
     if not 0 <= token < c.seq_len:
         raise ValueError(f"token={token} is invalid: must be in [0, {c.seq_len - 1}]")
     h = descent_input(c.seq_len, c.width, c.seed)
@@ -61,6 +62,7 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
             "energies": trace.energies[:, 0].numpy(),
             "update_norms": trace.update_norms[:, 0].numpy(),
             "radius": trace.iterates[:, 0].norm(dim=-1).numpy(),
+            "path": trace.iterates[:, 0, token].numpy(),                          # x_token^(t), (T+1, d)
             "weights": None if trace.weights is None else trace.weights[:, 0].numpy(),
             "landscape": landscape(layer, h, token, trace.iterates[:, 0, token], LANDSCAPE_GRID),
             "rose": (steps > RISE_TOLERANCE * scale).numpy(),                # (T, n): E(x^(t+1)) > E(x^(t))

@@ -1,0 +1,109 @@
+"""Lesson mode and presentation mode, across the pages.
+
+Lesson mode runs the classroom lesson (cem_core.ui.lesson) as a bar above every page: the step's title and
+sentence, Back / Next / End and a link to the step. Going to a step sets its complete state from a clean one:
+its page's controls, and the energy page's pinned state, then opens its page; a link ``?lesson=k`` does the
+same in a new session. The element the step points at is framed.
+
+Presentation mode (``?present=true`` or the sidebar toggle) collapses the sidebar, shows only the controls the
+step uses and the plots it talks about, in larger fonts, so that they fit a projected 1280 x 720 page.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import ROOT
+from cem_core.experiments import gp_sweep
+from cem_core.ui import lesson
+
+LESSON = "lesson"              # session key: the index of the lesson step, or None
+APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
+GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
+PREFIXES = {"energy": "en_", "gp": "gp_"}
+
+
+@st.cache_data(show_spinner=False)
+def sweep_records() -> list[dict]:
+    return gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+
+
+def go(index: int) -> None:
+    """Set lesson step `index`'s complete state (a callback: it runs before the page draws a widget)."""
+    state, step = st.session_state, lesson.STEPS[index]
+    for key in [k for k in state if isinstance(k, str) and k.startswith(PREFIXES[step.page])]:
+        del state[key]                               # the page's widgets start again from the kept controls
+    state[f"_controls_{step.page}"] = step.controls().values()
+    state["_pinned_energy"] = None if step.pinned is None else step.pinned_controls().values()
+    state[LESSON] = index
+    state[APPLIED] = str(index + 1)
+    state[GOTO] = step.page
+
+
+def end() -> None:
+    st.session_state[LESSON] = None
+    st.session_state[APPLIED] = None
+
+
+def current_step(page: str) -> lesson.Step | None:
+    """The lesson step shown, when it belongs to `page`."""
+    index = st.session_state.get(LESSON)
+    return None if index is None or lesson.STEPS[index].page != page else lesson.STEPS[index]
+
+
+def presentation() -> bool:
+    """Presentation mode, mirrored in the URL as ?present=true (read before the page config is set)."""
+    if "present" not in st.session_state:
+        st.session_state.present = st.query_params.get("present", "false").lower() in ("true", "1")
+    return st.session_state.present
+
+
+def start(pages: dict) -> None:
+    """Before the page runs: apply a ``?lesson=k`` link once per session and open a chosen step's page."""
+    wanted = st.query_params.get("lesson")
+    if wanted is not None and wanted != st.session_state.get(APPLIED):
+        if not wanted.isdigit() or not 1 <= int(wanted) <= len(lesson.STEPS):
+            st.error(f"The link's lesson step {wanted!r} does not exist: the lesson has steps 1 to "
+                     f"{len(lesson.STEPS)}.")
+            st.session_state[APPLIED] = wanted
+        else:
+            go(int(wanted) - 1)
+    page = st.session_state.pop(GOTO, None)
+    if page is not None:
+        query = {"lesson": st.session_state[APPLIED]} | ({"present": "true"} if st.session_state.present else {}) | (
+            {"teacher": "true"} if st.session_state.get("teacher") else {})
+        st.switch_page(pages[page], query_params=query)
+
+
+def sidebar() -> None:
+    """The sidebar's lesson button and presentation toggle."""
+    if st.session_state.get(LESSON) is None:
+        st.sidebar.button("Start the lesson", icon=":material/school:", on_click=go, args=(0,), key="lesson-start",
+                          help=f"The classroom lesson, {len(lesson.STEPS)} steps, each setting its own state.")
+    on = st.sidebar.toggle("Presentation mode", key="present",
+                           help="Collapse the sidebar and show only the controls and plots the step uses, larger.")
+    if on:
+        st.query_params["present"] = "true"
+    elif "present" in st.query_params:
+        del st.query_params["present"]
+
+
+def bar() -> None:
+    """The lesson bar above the page, and the frame around the element the step points at."""
+    index = st.session_state.get(LESSON)
+    if index is None:
+        if "lesson" in st.query_params and st.session_state.get(APPLIED) is None:
+            del st.query_params["lesson"]
+        return
+    step, n = lesson.STEPS[index], len(lesson.STEPS)
+    st.query_params["lesson"] = str(index + 1)
+    with st.container(key="lesson-bar", border=True):
+        c1, c2, c3, c4 = st.columns([7, 1, 1, 1], vertical_alignment="center")
+        c1.markdown(f"**Lesson · step {index + 1} of {n}: {step.title}** · [link to this step]({lesson.link(index)})")
+        c2.button("Back", key="lesson-back", icon=":material/arrow_back:", disabled=index == 0, on_click=go,
+                  args=(index - 1,), width="stretch")
+        c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1, on_click=go,
+                  args=(index + 1,), width="stretch")
+        c4.button("End", key="lesson-end", icon=":material/close:", on_click=end, width="stretch")
+        st.markdown(lesson.text(step, sweep_records()), help=None)
+    st.html(f"<style>[class*='st-key-lesson-{step.points_at}'] {{ outline: 4px solid #f59e0b; outline-offset: 4px;"
+            " border-radius: 0.5rem; }</style>")

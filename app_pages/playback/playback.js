@@ -1,0 +1,205 @@
+// Step playback of one descent (app_pages/playback.py declares it; cem_core/ui/playback.py builds its data).
+// The server sends the figures once per state, with every step's updates; play, pause, step and the scrubber
+// apply them here, with Plotly.restyle on the traces named by uid, so moving through the steps sends
+// nothing to the server. A click on a line or a heatmap row sends the token to follow (one rerun).
+"use strict";
+
+const send = (type, payload) => window.parent.postMessage({isStreamlitMessage: true, type, ...payload}, "*");
+const $ = id => document.getElementById(id);
+
+const view = {version: null, args: null, divs: {}, t: 0, steps: 0, timer: null, clicks: 0, arrays: {}};
+window.playback = {frameTimes: [], applied: 0};     // read by the browser tests and benchmarks/browser_latency.py
+
+function decode(spec) {                              // Plotly's typed-array JSON ({bdata, dtype, shape}) -> rows
+  const bytes = Uint8Array.from(atob(spec.bdata), c => c.charCodeAt(0));
+  const flat = new Float32Array(bytes.buffer);
+  const [steps, rows, cols] = spec.shape;
+  return Array.from({length: steps}, (_, s) =>
+    Array.from({length: rows}, (_, i) => flat.subarray((s * rows + i) * cols, (s * rows + i + 1) * cols)));
+}
+
+function scaled(layout, scale) {                     // presentation mode: every font of the figure larger
+  const out = JSON.parse(JSON.stringify(layout));
+  const grow = obj => {
+    for (const [k, v] of Object.entries(obj)) {
+      if (k === "template") continue;
+      if (k === "size" && typeof v === "number") obj[k] = Math.round(v * scale);
+      else if (v && typeof v === "object") grow(v);
+    }
+  };
+  grow(out);
+  if (out.height) out.height = Math.round(out.height * Math.sqrt(scale));
+  return out;
+}
+
+function traceIndex(div, uid) {
+  return div.data.findIndex(trace => trace.meta === uid);
+}
+
+function pickToken(name, point) {
+  const how = (view.args.pick || {})[name];
+  if (how === "customdata" && Number.isInteger(point.customdata)) return point.customdata;
+  if (how === "y" && Number.isInteger(point.y)) return point.y;
+  return null;
+}
+
+async function build(args) {
+  const grid = $("grid");
+  grid.innerHTML = "";
+  grid.style.gridTemplateColumns = `repeat(${args.columns || 2}, minmax(0, 1fr))`;
+  document.body.classList.toggle("big", (args.font_scale || 1) > 1);
+  view.divs = {};
+  view.arrays = Object.fromEntries(Object.entries(args.arrays || {}).map(([k, spec]) => [k, decode(spec)]));
+  for (const {name, figure} of args.figures) {
+    const div = document.createElement("div");
+    div.className = "plot";
+    div.dataset.name = name;
+    grid.appendChild(div);
+    view.divs[name] = div;
+    const layout = scaled(figure.layout, args.font_scale || 1);
+    await Plotly.newPlot(div, figure.data, layout, {displaylogo: false, responsive: true});
+    div.on("plotly_click", event => {
+      const token = event.points.length ? pickToken(name, event.points[0]) : null;
+      if (token !== null) send("streamlit:setComponentValue", {value: {token, click: ++view.clicks}, dataType: "json"});
+    });
+  }
+}
+
+function apply(t) {
+  const start = performance.now();
+  view.t = t;
+  const frame = view.args.frames[t];
+  const calls = [];
+  const byFigure = {};
+  for (const update of frame) (byFigure[update.figure] = byFigure[update.figure] || []).push(update);
+  for (const [name, updates] of Object.entries(byFigure)) {
+    const div = view.divs[name];
+    if (!div) continue;
+    const indices = [], data = {x: [], y: [], z: []};
+    let hasXY = false, hasZ = false;
+    for (const u of updates) {
+      if (u.title !== undefined) {
+        // The title is set on its SVG node (and in the layout, for Plotly's own redraws): a relayout would
+        // redraw the figure in another frame and double the step's time.
+        div.layout.title.text = u.title;
+        const node = div.querySelector(".gtitle");
+        if (node) node.textContent = u.title;
+      }
+      if (u.uid === undefined) continue;
+      const index = traceIndex(div, u.uid);
+      if (index < 0) continue;
+      indices.push(index);
+      data.x.push(u.x); data.y.push(u.y);
+      hasXY = hasXY || u.x !== undefined;
+      const z = u.z ? view.arrays[u.z.array][u.z.index] : undefined;
+      data.z.push(z);
+      hasZ = hasZ || z !== undefined;
+    }
+    if (!indices.length) continue;
+    if (!hasZ) {
+      // Points only: an animation frame of zero duration moves them without redrawing the other traces (a
+      // restyle would recompute and redraw every trace of the plot, the landscape's contours too).
+      const traces = indices.map((_, k) => ({x: data.x[k], y: data.y[k]}));
+      calls.push(Plotly.animate(div, {data: traces, traces: indices},
+                                {transition: {duration: 0}, frame: {duration: 0, redraw: false}, mode: "immediate"}));
+    } else {
+      const restyle = {};
+      if (hasXY) { restyle.x = data.x; restyle.y = data.y; }
+      if (hasZ) restyle.z = data.z;
+      calls.push(Plotly.restyle(div, restyle, indices));
+    }
+  }
+  $("scrub").value = String(t);
+  $("label").textContent = `step ${t} of ${view.steps}`;
+  document.body.dataset.step = String(t);
+  // Plotly resolves inside the animation frame that draws the update; a message posted then is handled once
+  // that frame is painted, so a frame's time runs from the input to the painted step.
+  return Promise.all(calls).then(() => new Promise(done => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => {
+      window.playback.frameTimes.push(performance.now() - start);
+      window.playback.applied += 1;
+      done();
+    };
+    channel.port2.postMessage(0);
+  }));
+}
+
+function stop() {
+  if (view.timer !== null) clearInterval(view.timer);
+  view.timer = null;
+  $("play").textContent = "▶";
+  $("play").setAttribute("aria-label", "play");
+}
+
+function play() {
+  if (view.timer !== null) return stop();
+  if (view.t >= view.steps) show(0);
+  $("play").textContent = "❚❚";
+  $("play").setAttribute("aria-label", "pause");
+  view.timer = setInterval(() => {
+    if (view.t >= view.steps) return stop();
+    show(view.t + 1);
+  }, view.args.interval_ms || 700);
+}
+
+// One step is drawn at a time: steps asked for while one is being drawn (a fast drag of the scrubber) collapse
+// into the latest, so the view never lags behind the hand.
+let busy = false, pending = null;
+
+async function show(t) {
+  pending = t;
+  if (busy) return;
+  busy = true;
+  while (pending !== null) {
+    const next = pending;
+    pending = null;
+    await apply(next);
+  }
+  busy = false;
+}
+
+function go(t) {
+  stop();
+  show(Math.max(0, Math.min(view.steps, t)));
+}
+
+$("first").onclick = () => go(0);
+$("prev").onclick = () => go(view.t - 1);
+$("next").onclick = () => go(view.t + 1);
+$("play").onclick = play;
+$("scrub").oninput = event => go(Number(event.target.value));
+document.addEventListener("keydown", event => {
+  if (event.target.tagName === "INPUT" && event.key !== " ") return;      // the range input moves itself
+  const moves = {ArrowLeft: view.t - 1, ArrowRight: view.t + 1, Home: 0, End: view.steps};
+  if (event.key in moves) { go(moves[event.key]); event.preventDefault(); }
+  else if (event.key === " ") { play(); event.preventDefault(); }
+});
+
+function height() {
+  send("streamlit:setFrameHeight", {height: document.documentElement.scrollHeight});
+}
+
+async function render(args) {
+  const previous = view.args ? {t: view.t, steps: view.steps} : null;
+  view.args = args;
+  if (args.version !== view.version) {
+    stop();
+    await build(args);
+    view.version = args.version;
+  }
+  for (const [name, div] of Object.entries(view.divs)) div.classList.toggle("pointed", name === args.highlight);
+  view.steps = args.steps;
+  $("scrub").max = String(args.steps);
+  // A new state starts at the step it asks for (the whole descent by default); a changed T keeps the reader's
+  // step, or follows to the new last step when the reader was at the last one.
+  const t = previous === null ? args.start : previous.t >= previous.steps ? args.steps : Math.min(previous.t, args.steps);
+  await show(t);
+  height();
+}
+
+window.addEventListener("message", event => {
+  if (event.data && event.data.type === "streamlit:render") render(event.data.args);
+});
+window.addEventListener("resize", height);
+send("streamlit:componentReady", {apiVersion: 1});

@@ -1,0 +1,171 @@
+"""The classroom lesson, as data: one definition drives the app's lesson mode (app_pages/lesson.py), the
+README's walkthrough (``markdown``; tests/test_docs.py fails when the README differs) and the checks of
+every step's claim (tests/test_explore.py on the page's data, tests/test_journeys.py in a real browser).
+
+Each step sets a complete state from a clean one: its page's controls are the defaults changed by
+`state`, and on the energy page `pinned` (also from the defaults) is pinned for comparison, or nothing is.
+So a step shows the same thing however the lesson got there, and its link opens it alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .controls import EnergyControls, GPControls
+from .explore import Diagnosis
+from .links import APP_ADDRESS, APP_PATHS
+
+PAGES = {page: APP_PATHS[page] for page in ("energy", "gp")}      # a step's page: its path in the app
+ELEMENTS = {"energy": ("energy", "norm", "landscape", "heatmap", "note"), "gp": ("gp-ratio",)}
+CONTROLS = {"energy": EnergyControls, "gp": GPControls}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: its title, what the lecturer says, the page and state it sets, the element it points at,
+    and its claim. On the energy page the claim is about the note on the state: the course of the descent,
+    whether some token's energy rose, phrases of the note, and (with a pinned state) whether every token's
+    final energy is below the pinned state's. On the GP page it is about the committed sweep (``gp_problems``).
+    `uses`: the controls the step is about (presentation mode shows only these; default: the state's)."""
+
+    title: str
+    say: str
+    page: str = "energy"
+    state: dict = field(default_factory=dict)
+    pinned: dict | None = None
+    points_at: str = "note"
+    uses: tuple[str, ...] = ()
+    course: str = ""
+    rises: bool = False
+    phrases: tuple[str, ...] = ()
+    lower_than_pinned: bool = False
+
+    def __post_init__(self) -> None:
+        if self.page not in PAGES:
+            raise ValueError(f"page={self.page!r} is invalid: must be one of {', '.join(PAGES)}")
+        if self.points_at not in ELEMENTS[self.page]:
+            raise ValueError(f"points_at={self.points_at!r} is invalid on the {self.page} page: must be one of "
+                             f"{', '.join(ELEMENTS[self.page])}")
+        if self.pinned is not None and self.page != "energy":
+            raise ValueError("only the energy page pins a state")
+        self.controls()                                                # raises ValueError for a bad state
+
+    def controls(self):
+        """The step's complete state of its page."""
+        return CONTROLS[self.page].from_values(**self.state)
+
+    def pinned_controls(self) -> EnergyControls | None:
+        return None if self.pinned is None else EnergyControls.from_values(**self.pinned)
+
+    def used(self) -> tuple[str, ...]:
+        return self.uses or tuple(self.state)
+
+
+STEPS = (
+    Step("One step is attention",
+         "Defaults (attention, T = 4): step 1 *is* a tied attention layer, and the energy falls at every step. "
+         "The update norms do not shrink: the note says the iterates run off, since E_att is concave and has "
+         "no minimum. Press ▶ to watch x⁽ᵗ⁾ walk across the landscape.",
+         points_at="energy", uses=("T",), course="runs off", phrases=("fell at every step", "run off", "no minimum")),
+    Step("The anchor gives a minimum",
+         "Set the anchor λ to 1 and T to 16: the update norm goes to zero and the trajectory stops on the "
+         "landscape; the note says the iterates settle into a minimum.",
+         state={"anchor": 1.0, "T": 16}, points_at="norm", course="settles", phrases=("settle into a minimum",)),
+    Step("Recursion depth",
+         "Set the anchor to 1, η to 0.25 and T to 16; pinned is the same layer with T = 1 (faint, dashed). One "
+         "small step goes only part of the way: with 16 steps every token's energy ends lower, and the path on "
+         "the landscape goes on towards the minimum, its steps shrinking. (At η = λ = 1 the first step already "
+         "lands almost on the minimum, and the other 15 change little.)",
+         state={"anchor": 1.0, "eta": 0.25, "T": 16}, pinned={"anchor": 1.0, "eta": 0.25, "T": 1},
+         points_at="landscape", uses=("T", "eta"), course="slows", phrases=("steps shrink",), lower_than_pinned=True),
+    Step("The paper's preconditioner can point uphill",
+         "Set the preconditioner to `dlr`, its scale to 2 and the seed to 2: P has negative eigenvalues, and "
+         "token 3's energy rises at steps 1–2 (ringed on the energy plot): the paper's P can be indefinite, "
+         "and −P∇E can point uphill.",
+         state={"preconditioner": "dlr", "p_scale": 2.0, "seed": 2}, points_at="energy", course="runs off",
+         rises=True, phrases=("token 3 at steps 1–2", "negative eigenvalue")),
+    Step("A positive-definite P descends",
+         "Switch the preconditioner to `psd`: P is positive definite and E_att concave, so every step descends.",
+         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2}, uses=("preconditioner",), course="runs off",
+         phrases=("fell at every step",)),
+    Step("Descent direction is not step length",
+         "Keep `psd` and set the anchor to 1 and T to 16: now even the positive-definite P fails. "
+         "η λ p_max > 2, every step overshoots the anchor's minimum, the energy rises and the iterates diverge.",
+         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2, "anchor": 1.0, "T": 16}, points_at="norm",
+         uses=("anchor", "T"), course="diverges", rises=True, phrases=("overshoot", "diverge")),
+    Step("The gated MLP is not concave",
+         "Switch the layer to the gated MLP and eta to 20: the MLP energy is not concave, so even with P = I a "
+         "large step overshoots, and the note says so.",
+         state={"layer": "mlp", "eta": 20.0}, points_at="note", course="diverges", rises=True,
+         phrases=("not concave",)),
+    Step("What the GP evidence says",
+         "The paper reports that deeper recursion keeps lowering the RMSE of in-context GP regression. In our "
+         "committed sweep it does not: CEM attention's RMSE is {T1:.2f} times the GP optimum at T = 1 and "
+         "{Tmax:.2f} at T = {Tlast}, while Llama attention reaches {llama:.2f}.",
+         page="gp", points_at="gp-ratio"),
+)
+
+
+def link(index: int) -> str:
+    """The app link of lesson step `index` (0-based): it opens the step's page in the step's state."""
+    return f"{APP_ADDRESS}/{PAGES[STEPS[index].page]}?lesson={index + 1}"
+
+
+def state_link(step: Step) -> str:
+    """The plain link of a step's state (its controls only, those that differ from the defaults)."""
+    controls = step.controls()
+    defaults = type(controls)().to_query()
+    changed = "&".join(f"{k}={v}" for k, v in controls.to_query().items() if defaults[k] != v)
+    return f"{APP_ADDRESS}/{PAGES[step.page]}" + (f"?{changed}" if changed else "")
+
+
+GP_VARIANT = "CEM, diagonal none"    # the GP step's numbers: plain CEM attention against the committed sweep
+
+
+def gp_numbers(records: list[dict]) -> dict:
+    """The committed sweep's numbers the GP step quotes: the RMSE ratio at T = 1 and at the largest T."""
+    from cem_core.experiments import gp_sweep
+
+    data = gp_sweep.ratio_vs_T(records)
+    cem = data[GP_VARIANT]
+    return {"T1": cem["mean"][0], "Tmax": cem["mean"][-1], "Tlast": cem["T"][-1], "llama": data["Llama"]["mean"]}
+
+
+def text(step: Step, records: list[dict] | None = None) -> str:
+    """What the lecturer says at a step, with the committed sweep's numbers filled in (GP step)."""
+    return step.say.format(**gp_numbers(records)) if step.page == "gp" else step.say
+
+
+def problems(step: Step, diagnosis: Diagnosis, pinned: Diagnosis | None = None) -> list[str]:
+    """What in the page's note on an energy step's state contradicts the step's claim (empty: it holds)."""
+    out = []
+    if diagnosis.course != step.course:
+        out.append(f"course {diagnosis.course!r}, the lesson says {step.course!r}")
+    if bool(diagnosis.rises) != step.rises:
+        out.append(f"rises {[(r.token, r.steps) for r in diagnosis.rises]}, the lesson says "
+                   f"{'some' if step.rises else 'none'}")
+    out += [f"the note does not say {p!r}: {diagnosis.text}" for p in step.phrases if p not in diagnosis.text]
+    return out
+
+
+def lower_problems(energies, pinned_energies) -> list[str]:
+    """Where a token's final energy is not below the pinned state's final energy (a depth step's claim)."""
+    return [f"token {i}: {a:.4g} after the steps, {b:.4g} pinned" for i, (a, b) in
+            enumerate(zip(energies[-1], pinned_energies[-1])) if not a < b]
+
+
+def gp_problems(step: Step, records: list[dict]) -> list[str]:
+    """The GP step's claim against the committed sweep: deeper recursion did not lower the RMSE ratio."""
+    numbers = gp_numbers(records)
+    if not numbers["Tmax"] >= numbers["T1"]:
+        return [f"the ratio falls from {numbers['T1']:.3f} at T = 1 to {numbers['Tmax']:.3f}: the lesson says it "
+                "does not"]
+    return []
+
+
+def markdown(records: list[dict]) -> str:
+    """The README's walkthrough: every step with its link and the plain link of its state."""
+    lines = []
+    for index, step in enumerate(STEPS):
+        lines.append(f"{index + 1}. **{step.title}.** {text(step, records)}\n"
+                     f"   Lesson step: {link(index)} · its state alone: {state_link(step)}")
+    return "\n".join(lines) + "\n"
