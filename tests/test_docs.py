@@ -265,20 +265,15 @@ def test_plain_text_is_not_flagged(line):
     assert legacy_problems(line) == [], line
 
 
-def test_readme_walkthrough_states_each_steps_link_in_order():
-    """The README's classroom walkthrough names, after each step, the link of the state that step leaves when
-    the steps are done in order (cem_core.ui.walkthrough), and its numbers are the page's."""
-    from cem_core.ui import walkthrough
-    from cem_core.ui.explore import diagnose, explore
+def test_readme_walkthrough_is_the_lesson():
+    """The README's classroom walkthrough is generated from the lesson definition (cem_core.ui.lesson): it fails
+    when either changes alone."""
+    from cem_core.experiments import gp_sweep
+    from cem_core.ui import lesson
 
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("**3. Teach with it in class.**"):readme.index("## Quick start")]
-    positions = [section.index(walkthrough.link(state) + "\n") for state in walkthrough.states()]
-    assert positions == sorted(positions)
-    dlr, psd = walkthrough.states()[2], walkthrough.states()[4]
-    rise, = diagnose(dlr, explore(dlr))[0].rises
-    words = " ".join(section.split())
-    assert (rise.token, rise.steps) == (3, (1, 2)) and "token 3's energy rises at steps 1–2" in words
-    assert f"+{rise.amount:.3f}" in words
-    p_max = explore(psd)["phases"][0]["eigenvalues"].max()
-    assert f"largest eigenvalue is {p_max:.1f}" in words
+    records = gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    assert lesson.readme_section(readme) == lesson.markdown(records), (
+        "the README's lesson differs from cem_core.ui.lesson: paste lesson.markdown(records) between its markers")
+    for index in range(len(lesson.STEPS)):
+        assert lesson.link(index) in readme

@@ -1,15 +1,19 @@
-"""The energy page's data: key points, landscapes, and the diagnostics the classroom walkthrough relies on."""
+"""The energy page's data: key points, landscapes, and the diagnostics the classroom lesson relies on."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from cem_core.ui import walkthrough
+from cem_core.experiments import gp_sweep
+from cem_core.ui import lesson
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore
 from cem_core.ui.figdata import descent_input, key_tips
 from cem_core.ui.interactive import per_token_figure
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "shared")])
@@ -43,21 +47,57 @@ def test_landscape_values_are_the_layer_energy():
         explore(c, token=5)
 
 
-def test_walkthrough_claims_hold_in_order():
-    """Each step of the README's walkthrough, done in order from the defaults, leaves a state whose note says
-    what the walkthrough says it does."""
-    states = walkthrough.states()
-    assert len(states) == len(walkthrough.STEPS) >= 6
-    for step, controls in zip(walkthrough.STEPS, states):
-        diagnosis, = diagnose(controls, explore(controls))
-        assert walkthrough.problems(step, diagnosis) == [], (step.say, walkthrough.link(controls))
+def _energy_problems(step) -> list[str]:
+    controls = step.controls()
+    data = explore(controls)
+    out = [p for d in diagnose(controls, data) for p in lesson.problems(step, d)]
+    if step.lower_than_pinned:
+        pinned = explore(step.pinned_controls())
+        out += lesson.lower_problems(data["phases"][0]["energies"], pinned["phases"][0]["energies"])
+    return out
 
 
-def test_walkthrough_checker_can_fail():
-    """The checker is not vacuous: the psd step's claim is false on the dlr state before it."""
-    dlr = walkthrough.states()[2]
-    diagnosis, = diagnose(dlr, explore(dlr))
-    assert walkthrough.problems(walkthrough.STEPS[3], diagnosis)
+def test_lesson_claims_hold():
+    """Every energy step of the lesson sets a state whose note says what the step says (and a depth step's energies
+    end below the pinned state's); the GP step's claim holds on the committed sweep."""
+    assert len(lesson.STEPS) >= 8
+    pages = [s.page for s in lesson.STEPS]
+    assert pages.count("energy") >= 7 and "gp" in pages
+    assert any(s.lower_than_pinned for s in lesson.STEPS)                # the recursion-depth step
+    for step in lesson.STEPS:
+        if step.page == "energy":
+            assert _energy_problems(step) == [], (step.title, lesson.state_link(step))
+    records = gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    gp_step, = (s for s in lesson.STEPS if s.page == "gp")
+    assert lesson.gp_problems(gp_step, records) == []
+    numbers = lesson.gp_numbers(records)
+    assert f"{numbers['T1']:.2f}" in lesson.text(gp_step, records) and f"{numbers['Tmax']:.2f}" in lesson.text(
+        gp_step, records)
+
+
+def test_lesson_checker_can_fail():
+    """The checks are not vacuous: the psd step's claim is false on the dlr state, a depth claim is false against
+    itself, and the GP claim is false on a sweep where deeper T helps."""
+    dlr, psd = (next(s for s in lesson.STEPS if s.state.get("preconditioner") == p and "T" not in s.state)
+                for p in ("dlr", "psd"))
+    diagnosis, = diagnose(dlr.controls(), explore(dlr.controls()))
+    assert lesson.problems(psd, diagnosis)
+    depth = next(s for s in lesson.STEPS if s.lower_than_pinned)
+    energies = explore(depth.controls())["phases"][0]["energies"]
+    assert lesson.lower_problems(energies, energies)
+    records = gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    helped = [r | {"rmse_ratio": r["rmse_ratio"] / r["T"]} if r["attention"] != "llama" else r for r in records]
+    gp_step, = (s for s in lesson.STEPS if s.page == "gp")
+    assert lesson.gp_problems(gp_step, helped)
+
+
+def test_a_lesson_step_is_checked_at_construction():
+    with pytest.raises(ValueError, match="points_at"):
+        lesson.Step("t", "s", points_at="gp-ratio")
+    with pytest.raises(ValueError, match="T"):
+        lesson.Step("t", "s", state={"T": 99})
+    with pytest.raises(ValueError, match="pins"):
+        lesson.Step("t", "s", page="gp", points_at="gp-ratio", pinned={})
 
 
 def _independent_traces(c: EnergyControls):

@@ -58,7 +58,7 @@ def _integer_ticks(axis: dict, last: int) -> dict:
 
 TOKEN_LINES = len(PALETTE)      # up to this many tokens, one coloured line each; beyond, one grey trace for all
 PINNED = dict(color="rgba(40,40,40,0.45)", dash="dash", width=2)      # the pinned state's faint overlay
-CURSOR, NOW, WEIGHTS = "cursor", "now", "weights"   # the traces step playback moves, by their `meta` (to_json drops uids) (cem_core/ui/playback.py)
+CURSOR, NOW, WEIGHTS = "cursor", "now", "weights"   # the `meta` of the traces playback moves (to_json drops uids)
 
 
 def state_legend(fig: go.Figure, names: tuple[str, str]) -> None:
