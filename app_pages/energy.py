@@ -215,7 +215,7 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
 def body() -> None:
     step = lesson_mode.current_step("energy")
     present = st.session_state.get("present", False)
-    if not present:
+    if not present and step is None:            # in a lesson, its bar heads the page
         st.title("Energy descent")
         st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy fall, "
                     "the iterates move and the attention shift (random weights and input, seeded). Press ▶ to "

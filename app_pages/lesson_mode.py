@@ -97,7 +97,7 @@ def bar() -> None:
     step, n = lesson.STEPS[index], len(lesson.STEPS)
     st.query_params["lesson"] = str(index + 1)
     with st.container(key="lesson-bar", border=True):
-        c1, c2, c3, c4 = st.columns([7, 1, 1, 1], vertical_alignment="center")
+        c1, c2, c3, c4 = st.columns([4, 1, 1, 1], vertical_alignment="center")
         c1.markdown(f"**Lesson · step {index + 1} of {n}: {step.title}** · [link to this step]({lesson.link(index)})")
         c2.button("Back", key="lesson-back", icon=":material/arrow_back:", disabled=index == 0, on_click=go,
                   args=(index - 1,), width="stretch")

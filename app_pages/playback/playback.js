@@ -57,12 +57,69 @@ async function build(args) {
     grid.appendChild(div);
     view.divs[name] = div;
     const layout = scaled(figure.layout, args.font_scale || 1);
+    div.spec = {data: JSON.parse(JSON.stringify(figure.data)), layout};
     await Plotly.newPlot(div, figure.data, layout, {displaylogo: false, responsive: true});
+    div.images = null;
+    div.on("plotly_afterplot", () => {
+      for (const [index, [xs, ys]] of Object.entries(div.moved || {})) movePoints(div, Number(index), xs, ys);
+    });
     div.on("plotly_click", event => {
       const token = event.points.length ? pickToken(name, event.points[0]) : null;
       if (token !== null) send("streamlit:setComponentValue", {value: {token, click: ++view.clicks}, dataType: "json"});
     });
   }
+}
+
+// A marker on a plot with contours is moved on its SVG node: Plotly would redraw every contour for it (a
+// restyle), or drop them (an animation). Its data are updated too, and the move is made again after any redraw
+// of the plot (a resize), so Plotly's own drawing agrees.
+function movePoints(div, index, xs, ys) {
+  const scatter = div.data.slice(0, index).filter(trace => trace.type === "scatter").length;
+  const layer = div.querySelectorAll(".scatterlayer .trace")[scatter];
+  const points = layer ? layer.querySelectorAll(".points path") : [];
+  if (div.data[index].type !== "scatter" || points.length !== xs.length) return false;
+  const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis;
+  points.forEach((p, k) => p.setAttribute("transform", `translate(${xa.c2p(xs[k])},${ya.c2p(ys[k])})`));
+  div.data[index].x = xs;
+  div.data[index].y = ys;
+  (div.moved = div.moved || {})[index] = [xs, ys];
+  return true;
+}
+
+// A heatmap is an image Plotly renders from z. Each step's image is rendered once (heatmapImages, after the
+// first draw) and playback swaps the image: a restyle costs a frame of its own. Once the reader rests on a step,
+// the heatmap is restyled to it, so that hover and any redraw show that step's weights.
+function heatmapImage(div) {
+  const image = div.querySelector(".heatmaplayer image");
+  return image ? image.getAttribute("href") || image.getAttribute("xlink:href") : null;
+}
+
+async function heatmapImages(div, array) {
+  // Rendered on a hidden copy of the plot, the same size, so the page does not flicker through the steps.
+  const ghost = document.createElement("div");
+  ghost.style.cssText = `position: absolute; left: -10000px; top: 0; width: ${div.clientWidth}px;`;
+  document.body.appendChild(ghost);
+  await Plotly.newPlot(ghost, div.spec.data, div.spec.layout, {staticPlot: true});
+  const index = ghost.data.findIndex(trace => trace.type === "heatmap");
+  const images = [];
+  for (const z of view.arrays[array]) {
+    await Plotly.restyle(ghost, {z: [z]}, [index]);
+    images.push(heatmapImage(ghost));
+  }
+  Plotly.purge(ghost);
+  ghost.remove();
+  if (images.every(Boolean)) div.images = {array, images, index, shown: null};
+}
+
+function showImage(div, ref) {
+  const cache = div.images;
+  const image = div.querySelector(".heatmaplayer image");
+  if (!cache || cache.array !== ref.array || !image || !cache.images[ref.index]) return false;
+  image.setAttribute("href", cache.images[ref.index]);
+  cache.shown = ref.index;
+  clearTimeout(cache.rest);
+  cache.rest = setTimeout(() => Plotly.restyle(div, {z: [view.arrays[ref.array][cache.shown]]}, [cache.index]), 250);
+  return true;
 }
 
 function apply(t) {
@@ -89,16 +146,25 @@ function apply(t) {
       const index = traceIndex(div, u.uid);
       if (index < 0) continue;
       indices.push(index);
-      data.x.push(u.x); data.y.push(u.y);
+      data.x.push(u.x);
+      data.y.push(u.y);
       hasXY = hasXY || u.x !== undefined;
       const z = u.z ? view.arrays[u.z.array][u.z.index] : undefined;
+      if (z !== undefined && showImage(div, u.z)) {
+        indices.pop();
+        continue;
+      }
       data.z.push(z);
       hasZ = hasZ || z !== undefined;
     }
     if (!indices.length) continue;
-    if (!hasZ) {
-      // Points only: an animation frame of zero duration moves them without redrawing the other traces (a
-      // restyle would recompute and redraw every trace of the plot, the landscape's contours too).
+    const animatable = div.data.every(trace => trace.type === "scatter");
+    if (!hasZ && !animatable && indices.every((index, k) => movePoints(div, index, data.x[k], data.y[k]))) {
+      continue;
+    }
+    if (!hasZ && animatable) {
+      // Points only, on a plot of scatter traces only: an animation frame of zero duration moves them without
+      // redrawing the others.
       const traces = indices.map((_, k) => ({x: data.x[k], y: data.y[k]}));
       calls.push(Plotly.animate(div, {data: traces, traces: indices},
                                 {transition: {duration: 0}, frame: {duration: 0, redraw: false}, mode: "immediate"}));
@@ -180,8 +246,15 @@ function height() {
   send("streamlit:setFrameHeight", {height: document.documentElement.scrollHeight});
 }
 
+async function cacheImages() {
+  for (const update of view.args.frames[0]) {
+    const div = view.divs[update.figure];
+    if (update.z && div && !div.images) await heatmapImages(div, update.z.array);
+  }
+}
+
 async function render(args) {
-  const previous = view.args ? {t: view.t, steps: view.steps} : null;
+  const previous = view.args ? {t: view.t, steps: view.steps, version: view.version} : null;
   view.args = args;
   if (args.version !== view.version) {
     stop();
@@ -196,6 +269,7 @@ async function render(args) {
   const t = previous === null ? args.start : previous.t >= previous.steps ? args.steps : Math.min(previous.t, args.steps);
   await show(t);
   height();
+  if (!previous || args.version !== previous.version) cacheImages();
 }
 
 window.addEventListener("message", event => {

@@ -179,7 +179,7 @@ def landscape_figure(land: dict, token: int, height: int | None = None, step: in
                         line=dict(color="rgba(255,255,255,0.75)", dash="dash", width=2),
                         marker=dict(size=5, color="rgba(255,255,255,0.75)"))
     fig.add_scatter(x=[float(traj[step, 0])], y=[float(traj[step, 1])], mode="markers", meta=NOW,
-                    name="x⁽ᵗ⁾ shown",
+                    name="x⁽ᵗ⁾ shown", hoverinfo="skip",
                     marker=dict(size=15, color="#d62728", line=dict(color="white", width=2)))
     plane = "the true plane (width 2)" if land["true_plane"] else "the plane of x⁽⁰⁾ and its first two updates"
     fig.update_layout(legend=dict(orientation="h", y=-0.22, entrywidth=0.33, entrywidthmode="fraction"))
