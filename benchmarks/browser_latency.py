@@ -1,8 +1,8 @@
 """Latency of the energy page as a person sees it: `streamlit run app.py` and Debian's headless Chromium
 (1280 x 720, through Playwright and tests/appdriver.py), timing each control change from the key press
-to the new plot on the screen.
+to the new plot on the screen, and the step playback's frames.
 
-    .venv/bin/python benchmarks/browser_latency.py [--repeats 10]
+    .venv/bin/python benchmarks/browser_latency.py [--repeats 10] [--only changes|playback]
 
 Two states: the defaults (/) and the largest allowed one (width 128, sequence 128, a block, per-head
 D+LR, T 16, or the largest width = sequence length at 2 heads that COST_LIMIT allows). In each, every
@@ -14,17 +14,30 @@ forth between the last two values, "cached" (only the figures are rebuilt and se
 state T walks down from 16, so its uncached renders are cheaper than a T = 16 one; the seeds are the
 honest uncached changes there.
 
-Each change is timed in the page with performance.now(): it starts when the keydown (the arrow, or the
-Enter that commits the number) reaches the window; a MutationObserver reads the Plotly charts' data
-after every DOM change (at the end of the task that changed it, before that frame is painted, so paint
-adds up to one frame; reading costs the page about 1 % of a change). "re-rendered" ends when the first
-chart (the energy plot) is drawn with data that differ from those before the key press (it must be
-their final value); "settled" ends at the later of the script finishing (stApp's
-data-test-script-state back to notRunning) and the last change of any chart, once every chart is drawn
-again (as many as before) and 0.3 s have passed without a change.
+The page's charts are the plots of its step playback: one custom-component iframe per phase
+(iframe[src*='cem_playback'], same origin), each holding a div per plot (energy, norm, landscape,
+heatmap) in its #grid. Each change is timed in the page with performance.now(): it starts when the keydown
+(the arrow, or the Enter that commits the number) reaches the window, once every playback has
+pre-rendered its heatmap's steps (no work of the previous change left); MutationObservers on the main
+document and on the document of every playback iframe (attached as iframes appear, and again when one
+loads its document) read the plots' data after every DOM change (at the end of the task that changed it,
+before that frame is painted, so paint adds up to one frame; reading costs the page about 1 % of a
+change). "re-rendered" ends when the first chart (the energy plot of the first phase) is drawn with data
+that differ from those before the key press (it must be their final value); "settled" ends at the later
+of the script finishing (stApp's data-test-script-state back to notRunning) and the last change of any
+chart, once every chart is drawn again (as many as before) and 0.3 s have passed without a change.
+
+"playback": the step playback runs in the browser alone. At the defaults with T = 16 (/?T=16) and at the
+largest state (T 16), a fresh page is loaded until every playback has pre-rendered its heatmap's steps;
+then, in each phase's iframe, "apply" shows the steps one at a time (awaiting each: t = 0..T and back
+down to 0, --repeats rounds), and "keys" focuses the scrubber (#scrub) and presses ArrowRight T times
+and ArrowLeft T times, each press waited for until its step is painted. A frame is the playback's own
+time (window.playback.frameTimes): from the input to the painted step. The websocket frames the page
+sends meanwhile are counted: scrubbing must need no server round trip (0).
 
 Targets: at most 250 ms median to re-render at the defaults, at most 2 s median settled at the largest
-allowed state. Prints median [min, max] per state, control and kind, PASS or MISS per row, and the
+allowed state, every playback frame at most 50 ms (the max) with 0 websocket frames sent. Prints median
+[min, max] per state, control and kind, median and max per playback row, PASS or MISS per row, and the
 cores and load average before and after: the numbers are only as quiet as the machine. About 5 minutes
 at --repeats 10 on 2 busy cores.
 """
@@ -49,10 +62,16 @@ TIMEOUT_MS = 90_000       # the longest wait for one change or one page load
 LARGEST = {"width": 128, "seq_len": 128, "layer": "block", "diagonal": "per_head", "T": 16}
 ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 TARGETS = {"defaults": ("rerender", 250), "largest": ("settled", 2000)}
+PLAYBACK = "iframe[src*='cem_playback']"      # a phase's step playback (app_pages/playback/), same origin
+FRAME_MS = 50             # the longest a playback frame may take
+# A playback that has drawn a state and pre-rendered its heatmap's steps (or has no heatmap): run in its iframe
+# (the probe's `idle` is the same test).
+PLAYBACK_IDLE = ("() => !!document.body && !!document.body.dataset.version && "
+                 "(!document.querySelector('[data-name=heatmap]') || document.body.dataset.images === 'ready')")
 
 # Installed in the page once it has loaded: window.__bench.arm(key) before a key press, window.__bench.ready()
 # polled until the change has settled, then window.__bench.result() gives the times since the keydown.
-PROBE = """quietMs => {
+PROBE = """({quietMs, frames}) => {
   const app = document.querySelector("[data-testid='stApp']");
   const fold = (v, acc) => {                 // a weighted sum of every number (and character) of a value
     if (v === null || v === undefined) return;
@@ -68,17 +87,34 @@ PROBE = """quietMs => {
   };
   const b = {all: '', charts: [], changed: performance.now(), key: null, start: null, first: '', count: 0,
              render: null, shown: '', left: false, done: null};
-  const look = () => {
-    const now = performance.now(), charts = Array.from(document.querySelectorAll('.js-plotly-plot'), signature);
+  const options = {subtree: true, childList: true, attributes: true, characterData: true};
+  const watched = new WeakSet();             // the iframes and documents observed so far
+  const docs = () => Array.from(document.querySelectorAll(frames), f => f.contentDocument).filter(Boolean);
+  const watch = () => {                      // observe every playback iframe's document, as they appear
+    for (const f of document.querySelectorAll(frames)) {
+      if (!watched.has(f)) {
+        watched.add(f);
+        f.addEventListener('load', look);      // its document is replaced when it loads
+      }
+      const doc = f.contentDocument;
+      if (doc && !watched.has(doc)) {
+        watched.add(doc);
+        new MutationObserver(look).observe(doc, options);
+      }
+    }
+  };
+  function look() {                          // the plots of every phase, in the page's order: charts[0] is energy
+    watch();
+    const now = performance.now();
+    const charts = docs().flatMap(doc => Array.from(doc.querySelectorAll('#grid > .plot'), signature));
     const all = charts.join('|');
     if (all !== b.all) Object.assign(b, {all, charts, changed: now});
     if (b.start !== null && b.render === null && charts[0] && charts[0] !== b.first) {
       b.render = now;
       b.shown = charts[0];
     }
-  };
-  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true,
-                                                     characterData: true});
+  }
+  new MutationObserver(look).observe(document.body, options);
   new MutationObserver(records => {
     if (b.start === null) return;
     if (records.some(r => r.oldValue === 'notRunning')) b.left = true;
@@ -90,6 +126,9 @@ PROBE = """quietMs => {
   }, true);
   const drawn = () => b.charts.length > 0 && b.charts.every(c => c !== '');
   const quiet = () => performance.now() - b.changed >= quietMs;
+  const idle = doc => !!doc.body && !!doc.body.dataset.version &&
+    (!doc.querySelector('[data-name=heatmap]') || doc.body.dataset.images === 'ready');
+  const pending = () => docs().some(doc => !idle(doc));    // a playback not drawn, or its heatmap pre-rendering
   look();
   window.__bench = {
     arm: key => {
@@ -97,8 +136,13 @@ PROBE = """quietMs => {
       Object.assign(b, {key, start: null, first: b.charts[0], count: b.charts.length, render: null, left: false,
                         done: null});
     },
-    loaded: () => app.getAttribute('data-test-script-state') === 'notRunning' && drawn() && quiet(),
-    ready: () => b.render !== null && b.done !== null && b.charts.length === b.count && drawn() && quiet(),
+    idle: () => { look(); return !pending(); },
+    loaded: () => {
+      look();
+      return app.getAttribute('data-test-script-state') === 'notRunning' && drawn() && quiet() && !pending();
+    },
+    ready: () => { look(); return b.render !== null && b.done !== null && b.charts.length === b.count && drawn()
+                                  && quiet(); },
     result: () => ({rerender: b.render - b.start, settled: Math.max(b.done, b.changed) - b.start,
                     final: b.charts[0] === b.shown}),
   };
@@ -132,9 +176,9 @@ def open_page(browser, url: str):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url, timeout=TIMEOUT_MS)
     settle(page, timeout=TIMEOUT_MS)
-    page.wait_for_selector(f".js-plotly-plot, {ERRORS}", timeout=TIMEOUT_MS)
+    page.wait_for_selector(f"{PLAYBACK}, {ERRORS}", timeout=TIMEOUT_MS)
     check_errors(page, f"on loading {url}")
-    page.evaluate(PROBE, QUIET_MS)
+    page.evaluate(PROBE, {"quietMs": QUIET_MS, "frames": PLAYBACK})
     page.wait_for_function("() => window.__bench.loaded()", timeout=TIMEOUT_MS)
     return page
 
@@ -146,7 +190,9 @@ def check_errors(page, when: str) -> None:
 
 
 def timed(page, key: str, act) -> tuple[float, float]:
-    """(re-rendered, settled) in ms of one change: `act()` presses `key`, the timing starts at its keydown."""
+    """(re-rendered, settled) in ms of one change: `act()` presses `key`, the timing starts at its keydown (once
+    the playbacks have pre-rendered the last change's heatmap steps)."""
+    page.wait_for_function("() => window.__bench.idle()", timeout=TIMEOUT_MS)
     page.evaluate("key => window.__bench.arm(key)", key)
     act()
     page.wait_for_function(f"() => window.__bench.ready() || !!document.querySelector({ERRORS!r})", timeout=TIMEOUT_MS)
@@ -214,6 +260,91 @@ def measure_state(browser, url: str, state: str, repeats: int) -> list[Row]:
     return rows
 
 
+@dataclass
+class Playback:
+    state: str
+    phase: int
+    drive: str            # "apply" (awaited in the iframe) or "keys" (arrow presses on the scrubber)
+    frames: list[float]   # ms from the input to the painted step, one per step shown
+    sent: int             # websocket frames the page sent meanwhile
+
+
+class Sent:
+    """Counts the websocket frames a page sends (attached before it loads)."""
+
+    def __init__(self, page):
+        self.count = 0
+        page.on("websocket", lambda ws: ws.on("framesent", self.add))
+
+    def add(self, _payload) -> None:
+        self.count += 1
+
+
+def open_playback(browser, url: str):
+    """A new session on `url`, with its websocket frames counted, once every phase's playback has drawn a state
+    and pre-rendered its heatmap's steps. Returns the page, the counter and the playbacks' frames."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    sent = Sent(page)
+    page.goto(url, timeout=TIMEOUT_MS)
+    settle(page, timeout=TIMEOUT_MS)
+    page.wait_for_selector(f"{PLAYBACK}, {ERRORS}", timeout=TIMEOUT_MS)
+    check_errors(page, f"on loading {url}")
+    frames = [page.locator(PLAYBACK).nth(i).element_handle().content_frame()
+              for i in range(page.locator(PLAYBACK).count())]
+    for frame in frames:
+        frame.wait_for_function(PLAYBACK_IDLE, timeout=TIMEOUT_MS)
+    settle(page, timeout=TIMEOUT_MS)
+    return page, sent, frames
+
+
+def frame_times(frame, since: int) -> list[float]:
+    return frame.evaluate("n => window.playback.frameTimes.slice(n)", since)
+
+
+def applied(frame, rounds: int) -> list[float]:
+    """Frame times of `rounds` rounds of apply(t), awaited one at a time, for t = 0..T and back down to 0."""
+    since = frame.evaluate("() => window.playback.frameTimes.length")
+    frame.evaluate("""async rounds => {
+        const steps = Number(document.getElementById('scrub').max);
+        const walk = [...Array(steps + 1).keys(), ...Array.from({length: steps}, (_, i) => steps - 1 - i)];
+        for (let r = 0; r < rounds; r++) for (const t of walk) await apply(t);
+    }""", rounds)
+    return frame_times(frame, since)
+
+
+def pressed(frame) -> list[float]:
+    """Frame times of the scrubber (#scrub) focused and ArrowRight pressed T times from step 0, then ArrowLeft T
+    times, each press waited for until its step is shown and painted."""
+    frame.evaluate("() => apply(0)")
+    steps = int(frame.evaluate("() => document.getElementById('scrub').max"))
+    since = frame.evaluate("() => window.playback.frameTimes.length")
+    frame.focus("#scrub")
+    moves = [("ArrowRight", t) for t in range(1, steps + 1)] + [("ArrowLeft", t) for t in reversed(range(steps))]
+    for key, t in moves:
+        painted = frame.evaluate("() => window.playback.frameTimes.length")
+        frame.press("#scrub", key)
+        frame.wait_for_function("([t, n]) => document.body.dataset.step === String(t) && "
+                                "window.playback.frameTimes.length > n", arg=[t, painted], timeout=TIMEOUT_MS)
+    return frame_times(frame, since)
+
+
+def measure_playback(browser, url: str, state: str, rounds: int) -> list[Playback]:
+    """Each phase's playback on a fresh page: `rounds` rounds of apply, then a run of arrow keys."""
+    start = time.perf_counter()
+    page, sent, frames = open_playback(browser, url)
+    rows = []
+    for phase, frame in enumerate(frames, 1):
+        for drive, run in (("apply", lambda: applied(frame, rounds)), ("keys", lambda: pressed(frame))):
+            before = sent.count
+            times = run()
+            rows.append(Playback(state, phase, drive, times, sent.count - before))
+    check_errors(page, "after the playback")
+    page.close()
+    print(f"  measured {state}: playback ({time.perf_counter() - start:.0f} s)", flush=True)
+    return rows
+
+
 def spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):7.0f} [{min(xs):.0f}, {max(xs):.0f}]"
 
@@ -234,6 +365,17 @@ def report(rows: list[Row], repeats: int) -> None:
     print("targets: <= 250 ms median to re-render at the defaults, <= 2 s median settled at the largest allowed state")
 
 
+def report_playback(rows: list[Playback], rounds: int) -> None:
+    print(f"\nstep playback in the browser (apply: {rounds} rounds of t = 0..T..0; keys: the scrubber's arrows, T "
+          "each way), ms from the input to the painted step:")
+    print(f"{'state':<9} {'phase':>5} {'drive':<6} {'n':>3}  {'median':>7} {'max':>7}  {'ws sent':>7}  target")
+    for r in rows:
+        ok = max(r.frames) <= FRAME_MS and r.sent == 0
+        print(f"{r.state:<9} {r.phase:>5} {r.drive:<6} {len(r.frames):>3}  {statistics.median(r.frames):7.1f} "
+              f"{max(r.frames):7.1f}  {r.sent:>7}  max <= {FRAME_MS} ms, 0 sent: {'PASS' if ok else 'MISS'}")
+    print(f"target: every frame <= {FRAME_MS} ms, and no websocket frame sent while scrubbing")
+
+
 def load() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -241,23 +383,33 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", choices=("changes", "playback"), default=None,
+                        help="only the control changes, or only the step playback (default: both)")
     args = parser.parse_args()
-    if args.repeats < 2:
+    if args.repeats < 2 and args.only != "playback":
         parser.error("--repeats must be at least 2: one uncached and one cached change per control")
     largest = largest_state()
     cost = EnergyControls.from_values(**largest).cost()
     print(f"cores: {os.cpu_count()}, load average (1, 5, 15 min) before: {load()}")
     print(f"largest allowed state: {largest} (cost {cost:.2e} of COST_LIMIT {COST_LIMIT:.0e})", flush=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    rows, playbacks = [], []
     with serve_app(env) as server, chromium() as browser:
         try:
             query = "&".join(f"{k}={v}" for k, v in largest.items())
-            rows = (measure_state(browser, f"{server.url}/", "defaults", args.repeats)
-                    + measure_state(browser, f"{server.url}/?{query}", "largest", args.repeats))
+            if args.only != "playback":
+                rows = (measure_state(browser, f"{server.url}/", "defaults", args.repeats)
+                        + measure_state(browser, f"{server.url}/?{query}", "largest", args.repeats))
+            if args.only != "changes":
+                playbacks = (measure_playback(browser, f"{server.url}/?T=16", "defaults", args.repeats)
+                             + measure_playback(browser, f"{server.url}/?{query}", "largest", args.repeats))
         except Exception:
             print(f"server log (last 3000 characters):\n{server.log()[-3000:]}", file=sys.stderr)
             raise
-    report(rows, args.repeats)
+    if rows:
+        report(rows, args.repeats)
+    if playbacks:
+        report_playback(playbacks, args.repeats)
     print(f"load average after: {load()}")
 
 
