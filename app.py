@@ -28,7 +28,7 @@ PAGES = {
 # Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it).
 st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; }</style>")
 if present:      # larger text for the room; the plots scale their own fonts
-    st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 1rem; } "
+    st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 4rem; } "
             "[data-testid='stMainBlockContainer'] p, [data-testid='stMainBlockContainer'] li "
             "{ font-size: 1.2rem; }</style>")
 page = st.navigation(list(PAGES.values()))

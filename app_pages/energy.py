@@ -29,8 +29,8 @@ from cem_core.ui.explore import diagnose, explore
 KEYS = widget_keys(EnergyControls, "en_")
 PINNED = "_pinned_energy"      # the pinned state's control values, or None
 PLOT_HEIGHT = 330              # two plots side by side fit under the title at 1280 x 720
-PRESENT_HEIGHT = 360           # presentation mode: the step's two plots, larger fonts, in one row
-PRESENT_FONTS = 1.3
+PRESENT_HEIGHT = 300           # presentation mode: the step's two plots, larger fonts, in one row
+PRESENT_FONTS = 1.25
 PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a lesson step
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
 PAIRS = {"energy": ("energy", "norm"), "norm": ("energy", "norm"), "note": ("energy", "norm"),
@@ -111,13 +111,14 @@ SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale"), "Sizes": ("heads"
            "View": ("token", "heat_head")}
 
 
-def page_controls(present: tuple[str, ...] | None) -> EnergyControls:
-    """Draw the controls (in the sidebar, or only `present` in a row above the plots) and read the state."""
+def page_controls(present: tuple[str, ...] | None, step=None):
+    """Draw the controls (in the sidebar, or only `present` above the plots: in a row, or in a lesson step
+    stacked beside what the step says) and read the state. Returns it and where its caption goes."""
     shown = restore_controls("energy", EnergyControls, KEYS,
                              lambda values: tuple(name for name in EnergyControls.shown(values["layer"],
                                                                                          values["preconditioner"])
                                                   if present is None or name in present))
-    state = st.session_state
+    state, slot = st.session_state, None
     # Sliders whose range follows another control are assigned on every run: to Streamlit a slider whose range
     # changed is a new widget, which would start at its minimum.
     if "token" in shown:                         # the last token stays the last as n changes, unless one was chosen
@@ -133,6 +134,14 @@ def page_controls(present: tuple[str, ...] | None) -> EnergyControls:
                 for name in names:
                     if name in shown:
                         draw_control(name)
+    elif step is not None:
+        text, column = st.columns([3, 2])
+        with text:
+            lesson_mode.say(step)
+            slot = st.empty()                     # the pinned state's caption, once the controls are read
+        with column:
+            for name in shown:
+                draw_control(name)
     elif shown:
         for column, name in zip(st.columns(len(shown)), shown):
             with column:
@@ -141,13 +150,24 @@ def page_controls(present: tuple[str, ...] | None) -> EnergyControls:
     if controls.token >= controls.seq_len - 1:
         controls = replace(controls, token=LAST)                   # the last token stays the last as n changes
     keep_controls("energy", controls)
-    return controls
+    return controls, slot
+
+
+def pinned_state() -> EnergyControls | None:
+    kept = st.session_state.get(PINNED)
+    return None if kept is None else EnergyControls.from_values(**kept)
+
+
+def pinned_caption(now: EnergyControls) -> None:
+    """Presentation mode names the pinned state (it has no pin buttons)."""
+    pinned = pinned_state()
+    if pinned is not None:
+        st.caption(f"Pinned (faint, dashed): **{pinned.changes(now)}**; now: **{now.changes(pinned)}**.")
 
 
 def pin_bar(controls: EnergyControls) -> EnergyControls | None:
     """Pin the state shown, or unpin; returns the pinned state."""
-    kept = st.session_state.get(PINNED)
-    pinned = None if kept is None else EnergyControls.from_values(**kept)
+    pinned = pinned_state()
     c1, c2 = st.columns([1, 5], vertical_alignment="center")
     if pinned is None:
         c1.button("Pin this state", key="pin-energy", icon=":material/push_pin:",
@@ -188,18 +208,20 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
         names = pair if len(pair) == 2 else ["energy", "landscape"]
         args |= {"figures": [f for f in args["figures"] if f["name"] in names], "font_scale": PRESENT_FONTS}
         args["figures"].sort(key=lambda f: names.index(f["name"]))
-        for f in args["figures"]:
-            f["figure"] = f["figure"] | {"layout": f["figure"]["layout"] | {"height": PRESENT_HEIGHT}}
+        for f in args["figures"]:                  # the landscape's legend would take a third of its height
+            layout = f["figure"]["layout"] | {"height": PRESENT_HEIGHT} | (
+                {"showlegend": False} if f["name"] == "landscape" else {})
+            f["figure"] = f["figure"] | {"layout": layout}
     if step is not None and step.page == "energy":
         args["highlight"] = step.points_at
-    note_first = not present or (step is not None and step.points_at == "note")
-    if note_first:
-        note(diagnosis, index)
+    # The note goes above the plots when the step points at it, else below: the plots come first. Both places
+    # exist in every state, so the playback keeps its place in the page (a moved component is a new iframe).
+    above = st.container()
     key = f"playback-{index}"
     playback(args, key=key, on_change=lambda: follow_clicked(key))
+    with above if step is not None and step.points_at == "note" else st.container():
+        note(diagnosis, index)
     if present:
-        if not note_first:
-            note(diagnosis, index)
         return
     explanations(view["figures"]["heatmap"] is not None)
     with st.popover("Download the plots", icon=":material/download:"):
@@ -221,11 +243,11 @@ def body() -> None:
                     "the iterates move and the attention shift (random weights and input, seeded). Press ▶ to "
                     "play the steps, or drag the scrubber.")
         notebook_links("energy")
-    controls = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None)
-    pinned = pin_bar(controls) if not present else (
-        None if st.session_state.get(PINNED) is None else EnergyControls.from_values(**st.session_state[PINNED]))
-    if present and pinned is not None:
-        st.caption(f"Pinned (faint, dashed): **{pinned.changes(controls)}**; now: **{controls.changes(pinned)}**.")
+    controls, slot = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None, step)
+    pinned = pin_bar(controls) if not present else pinned_state()
+    if present:
+        with slot or st.container():
+            pinned_caption(controls)
     data, diagnoses = descent(controls)
     views = phase_views(controls, pinned)
     if controls.layer == "block" and not present:

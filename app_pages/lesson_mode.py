@@ -40,8 +40,9 @@ def go(index: int) -> None:
 
 
 def end() -> None:
+    """Leave the lesson; the link's step (still in the URL until the next run) is not applied again."""
     st.session_state[LESSON] = None
-    st.session_state[APPLIED] = None
+    st.session_state[APPLIED] = st.query_params.get("lesson")
 
 
 def current_step(page: str) -> lesson.Step | None:
@@ -59,8 +60,8 @@ def presentation() -> bool:
 
 def start(pages: dict) -> None:
     """Before the page runs: apply a ``?lesson=k`` link once per session and open a chosen step's page."""
-    wanted = st.query_params.get("lesson")
-    if wanted is not None and wanted != st.session_state.get(APPLIED):
+    wanted = st.query_params.get("lesson")        # a link's step; a button's step (GOTO) comes before it
+    if GOTO not in st.session_state and wanted is not None and wanted != st.session_state.get(APPLIED):
         if not wanted.isdigit() or not 1 <= int(wanted) <= len(lesson.STEPS):
             st.error(f"The link's lesson step {wanted!r} does not exist: the lesson has steps 1 to "
                      f"{len(lesson.STEPS)}.")
@@ -87,11 +88,17 @@ def sidebar() -> None:
         del st.query_params["present"]
 
 
+def say(step: lesson.Step) -> None:
+    """What the lecturer says at a step."""
+    with st.container(key="lesson-say"):
+        st.markdown(lesson.text(step, sweep_records()))
+
+
 def bar() -> None:
     """The lesson bar above the page, and the frame around the element the step points at."""
     index = st.session_state.get(LESSON)
     if index is None:
-        if "lesson" in st.query_params and st.session_state.get(APPLIED) is None:
+        if "lesson" in st.query_params and st.query_params["lesson"] == st.session_state.get(APPLIED):
             del st.query_params["lesson"]
         return
     step, n = lesson.STEPS[index], len(lesson.STEPS)
@@ -104,6 +111,7 @@ def bar() -> None:
         c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1, on_click=go,
                   args=(index + 1,), width="stretch")
         c4.button("End", key="lesson-end", icon=":material/close:", on_click=end, width="stretch")
-        st.markdown(lesson.text(step, sweep_records()), help=None)
+        if not (st.session_state.present and step.page == "energy"):   # there the page sets it beside the controls
+            say(step)
     st.html(f"<style>[class*='st-key-lesson-{step.points_at}'] {{ outline: 4px solid #f59e0b; outline-offset: 4px;"
             " border-radius: 0.5rem; }</style>")

@@ -77,8 +77,9 @@ def chromium():
 
 def settle(page, timeout: float = 60000) -> None:
     """Wait until the page's script has finished running (Streamlit marks its root element), with a
-    title drawn."""
-    page.wait_for_selector("h1", timeout=timeout)
+    title drawn (or, in lesson and presentation modes, which have none, the page's first element)."""
+    page.wait_for_selector("h1, .st-key-lesson-bar, [data-testid='stMainBlockContainer'] [data-testid='stSlider']",
+                           timeout=timeout)
     page.wait_for_timeout(150)                      # a rerun that has been asked for starts within this
     page.wait_for_selector(SETTLED, timeout=timeout)
 
@@ -175,3 +176,46 @@ def notes(page) -> list[str]:
     """The texts of the page's info and warning boxes."""
     boxes = page.locator("[data-testid='stAlertContentInfo'], [data-testid='stAlertContentWarning']")
     return [boxes.nth(i).inner_text() for i in range(boxes.count())]
+
+
+# -- the energy page's step playback (an iframe: app_pages/playback/) ------------------------------------------
+
+PLAYBACK = "iframe[src*='cem_playback']"
+
+
+def playback(page, index: int = 0, timeout: float = 60000, version: str | None = None):
+    """The frame of the energy page's playback (phase `index`), once it has drawn a state (other than
+    `version`) and pre-rendered its heatmap's steps. Looked up afresh until then: a page switch replaces the
+    iframe, and a frame held from before would never change."""
+    ready = ("v => document.body.dataset.version !== undefined && document.body.dataset.version !== v && "
+             "(!document.querySelector('[data-name=heatmap]') || document.body.dataset.images === 'ready')")
+    deadline = time.time() + timeout / 1000
+    while True:
+        try:
+            handle = page.locator(PLAYBACK).nth(index).element_handle(timeout=1000)
+            frame = handle.content_frame() if handle else None
+            if frame is not None and frame.evaluate(ready, version):
+                return frame
+        except Exception:  # noqa: BLE001 - the iframe is being replaced: look again
+            if time.time() > deadline:
+                raise
+        if time.time() > deadline:
+            page.screenshot(path="/tmp/timeout.png")
+            raise TimeoutError(f"the playback {index} did not draw a new state within {timeout / 1000:.0f} s")
+        time.sleep(0.1)
+
+
+def version(frame) -> str:
+    return frame.evaluate("() => document.body.dataset.version")
+
+
+def traces(frame, plot: str) -> list[dict]:
+    """The traces of one playback plot (energy, norm, landscape, heatmap) as the browser holds them."""
+    return frame.evaluate("""name => document.querySelector(`[data-name=${name}]`).data.map(t => ({name: t.name,
+        meta: t.meta, x: t.x ? Array.from(t.x) : null, y: t.y ? Array.from(t.y) : null}))""", plot)
+
+
+def marker(frame, plot: str) -> list:
+    """Where the plot's step marker is: its x and y."""
+    now, = [t for t in traces(frame, plot) if t["meta"] == "now"]
+    return [now["x"], now["y"]]

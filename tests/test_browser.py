@@ -6,7 +6,7 @@ Without Chromium the test is skipped with a loud warning (see conftest.py); in C
 (CEM_LAB_CI=1, set by .ci/run) a missing browser fails the suite instead.
 """
 import pytest
-from appdriver import CHROMIUM, chromium, serve_app, settle
+from appdriver import CHROMIUM, chromium, playback, serve_app, settle, traces, version
 from conftest import child_env, require_system_package
 
 pytestmark = pytest.mark.slow          # a real Chromium against a real Streamlit server
@@ -35,10 +35,10 @@ def _open(browser, url):
     return page
 
 
-def _first_plot_x(page):
-    """The x values of the first trace of the first Plotly chart (the energy plot on the energy page)."""
-    page.wait_for_selector(".js-plotly-plot", timeout=60000)
-    return page.evaluate("() => Array.from(document.querySelector('.js-plotly-plot').data[0].x)")
+def _first_plot_x(page, version=None):
+    """The x values of the first trace of the energy plot (in the page's playback), once a state other than
+    `version` is drawn."""
+    return traces(playback(page, version=version), "energy")[0]["x"]
 
 
 @pytest.mark.parametrize("name", list(PAGES))
@@ -54,13 +54,11 @@ def test_every_page_renders(server, browser, tmp_path, name):
 
 def test_moving_T_changes_the_energy_plot(server, browser, tmp_path):
     page = _open(browser, server)
-    before = _first_plot_x(page)
+    before, old = _first_plot_x(page), version(playback(page))
     slider = page.get_by_role("slider", name="steps T")
     slider.focus()
     page.keyboard.press("ArrowRight")                                   # T: 4 -> 5
-    page.wait_for_function("() => document.querySelector('.js-plotly-plot').data[0].x.length === %d"
-                           % (len(before) + 1), timeout=60000)
-    after = _first_plot_x(page)
+    after = _first_plot_x(page, old)
     assert len(after) == len(before) + 1 and after != before
     assert "T=5" in page.url
     page.screenshot(path=tmp_path / "energy-T5.png", full_page=True)

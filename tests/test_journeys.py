@@ -4,15 +4,25 @@ Debian's headless Chromium against `streamlit run app.py`; tests/appdriver.py):
 - every page visited twice in different orders, with controls moved on each, an LM run started and
   stopped and a GP model trained: no page shows an error, every control keeps its value, and the
   server's log has no traceback;
-- the README's classroom walkthrough (cem_core.ui.walkthrough), step by step in the order written,
-  each step's claim checked on the page's own note;
+- step playback: play, pause, step and the scrubber move the marker on the landscape, the cursor on the
+  energy and update-norm plots and the heatmap's step without a single message to the server; a click on a
+  heatmap row makes every view follow that token;
+- pin and compare: a pinned state is drawn faint beside later ones, with a legend naming both, until unpinned;
+- the classroom lesson (cem_core.ui.lesson) from *Start the lesson* to its last step with Next, and Back:
+  each step's state, its highlighted element and its claim, checked on the page;
+- presentation mode at 1280 x 720: the sidebar collapsed, only the step's controls, the step's plots inside
+  the viewport in larger fonts;
 - the pages at 1280 x 720 and 1920 x 1080: the first two plots, the equations and the verdict columns
   lie inside the viewport, plot text is at least 14 px, axes carry no SI suffixes, step ticks are
-  integers. Screenshots go to the test's tmp_path.
+  integers.
+
+Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set (the ones in docs/ are made so).
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
@@ -21,21 +31,26 @@ from appdriver import (
     choose,
     chromium,
     click_radio,
-    committed,
     errors,
     go_to,
+    marker,
     notes,
+    playback,
     serve_app,
     set_slider,
     settle,
     slider_value,
+    traces,
     type_number,
+    version,
 )
 from conftest import child_env, require_system_package
 
+from cem_core.experiments import gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import walkthrough
+from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
+from cem_core.ui.explore import explore
 from cem_core.ui.interactive import FONT_PX
 from cem_core.ui.jobs import JobBoard
 
@@ -59,6 +74,12 @@ def app(tmp_path_factory):
 def browser():
     with chromium() as b:
         yield b
+
+
+def _shots(tmp_path) -> Path:
+    folder = Path(os.environ.get("CEM_LAB_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _query(page) -> dict:
@@ -130,35 +151,193 @@ def test_one_session_every_page_twice(app, browser, tmp_path):
     assert "Traceback" not in log and "Error" not in log, log[-3000:]
 
 
-# -- (b) the README walkthrough, in order ---------------------------------------------------------
+# -- (b) step playback, a followed token, pin and compare ----------------------------------------------
 
 
-def test_readme_walkthrough_in_order(app, browser, tmp_path):
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(app.url)
+def _sent(page) -> list:
+    """Every message the page sends the server over its websocket (a rerun is one), from now on."""
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    return sent
+
+
+def _step_shown(frame) -> dict:
+    """What the playback shows now: its step, the landscape marker, the energy cursor, the heatmap's title."""
+    return {"step": int(frame.evaluate("() => document.body.dataset.step")), "marker": marker(frame, "landscape"),
+            "cursor": next(t["x"] for t in traces(frame, "energy") if t["meta"] == "cursor"),
+            "title": frame.evaluate("() => document.querySelector('[data-name=heatmap] .gtitle').textContent")}
+
+
+def test_playback_runs_in_the_browser_and_a_click_follows_a_token(app, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    sent = _sent(page)
+    page.goto(f"{app.url}/?T=16")
     settle(page)
-    before = page.url
-    page.locator("[data-testid='stCheckbox'], [data-testid='stToggle']").filter(has_text="Teacher mode").click()
-    committed(page, before)
-    assert _query(page).get("teacher") == "true"
-    assert page.locator("[data-testid='stAlertContentInfo']").count() >= 4     # the guided explanations
-    for number, (step, state) in enumerate(zip(walkthrough.STEPS, walkthrough.states()), start=2):
-        for name, value in step.changes.items():
-            move_energy_control(page, name, value)
-        shown = EnergyControls.from_query(_query(page))
-        assert shown.values() | {"heat_step": 0} == state.values() | {"heat_step": 0}, (number, page.url)
-        text = " ".join(notes(page))
-        for phrase in step.phrases:
-            assert phrase in text, (number, step.say, phrase, text)
-        ringed = page.evaluate("() => document.querySelector('.js-plotly-plot').data.some(t => t.name === "
-                               "'energy rose')")
-        assert ringed == step.rises, (number, step.say)
-        _assert_clean(page, f"walkthrough step {number}")
-        page.screenshot(path=tmp_path / f"walkthrough-{number}.png")
+    frame = playback(page)
+    trajectory = explore(EnergyControls.from_values(T=16))["phases"][0]["landscape"]["trajectory"]
+    assert _step_shown(frame)["step"] == 16                              # a new state shows the whole descent
+    page.wait_for_timeout(500)
+    before = len(sent)
+    frame.click("#first")
+    for t in range(4):
+        shown = _step_shown(frame)
+        assert shown["step"] == t and shown["cursor"] == [t, t], shown
+        assert shown["marker"][0][0] == pytest.approx(trajectory[t, 0]) and shown["marker"][1][0] == pytest.approx(
+            trajectory[t, 1])
+        assert ("used by step 1" if t == 0 else f"of step {t} of 16") in shown["title"], shown
+        frame.click("#next")
+    frame.locator("#scrub").focus()
+    page.keyboard.press("End")                                           # the scrubber, by keyboard
+    assert _step_shown(frame)["step"] == 16
+    page.keyboard.press("Home")
+    frame.click("#play")
+    frame.wait_for_function("() => document.body.dataset.step === '16'", timeout=30000)   # plays to the end
+    frame.wait_for_function("() => document.querySelector('#play').textContent === '▶'")  # and stops
+    frame.locator("#scrub").fill("7")                                    # a drag of the scrubber lands on 7
+    assert _step_shown(frame)["step"] == 7
+    page.wait_for_timeout(500)
+    assert len(sent) == before, "playback sent messages to the server (a rerun)"
+    page.screenshot(path=_shots(tmp_path) / "playback.png")
+    # A click on row 2 of the heatmap: every view follows token 2 (one rerun, as a control would).
+    box = frame.evaluate("""() => { const d = document.querySelector('[data-name=heatmap]'), L = d._fullLayout;
+        const r = d.getBoundingClientRect();
+        return [r.left + L._size.l + L.xaxis.c2p(0), r.top + L._size.t + L.yaxis.c2p(2)]; }""")
+    offset = page.locator("iframe[src*='cem_playback']").bounding_box()
+    old = version(frame)
+    page.mouse.click(offset["x"] + box[0], offset["y"] + box[1])
+    frame = playback(page, version=old)
+    assert _query(page)["token"] == "2"
+    assert "token 2" in frame.evaluate("() => document.querySelector('[data-name=landscape] .gtitle').textContent")
+    bold = [t for t in traces(frame, "energy") if t["name"] == "token 2"]
+    assert len(bold) == 1 and frame.evaluate("() => document.querySelector('[data-name=energy]').data.find("
+                                             "t => t.name === 'token 2').line.width") >= 3
+    assert slider_value(page, "followed token") == 2
+    assert _step_shown(frame)["step"] == 7                               # the reader's step is kept
+    _assert_clean(page, "playback")
     page.close()
 
 
-# -- (c) legible on a projector -------------------------------------------------------------------
+def test_pin_and_compare(app, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app.url)
+    settle(page)
+    frame = playback(page)
+    page.get_by_role("button", name="Pin this state").click()
+    settle(page)
+    old = version(frame)
+    move_energy_control(page, "T", 8)
+    frame = playback(page, version=old)
+    names = [t["name"] for t in traces(frame, "energy")]
+    assert "pinned: T 4" in names and "now: T 8" in names, names
+    assert "x⁽ᵗ⁾ pinned: T 4" in [t["name"] for t in traces(frame, "landscape")]
+    pinned, = [t for t in traces(frame, "energy") if t["name"] == "pinned: T 4"]
+    assert max(x for x in pinned["x"] if x is not None) == 4             # the pinned curves end at its own T
+    assert page.get_by_text("Pinned: T 4").count() == 1
+    page.screenshot(path=_shots(tmp_path) / "pinned.png")
+    old = version(frame)
+    page.get_by_role("button", name="Unpin").click()
+    frame = playback(page, version=old)
+    assert not [t for t in traces(frame, "energy") if (t["name"] or "").startswith("pinned")]
+    _assert_clean(page, "pin and compare")
+    page.close()
+
+
+# -- (c) the lesson, from start to end ----------------------------------------------------------------
+
+
+def _check_lesson_step(page, index: int, records) -> None:
+    step = lesson.STEPS[index]
+    bar = page.locator(".st-key-lesson-bar")
+    bar.get_by_text(f"step {index + 1} of {len(lesson.STEPS)}: {step.title}").wait_for(timeout=60000)
+    settle(page)
+    words = " ".join(page.locator(".st-key-lesson-say").inner_text().split())
+    assert " ".join(lesson.text(step, records).replace("*", "").replace("`", "").split()) in words, words
+    assert _query(page).get("lesson") == str(index + 1)
+    controls = type(step.controls()).from_query(_query(page))
+    assert controls == step.controls(), (index, page.url)                # the complete state, from a clean one
+    where = f"lesson step {index + 1}"
+    if step.page == "gp":
+        assert urlparse(page.url).path == "/gp"
+        framed = page.locator(f".st-key-lesson-{step.points_at}")
+        assert framed.evaluate("e => getComputedStyle(e).outlineStyle") == "solid"
+        for number in ("T1", "Tmax"):
+            assert f"{lesson.gp_numbers(records)[number]:.2f}" in words
+        _assert_clean(page, where)
+        return
+    frame = playback(page)
+    text = " ".join(notes(page))
+    for phrase in step.phrases:
+        assert phrase in text, (where, phrase, text)
+    names = [t["name"] for t in traces(frame, "energy")]
+    assert ("energy rose" in names) == step.rises, where
+    assert any((n or "").startswith("pinned") for n in names) == (step.pinned is not None), (where, names)
+    if step.points_at == "note":
+        style = page.locator(".st-key-lesson-note-0").evaluate("e => getComputedStyle(e).outlineStyle")
+        assert style == "solid", where
+    else:
+        assert frame.evaluate("() => Array.from(document.querySelectorAll('.plot.pointed'), e => e.dataset.name)") == [
+            step.points_at], where
+    if step.lower_than_pinned:                                           # every token ends below the pinned state
+        lines = {t["name"]: t["y"] for t in traces(frame, "energy")}
+        pinned = next(y for n, y in lines.items() if (n or "").startswith("pinned"))
+        ends = [pinned[i - 1] for i, v in enumerate(pinned) if v is None]
+        now = [lines[f"token {i}"][-1] for i in range(len(ends))]
+        assert all(a < b for a, b in zip(now, ends)), (now, ends)
+    _assert_clean(page, where)
+
+
+def test_the_lesson_end_to_end(app, browser, tmp_path):
+    records = gp_sweep.load_results(Path(__file__).resolve().parents[1] / gp_sweep.COMMITTED_SWEEP / "results.json")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app.url}/?T=9&seed=5")                                  # a state the lesson must not inherit
+    settle(page)
+    page.get_by_role("button", name="Start the lesson").click()
+    for index in range(len(lesson.STEPS)):
+        _check_lesson_step(page, index, records)
+        page.screenshot(path=_shots(tmp_path) / f"lesson-{index + 1}.png")
+        if index < len(lesson.STEPS) - 1:
+            page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
+    assert page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").is_disabled()
+    page.locator(".st-key-lesson-bar").get_by_role("button", name="Back").click()
+    _check_lesson_step(page, len(lesson.STEPS) - 2, records)             # Back sets the step before, whole
+    page.locator(".st-key-lesson-bar").get_by_role("button", name="End").click()
+    settle(page)
+    assert page.locator(".st-key-lesson-bar").count() == 0 and "lesson" not in _query(page)
+    page.close()
+
+
+def test_presentation_mode_fits_the_step_at_1280x720(app, browser, tmp_path):
+    index = next(i for i, s in enumerate(lesson.STEPS) if s.points_at == "landscape")
+    step = lesson.STEPS[index]
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app.url}/?lesson={index + 1}&present=true")
+    settle(page)
+    frame = playback(page)
+    assert page.locator("[data-testid='stSidebar']").get_attribute("data-collapsed") == "true"
+    main = page.locator("[data-testid='stMainBlockContainer'] [data-testid='stSlider']")
+    labels = sorted(main.nth(i).inner_text().split("\n")[0] for i in range(main.count()))
+    assert len(labels) == len(step.used()), labels                      # only the controls the step uses
+    offset = page.locator("iframe[src*='cem_playback']").bounding_box()
+    plots = frame.evaluate("() => Array.from(document.querySelectorAll('.plot'), e => { const r = "
+                           "e.getBoundingClientRect(); return [e.dataset.name, r.top, r.bottom, r.right]; })")
+    assert [p[0] for p in plots][:1] == [step.points_at] and len(plots) == 2, plots
+    for name, top, bottom, right in plots:                               # above the fold
+        assert offset["y"] + top >= 0 and offset["y"] + bottom <= 720 and offset["x"] + right <= 1280, (name, plots)
+    sizes = frame.evaluate("() => Array.from(document.querySelectorAll('.main-svg text'), t => "
+                           "parseFloat(getComputedStyle(t).fontSize)).filter(Boolean)")
+    assert min(sizes) >= FONT_PX * 1.2, min(sizes)                       # larger fonts for the room
+    page.screenshot(path=_shots(tmp_path) / "presentation.png")
+    _assert_clean(page, "presentation")
+    # The toggle: off, the sidebar and every control are back.
+    page.locator("[data-testid='stExpandSidebarButton']").click()
+    page.locator("[data-testid='stCheckbox'], [data-testid='stToggle']").filter(has_text="Presentation mode").click()
+    settle(page)
+    assert "present" not in _query(page)
+    assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").count() >= 4
+    page.close()
+
+
+# -- (d) legible on a projector -------------------------------------------------------------------
 
 
 INSIDE = """(selector) => Array.from(document.querySelectorAll(selector)).map(e => {
@@ -183,18 +362,20 @@ def test_legible_on_a_projector(app, browser, tmp_path, width, height):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(f"{app.url}/?anchor=1.0&T=16&preconditioner=dlr&p_scale=2.0")      # energies up to 1e22
     settle(page)
-    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60000)
-    plots = _boxes(page, ".js-plotly-plot")
-    assert len(plots) >= 2
+    frame = playback(page)                                                    # the plots live in its iframe
+    offset = page.locator("iframe[src*='cem_playback']").bounding_box()
+    plots = frame.evaluate(INSIDE, ".js-plotly-plot")
+    assert len(plots) == 4
     for box in plots[:2]:                                                     # the first two plots, whole
-        assert box["top"] >= 0 and box["bottom"] <= height and box["right"] <= width, (box, width, height)
+        top, bottom, right = (offset["y"] + box["top"], offset["y"] + box["bottom"], offset["x"] + box["right"])
+        assert top >= 0 and bottom <= height and right <= width, (box, offset, width, height)
     assert page.locator("[data-testid='stAppDeployButton']").count() == 0
-    small = [(text, px) for text, px in page.evaluate(PLOT_TEXT) if px < FONT_PX]
+    small = [(text, px) for text, px in frame.evaluate(PLOT_TEXT) if px < FONT_PX]
     assert small == [], small[:5]
-    ticks = [t for i in range(len(plots)) for t in page.evaluate("(i) => Array.from(document.querySelectorAll("
+    ticks = [t for i in range(len(plots)) for t in frame.evaluate("(i) => Array.from(document.querySelectorAll("
              "'.js-plotly-plot')[i].querySelectorAll('.ytick text, .xtick text')).map(t => t.textContent)", i)]
     assert ticks and not [t for t in ticks if re.fullmatch(r"[−-]?[\d.]+[kMGTPEB]", t)], ticks   # no SI suffix
-    assert all(re.fullmatch(r"\d+", t) for t in page.evaluate(X_TICKS, 0)), page.evaluate(X_TICKS, 0)
+    assert all(re.fullmatch(r"\d+", t) for t in frame.evaluate(X_TICKS, 0)), frame.evaluate(X_TICKS, 0)
     page.screenshot(path=tmp_path / f"energy-{width}.png")
     for box in _boxes(page, ".katex-display"):                               # the update equations: complete
         assert box["scroll"] <= box["width"] + OVERHANG and box["right"] <= width, box

@@ -28,7 +28,6 @@ function scaled(layout, scale) {                     // presentation mode: every
     }
   };
   grow(out);
-  if (out.height) out.height = Math.round(out.height * Math.sqrt(scale));
   return out;
 }
 
@@ -60,6 +59,7 @@ async function build(args) {
     div.spec = {data: JSON.parse(JSON.stringify(figure.data)), layout};
     await Plotly.newPlot(div, figure.data, layout, {displaylogo: false, responsive: true});
     div.images = null;
+    delete document.body.dataset.images;
     div.on("plotly_afterplot", () => {
       for (const [index, [xs, ys]] of Object.entries(div.moved || {})) movePoints(div, Number(index), xs, ys);
     });
@@ -109,6 +109,7 @@ async function heatmapImages(div, array) {
   Plotly.purge(ghost);
   ghost.remove();
   if (images.every(Boolean)) div.images = {array, images, index, shown: null};
+  document.body.dataset.images = "ready";
 }
 
 function showImage(div, ref) {
@@ -268,6 +269,7 @@ async function render(args) {
   // step, or follows to the new last step when the reader was at the last one.
   const t = previous === null ? args.start : previous.t >= previous.steps ? args.steps : Math.min(previous.t, args.steps);
   await show(t);
+  document.body.dataset.version = args.version;
   height();
   if (!previous || args.version !== previous.version) cacheImages();
 }
