@@ -123,13 +123,13 @@ def test_one_session_every_page_twice(app, browser, tmp_path):
     settle(page)
     _assert_clean(page, "after training on the GP page")
     go_to(page, "Mini language model")
-    page.get_by_role("button", name="Start").click()
+    page.get_by_role("button", name="Start", exact=True).click()
     page.get_by_text(re.compile(r"step [\d,]+ of [\d,]+ · [\d,]+ tokens/s · about")).wait_for(timeout=240000)
     assert page.get_by_text("The committed sweep").count() == 1            # the evidence stays beside the run
     page.screenshot(path=tmp_path / "lm-running.png", full_page=True)
     page.get_by_role("button", name="Stop the run").click()
     page.get_by_text("stopped.").first.wait_for(timeout=60000)
-    page.get_by_role("button", name="Start").wait_for(timeout=60000)       # the launcher is back
+    page.get_by_role("button", name="Start", exact=True).wait_for(timeout=60000)       # the launcher is back
     settle(page)
     _assert_clean(page, "after stopping the LM run")
     page.screenshot(path=tmp_path / "lm-stopped.png", full_page=True)
@@ -139,7 +139,7 @@ def test_one_session_every_page_twice(app, browser, tmp_path):
                 and _query(page).get("ds_d_model") == "1536",
                 "GP recursion": lambda: slider_value(page, "points seen") == 3 and slider_value(page, "training steps")
                 == 50 and _query(page).get("gp_context") == "3",
-                "Mini language model": lambda: page.get_by_role("button", name="Start").count() == 1
+                "Mini language model": lambda: page.get_by_role("button", name="Start", exact=True).count() == 1
                 and _query(page).get("lm_preset") == "cpu-tiny"}
     for title in ("Energy descent", "Mini language model", "Design space", "GP recursion", "Energy descent",
                   "Design space", "Mini language model", "GP recursion"):
