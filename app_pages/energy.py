@@ -200,18 +200,16 @@ def explanations(has_heatmap: bool) -> None:
 
 def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, index: int, step,
                   present: bool) -> None:
-    args = dict(view["args"])
-    names = list(steps.PLOTS)
+    args = dict(view["args"])                      # the cached view is shared: never changed in place
     if present:
-        pair = [name for name in PAIRS[step.points_at if step else "energy"] if name in view["figures"]
-                and view["figures"][name] is not None]
+        pair = [name for name in PAIRS[step.points_at if step else "energy"] if view["figures"].get(name)]
         names = pair if len(pair) == 2 else ["energy", "landscape"]
-        args |= {"figures": [f for f in args["figures"] if f["name"] in names], "font_scale": PRESENT_FONTS}
-        args["figures"].sort(key=lambda f: names.index(f["name"]))
-        for f in args["figures"]:                  # the landscape's legend would take a third of its height
-            layout = f["figure"]["layout"] | {"height": PRESENT_HEIGHT} | (
-                {"showlegend": False} if f["name"] == "landscape" else {})
-            f["figure"] = f["figure"] | {"layout": layout}
+        shown = sorted((f for f in args["figures"] if f["name"] in names), key=lambda f: names.index(f["name"]))
+        # The landscape's legend would take a third of its height.
+        args |= {"font_scale": PRESENT_FONTS, "figures": [
+            {"name": f["name"], "figure": f["figure"] | {"layout": f["figure"]["layout"] | {"height": PRESENT_HEIGHT}
+                                                         | ({"showlegend": False} if f["name"] == "landscape" else {})}}
+            for f in shown]}
     if step is not None and step.page == "energy":
         args["highlight"] = step.points_at
     # The note goes above the plots when the step points at it, else below: the plots come first. Both places
