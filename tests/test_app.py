@@ -198,3 +198,29 @@ def test_controls_are_shown_only_where_they_apply():
     _widget(attention, "en_token").set_value(3).run()
     _widget(attention, "en_seq_len").set_value(16).run()
     assert _widget(attention, "en_token").value == 3                     # a token the reader chose stays
+
+
+def test_a_lesson_link_sets_its_complete_state_and_a_bad_one_is_refused():
+    from cem_core.ui import lesson
+
+    index = next(i for i, s in enumerate(lesson.STEPS) if s.pinned is not None)
+    step = lesson.STEPS[index]
+    at = run_page("energy", {"lesson": str(index + 1), "seed": "7"})        # the link's other settings yield
+    assert_clean(at)
+    assert at.session_state["lesson"] == index
+    assert EnergyControls.from_values(**at.session_state["_controls_energy"]) == step.controls()
+    assert at.session_state["_pinned_energy"] == step.pinned_controls().values()
+    assert _widget(at, "en_T").value == step.controls().cem.T
+    bad = run_page("energy", {"lesson": "99"})
+    assert not bad.exception and any("does not exist" in e.value for e in bad.error)
+    assert "lesson" not in bad.session_state or bad.session_state["lesson"] is None
+
+
+def test_presentation_mode_draws_only_the_steps_controls():
+    from cem_core.ui import lesson
+
+    index = next(i for i, s in enumerate(lesson.STEPS) if s.page == "energy" and len(s.used()) == 2)
+    at = run_page("energy", {"lesson": str(index + 1), "present": "true"})
+    assert_clean(at)
+    assert {w.key for w in at.slider} == {f"en_{name}" for name in lesson.STEPS[index].used()}
+    assert not at.sidebar.slider and not at.sidebar.radio
