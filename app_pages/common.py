@@ -22,17 +22,28 @@ def job_board() -> jobs.JobBoard:
                          data_dir=Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")), workdir=ROOT)
 
 
+def url_switch(key: str) -> bool:
+    """A switch's value: as set in this session, else from the link (?key=true)."""
+    if key not in st.session_state:
+        st.session_state[key] = st.query_params.get(key, "false").lower() in ("true", "1")
+    return st.session_state[key]
+
+
+def url_toggle(key: str, label: str, help: str) -> bool:
+    """A sidebar toggle for a switch, mirrored in the URL as ?key=true."""
+    url_switch(key)
+    on = st.sidebar.toggle(label, key=key, help=help)
+    if on:
+        st.query_params[key] = "true"
+    elif key in st.query_params:
+        del st.query_params[key]
+    return on
+
+
 def teacher_mode() -> bool:
     """The sidebar toggle; mirrored in the URL as ?teacher=true."""
-    if "teacher" not in st.session_state:
-        st.session_state.teacher = st.query_params.get("teacher", "false").lower() in ("true", "1")
-    on = st.sidebar.toggle("Teacher mode", key="teacher",
-                           help="Show a short guided explanation beside each plot (for projecting in class).")
-    if on:
-        st.query_params["teacher"] = "true"
-    elif "teacher" in st.query_params:
-        del st.query_params["teacher"]
-    return on
+    return url_toggle("teacher", "Teacher mode",
+                      "Show a short guided explanation beside each plot (for projecting in class).")
 
 
 def notebook_links(page: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import ROOT
+from app_pages.common import ROOT, url_switch, url_toggle
 from cem_core.experiments import gp_sweep
 from cem_core.ui import lesson
 
@@ -53,9 +53,7 @@ def current_step(page: str) -> lesson.Step | None:
 
 def presentation() -> bool:
     """Presentation mode, mirrored in the URL as ?present=true (read before the page config is set)."""
-    if "present" not in st.session_state:
-        st.session_state.present = st.query_params.get("present", "false").lower() in ("true", "1")
-    return st.session_state.present
+    return url_switch("present")
 
 
 def start(pages: dict) -> None:
@@ -80,12 +78,8 @@ def sidebar() -> None:
     if st.session_state.get(LESSON) is None:
         st.sidebar.button("Start the lesson", icon=":material/school:", on_click=go, args=(0,), key="lesson-start",
                           help=f"The classroom lesson, {len(lesson.STEPS)} steps, each setting its own state.")
-    on = st.sidebar.toggle("Presentation mode", key="present",
-                           help="Collapse the sidebar and show only the controls and plots the step uses, larger.")
-    if on:
-        st.query_params["present"] = "true"
-    elif "present" in st.query_params:
-        del st.query_params["present"]
+    url_toggle("present", "Presentation mode",
+               "Collapse the sidebar and show only the controls and plots the step uses, larger.")
 
 
 def say(step: lesson.Step) -> None:
