@@ -43,7 +43,7 @@ def url_toggle(key: str, label: str, help: str) -> bool:
 def teacher_mode() -> bool:
     """The sidebar toggle; mirrored in the URL as ?teacher=true."""
     return url_toggle("teacher", "Teacher mode",
-                      "Show a short guided explanation beside each plot (for projecting in class).")
+                      "Show a short guided explanation of the plots (for projecting in class).")
 
 
 def notebook_links(page: str) -> None:

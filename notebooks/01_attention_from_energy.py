@@ -526,7 +526,7 @@ show_figure(plots.mpl_worked_example(example))
 #
 # The app's energy page draws the same picture for a random layer of the same sizes, on top of the
 # energy's contours (it calls the blue points *key tips*):
-# [the energy page at width 2, one head, three tokens, $T = 1$, $\eta = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=1&width=2&seq_len=3&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# [the energy page at width 2, one head, three tokens, $T = 1$, $\eta = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=1&width=2&seq_len=3&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
 # Start the app with `make app` (it serves http://localhost:8501).
 #
 # **Against `CEMAttention`.** The same weights in a layer ($T = 1$, $\eta = 1$, $P = I$, RoPE off), fed
@@ -571,9 +571,9 @@ assert max(errors.values()) < 1e-12, "CEMAttention disagrees with the worked exa
 # - **Change the seed** for other random weights, and $\eta$ for longer or shorter steps.
 #
 # Under the figure, a link opens the explorer's current state on the app's energy page (start the app
-# with `make app`), for example [$T = 16$ with the anchor $\lambda = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=16&eta=1.0&anchor=1.0&diagonal=none&preconditioner=none&rank=2);
+# with `make app`), for example [$T = 16$ with the anchor $\lambda = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=1.0&diagonal=none&preconditioner=none&rank=2);
 # the app also turns on RoPE (section 8), as in
-# [one step with RoPE](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=true&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# [one step with RoPE](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=true&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
 
 # %%
 EnergyExplorer(controls=("T", "eta", "anchor", "seed"), T=4)

@@ -386,9 +386,9 @@ else:
 #
 # The slider stops at $\eta = 2$, where, without the anchor, these layers still descend. Section 6 says
 # a large enough step can raise the energy; the app's energy page goes up to $\eta = 20$, where it does, and says why:
-# [the MLP at $\eta = 20$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=20.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
-# This notebook's single step is [the MLP at $T = 1$, $\eta = 1$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2),
-# and the overshooting anchor is [$\lambda = 2$ at $T = 16$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&heat_step=16&heat_head=0&T=16&eta=1.0&anchor=2.0&diagonal=none&preconditioner=none&rank=2).
+# [the MLP at $\eta = 20$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=20.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# This notebook's single step is [the MLP at $T = 1$, $\eta = 1$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2),
+# and the overshooting anchor is [$\lambda = 2$ at $T = 16$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=2.0&diagonal=none&preconditioner=none&rank=2).
 # Start the app with `make app`; under the figure, a link opens the explorer's current state there.
 
 # %%

@@ -408,9 +408,9 @@ show_figure(plots.mpl_preconditioner_spectra(spectra))
 # [the paper's form at low-rank scale 2](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=dlr&ds_rank=4)
 # (negative eigenvalues) against [ours at the same scale](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=psd&ds_rank=4).
 # The energy page runs the steps: a layer of this notebook's size ($d = 8$, two heads, six tokens) with
-# [the paper's preconditioner at factor scale 3, seed 2](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
-# raises the first token's energy at every step, and [ours with the same factors' scale](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=psd&rank=2)
-# lowers it. With [seed 0](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
+# [the paper's preconditioner at factor scale 3, seed 2](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
+# raises the first token's energy at every step, and [ours with the same factors' scale](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=psd&rank=2)
+# lowers it. With [seed 0](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
 # the paper's $P$ is indefinite too, yet the energy falls: an indefinite $P$ *can* make a step ascend, it
 # need not.
 #
@@ -617,9 +617,9 @@ for anchor in (0.0, 1.0):
 
 # %% [markdown]
 # **In the app** (`make app`): the energy page with exactly the layer and input of the descent figure
-# above ($d = 8$, two heads, six tokens, seed 0, $T = 12$), [anchored with $\lambda = 1$ at $\eta = 0.5$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=0.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
-# (converges), [at $\eta = 2.5 > 2/\lambda$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=2.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
-# (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&heat_step=16&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2)
+# above ($d = 8$, two heads, six tokens, seed 0, $T = 12$), [anchored with $\lambda = 1$ at $\eta = 0.5$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
+# (converges), [at $\eta = 2.5 > 2/\lambda$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=2.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
+# (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2)
 # (runs off).
 #
 # ## 5. Explore
