@@ -78,4 +78,4 @@ def pinned_path(phase: dict, pinned: dict) -> np.ndarray | None:
     path = pinned["path"]
     if path.shape[1] != land["origin"].shape[0]:
         return None
-    return (path - land["origin"]) @ land["basis"].T
+    return (path - land["origin"]) @ land["basis"].T                # (a, b) of x^(t): x = origin + a e1 + b e2
