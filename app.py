@@ -25,12 +25,13 @@ PAGES = {
     "lm": st.Page("app_pages/mini_lm.py", title="Mini language model", icon=":material/description:", url_path="lm"),
 }
 
-# Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it).
-st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; }</style>")
-if present:      # larger text for the room; the plots scale their own fonts
-    st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 4rem; } "
-            "[data-testid='stMainBlockContainer'] p, [data-testid='stMainBlockContainer'] li "
-            "{ font-size: 1.2rem; }</style>")
+# Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it);
+# presentation mode: larger text for the room (the plots scale their own fonts). One element either way: the
+# page's elements keep their places (a component that moves is a new iframe,
+# docs/design.md#78-a-component-that-moves-is-a-new-iframe).
+MAIN = "[data-testid='stMainBlockContainer']"
+st.html(f"<style>{MAIN} {{ padding-top: 2.5rem; }}</style>" if not present else
+        f"<style>{MAIN} {{ padding-top: 4rem; }} {MAIN} p, {MAIN} li {{ font-size: 1.2rem; }}</style>")
 page = st.navigation(list(PAGES.values()))
 st.sidebar.caption("CEM Lab · a companion to arXiv 2605.07588 (Causal Energy Minimization)")
 teacher_mode()

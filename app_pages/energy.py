@@ -206,12 +206,14 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
         names = pair if len(pair) == 2 else ["energy", "landscape"]
         shown = sorted((f for f in args["figures"] if f["name"] in names), key=lambda f: names.index(f["name"]))
         # The landscape's legend would take a third of its height.
-        args |= {"font_scale": PRESENT_FONTS, "figures": [
+        args |= {"font_scale": PRESENT_FONTS, "version": f"{args['version']}-present", "figures": [
             {"name": f["name"], "figure": f["figure"] | {"layout": f["figure"]["layout"] | {"height": PRESENT_HEIGHT}
                                                          | ({"showlegend": False} if f["name"] == "landscape" else {})}}
             for f in shown]}
     if step is not None and step.page == "energy":
         args["highlight"] = step.points_at
+    # A lesson step opens at its last step, whatever step the reader was on before it.
+    args["start_key"] = "free" if step is None else f"lesson-{lesson_mode.lesson.STEPS.index(step)}"
     # The note goes above the plots when the step points at it, else below: the plots come first. Both places
     # exist in every state, so the playback keeps its place in the page (a moved component is a new iframe).
     above = st.container()
@@ -233,27 +235,36 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
 
 
 def body() -> None:
+    # Each part of the page is a container drawn in every state, filled or not, so that the playback keeps its
+    # place when the title, the controls or a phase come and go (a component that moves is a new iframe, which
+    # Streamlit can leave without its data: docs/design.md#78-a-component-that-moves-is-a-new-iframe).
+    header, controls_row, pins, caption, *phase_slots = (st.container() for _ in range(6))
     step = lesson_mode.current_step("energy")
     present = st.session_state.get("present", False)
     if not present and step is None:            # in a lesson, its bar heads the page
-        st.title("Energy descent")
-        st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy fall, "
-                    "the iterates move and the attention shift (random weights and input, seeded). Press ▶ to "
-                    "play the steps, or drag the scrubber.")
-        notebook_links("energy")
-    controls, slot = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None, step)
-    pinned = pin_bar(controls) if not present else pinned_state()
-    if present:
-        with slot or st.container():
-            pinned_caption(controls)
+        with header:
+            st.title("Energy descent")
+            st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy "
+                        "fall, the iterates move and the attention shift (random weights and input, seeded). Press "
+                        "▶ to play the steps, or drag the scrubber.")
+            notebook_links("energy")
+    with controls_row:
+        controls, slot = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None, step)
+    with pins:
+        pinned = pin_bar(controls) if not present else pinned_state()
+        if present:
+            with slot or st.container():
+                pinned_caption(controls)
     data, diagnoses = descent(controls)
     views = phase_views(controls, pinned)
     if controls.layer == "block" and not present:
-        st.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
+        caption.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
     for index, (phase, diagnosis, view) in enumerate(zip(data["phases"], diagnoses, views)):
-        if len(data["phases"]) > 1:
-            st.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-        phase_section(controls, phase["name"], view, diagnosis, index, step, present)
+        with phase_slots[index]:
+            heading = st.container()
+            if len(data["phases"]) > 1:
+                heading.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
+            phase_section(controls, phase["name"], view, diagnosis, index, step, present)
 
 
 run_safely(body)

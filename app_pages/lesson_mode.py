@@ -89,23 +89,27 @@ def say(step: lesson.Step) -> None:
 
 
 def bar() -> None:
-    """The lesson bar above the page, and the frame around the element the step points at."""
-    index = st.session_state.get(LESSON)
-    if index is None:
-        if "lesson" in st.query_params and st.query_params["lesson"] == st.session_state.get(APPLIED):
-            del st.query_params["lesson"]
-        return
-    step, n = lesson.STEPS[index], len(lesson.STEPS)
-    st.query_params["lesson"] = str(index + 1)
-    with st.container(key="lesson-bar", border=True):
-        c1, c2, c3, c4 = st.columns([4, 1, 1, 1], vertical_alignment="center")
-        c1.markdown(f"**Lesson · step {index + 1} of {n}: {step.title}** · [link to this step]({lesson.link(index)})")
-        c2.button("Back", key="lesson-back", icon=":material/arrow_back:", disabled=index == 0, on_click=go,
-                  args=(index - 1,), width="stretch")
-        c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1, on_click=go,
-                  args=(index + 1,), width="stretch")
-        c4.button("End", key="lesson-end", icon=":material/close:", on_click=end, width="stretch")
-        if not (st.session_state.present and step.page == "energy"):   # there the page sets it beside the controls
-            say(step)
-    st.html(f"<style>[class*='st-key-lesson-{step.points_at}'] {{ outline: 4px solid #f59e0b; outline-offset: 4px;"
-            " border-radius: 0.5rem; }</style>")
+    """The lesson bar above the page, and the frame around the element the step points at. Its container is
+    drawn in every state, so that the page's elements keep their places
+    (docs/design.md#78-a-component-that-moves-is-a-new-iframe)."""
+    with st.container():
+        index = st.session_state.get(LESSON)
+        if index is None:
+            if "lesson" in st.query_params and st.query_params["lesson"] == st.session_state.get(APPLIED):
+                del st.query_params["lesson"]
+            return
+        step, n = lesson.STEPS[index], len(lesson.STEPS)
+        st.query_params["lesson"] = str(index + 1)
+        with st.container(key="lesson-bar", border=True):
+            c1, c2, c3, c4 = st.columns([4, 1, 1, 1], vertical_alignment="center")
+            c1.markdown(f"**Lesson · step {index + 1} of {n}: {step.title}** · "
+                        f"[link to this step]({lesson.link(index)})")
+            c2.button("Back", key="lesson-back", icon=":material/arrow_back:", disabled=index == 0, on_click=go,
+                      args=(index - 1,), width="stretch")
+            c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1,
+                      on_click=go, args=(index + 1,), width="stretch")
+            c4.button("End", key="lesson-end", icon=":material/close:", on_click=end, width="stretch")
+            if not (st.session_state.present and step.page == "energy"):   # there the page sets it by the controls
+                say(step)
+        st.html(f"<style>[class*='st-key-lesson-{step.points_at}'] {{ outline: 4px solid #f59e0b; "
+                "outline-offset: 4px; border-radius: 0.5rem; }</style>")

@@ -238,6 +238,14 @@ def test_pin_and_compare(app, browser, tmp_path):
     page.get_by_role("button", name="Unpin").click()
     frame = playback(page, version=old)
     assert not [t for t in traces(frame, "energy") if (t["name"] or "").startswith("pinned")]
+    # A block adds a phase, a heading and a caption above the playback: every playback still gets its state
+    # (a moved component is a new iframe, which Streamlit once left without its data:
+    # docs/design.md#78-a-component-that-moves-is-a-new-iframe).
+    for layer, phases in (("block", 2), ("attention", 1), ("mlp", 1), ("block", 2)):
+        move_energy_control(page, "layer", layer)
+        for index in range(phases):
+            shown = playback(page, index).evaluate("() => document.querySelector('#label').textContent")
+            assert shown == "step 8 of 8", (layer, index, shown)
     _assert_clean(page, "pin and compare")
     page.close()
 

@@ -255,7 +255,8 @@ async function cacheImages() {
 }
 
 async function render(args) {
-  const previous = view.args ? {t: view.t, steps: view.steps, version: view.version} : null;
+  const previous = view.args && view.args.start_key === args.start_key ?
+    {t: view.t, steps: view.steps, version: view.version} : null;             // null: start afresh
   view.args = args;
   if (args.version !== view.version) {
     stop();
@@ -271,7 +272,7 @@ async function render(args) {
   await show(t);
   document.body.dataset.version = args.version;
   height();
-  if (!previous || args.version !== previous.version) cacheImages();
+  if (!previous || args.version !== previous.version) cacheImages();   // no-op where the images are there
 }
 
 window.addEventListener("message", event => {

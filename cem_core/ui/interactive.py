@@ -182,7 +182,8 @@ def landscape_figure(land: dict, token: int, height: int | None = None, step: in
                     name="x⁽ᵗ⁾ shown", hoverinfo="skip",
                     marker=dict(size=15, color="#d62728", line=dict(color="white", width=2)))
     plane = "the true plane (width 2)" if land["true_plane"] else "the plane of x⁽⁰⁾ and its first two updates"
-    fig.update_layout(legend=dict(orientation="h", y=-0.22, entrywidth=0.33, entrywidthmode="fraction"))
+    fig.update_layout(legend=dict(orientation="h", y=-0.22, entrywidth=0.33 if pinned is None else 0.5,
+                                  entrywidthmode="fraction"))                 # the pinned names are longer
     return _layout(fig, f"Energy of token {token}<br>on {plane}", "a", "b", height=height,
                    x=dict(range=[land["a"][0], land["a"][-1]]), y=dict(range=[land["b"][0], land["b"][-1]]))
 

@@ -86,7 +86,8 @@ STEPS = (
          rises=True, phrases=("token 3 at steps 1–2", "negative eigenvalue")),
     Step("A positive-definite P descends",
          "Switch the preconditioner to `psd`: P is positive definite and E_att concave, so every step descends.",
-         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2}, uses=("preconditioner",), course="runs off",
+         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2}, points_at="energy", uses=("preconditioner",),
+         course="runs off",
          phrases=("fell at every step",)),
     Step("Descent direction is not step length",
          "Keep `psd` and set the anchor to 1 and T to 16: now even the positive-definite P fails. "
@@ -97,7 +98,7 @@ STEPS = (
          "Back to the defaults, then switch the layer to the gated MLP and eta to 20: the MLP energy is not "
          "concave, so even with P = I a "
          "large step overshoots, and the note says so.",
-         state={"layer": "mlp", "eta": 20.0}, points_at="note", course="diverges", rises=True,
+         state={"layer": "mlp", "eta": 20.0}, points_at="energy", course="diverges", rises=True,
          phrases=("not concave",)),
     Step("What the GP evidence says",
          "The paper reports that deeper recursion keeps lowering the RMSE of in-context GP regression. In our "
