@@ -8,11 +8,18 @@ from pathlib import Path
 
 import streamlit as st
 
+from cem_core.experiments import gp_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import interactive, jobs, links
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
+
+
+@st.cache_data(show_spinner=False)
+def gp_sweep_records() -> list[dict]:
+    """The committed GP sweep's records (the GP page's plots, the lesson's GP step)."""
+    return gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
 
 
 def job_board() -> jobs.JobBoard:

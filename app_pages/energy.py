@@ -56,6 +56,7 @@ def phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list
     for phase in data["phases"]:
         other = pinned_phases.get(phase["name"])
         overlay = dict(names=names) if other is not None else {}
+        path = None if other is None else steps.pinned_path(phase, other)   # None too in another width
         head = None if phase["weights"] is None else min(controls.heat_head, phase["weights"].shape[1] - 1)
         label = LAYER_LABELS[phase["name"]]
         figures = {
@@ -67,8 +68,7 @@ def phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list
                 token=token, pinned=None if other is None else other["update_norms"], **overlay),
             "landscape": interactive.landscape_figure(
                 phase["landscape"], token, height=PLOT_HEIGHT + 60,
-                pinned=None if other is None else steps.pinned_path(phase, other),
-                **(overlay if other is not None and steps.pinned_path(phase, other) is not None else {})),
+                pinned=path, **(overlay if path is not None else {})),
             "heatmap": None if head is None else interactive.attention_heatmap_figure(
                 phase["weights"], len(phase["weights"]), head, height=PLOT_HEIGHT, token=token)}
         out.append({"args": steps.view(phase, figures, token, head or 0, other), "figures": figures})

@@ -10,6 +10,7 @@ from app_pages.common import (
     control,
     control_values,
     explain,
+    gp_sweep_records,
     job_board,
     keep_controls,
     notebook_links,
@@ -26,11 +27,6 @@ from cem_core.ui.controls import GPControls
 from cem_core.ui.jobs import duration
 
 KEYS = widget_keys(GPControls, "gp_")
-
-
-@st.cache_data(show_spinner=False)
-def sweep_records():
-    return gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
 
 
 @st.cache_data(show_spinner=False)
@@ -174,7 +170,7 @@ def body() -> None:
         control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
     controls = GPControls.from_values(**control_values("gp", KEYS))
     keep_controls("gp", controls)
-    sweep_section(sweep_records())
+    sweep_section(gp_sweep_records())
     study_section(study_records())
     demo_section(controls)
 

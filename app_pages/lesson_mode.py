@@ -12,19 +12,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import ROOT, url_switch, url_toggle
-from cem_core.experiments import gp_sweep
+from app_pages.common import gp_sweep_records, url_switch, url_toggle
 from cem_core.ui import lesson
 
 LESSON = "lesson"              # session key: the index of the lesson step, or None
 APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
 GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
 PREFIXES = {"energy": "en_", "gp": "gp_"}
-
-
-@st.cache_data(show_spinner=False)
-def sweep_records() -> list[dict]:
-    return gp_sweep.load_results(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
 
 
 def go(index: int) -> None:
@@ -85,7 +79,7 @@ def sidebar() -> None:
 def say(step: lesson.Step) -> None:
     """What the lecturer says at a step."""
     with st.container(key="lesson-say"):
-        st.markdown(lesson.text(step, sweep_records()))
+        st.markdown(lesson.text(step, gp_sweep_records()))
 
 
 def bar() -> None:

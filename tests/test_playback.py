@@ -40,8 +40,8 @@ def test_each_frame_moves_the_named_traces_to_step_t(values):
     for t, frame in enumerate(view["frames"]):
         for update in frame:
             metas = [trace.get("meta") for trace in shown[update["figure"]]["data"]]
-            assert update["uid"] in metas, (t, update)                 # the browser finds every trace it moves
-        by = {(u["figure"], u["uid"]): u for u in frame}
+            assert update["meta"] in metas, (t, update)                 # the browser finds every trace it moves
+        by = {(u["figure"], u["meta"]): u for u in frame}
         assert by["energy", "cursor"]["x"] == [t, t]
         assert by["energy", "now"]["y"] == [pytest.approx(phase["energies"][t, token])]
         assert by["norm", "now"]["y"] == ([] if t == 0 else [pytest.approx(phase["update_norms"][t - 1, token])])

@@ -1,6 +1,6 @@
 // Step playback of one descent (app_pages/playback.py declares it; cem_core/ui/playback.py builds its data).
 // The server sends the figures once per state, with every step's updates; play, pause, step and the scrubber
-// apply them here, with Plotly.restyle on the traces named by uid, so moving through the steps sends
+// apply them here, to the traces named by their `meta`, so moving through the steps sends
 // nothing to the server. A click on a line or a heatmap row sends the token to follow (one rerun).
 "use strict";
 
@@ -31,8 +31,8 @@ function scaled(layout, scale) {                     // presentation mode: every
   return out;
 }
 
-function traceIndex(div, uid) {
-  return div.data.findIndex(trace => trace.meta === uid);
+function traceIndex(div, meta) {
+  return div.data.findIndex(trace => trace.meta === meta);
 }
 
 function pickToken(name, point) {
@@ -143,18 +143,14 @@ function apply(t) {
         const node = div.querySelector(".gtitle");
         if (node) node.textContent = u.title;
       }
-      if (u.uid === undefined) continue;
-      const index = traceIndex(div, u.uid);
-      if (index < 0) continue;
+      if (u.meta === undefined) continue;
+      const index = traceIndex(div, u.meta);
+      if (index < 0 || (u.z && showImage(div, u.z))) continue;    // a pre-rendered heatmap step: swapped
+      const z = u.z ? view.arrays[u.z.array][u.z.index] : undefined;
       indices.push(index);
       data.x.push(u.x);
       data.y.push(u.y);
       hasXY = hasXY || u.x !== undefined;
-      const z = u.z ? view.arrays[u.z.array][u.z.index] : undefined;
-      if (z !== undefined && showImage(div, u.z)) {
-        indices.pop();
-        continue;
-      }
       data.z.push(z);
       hasZ = hasZ || z !== undefined;
     }

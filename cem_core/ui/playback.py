@@ -24,8 +24,8 @@ PICK = {"energy": "customdata", "norm": "customdata", "heatmap": "y"}   # how a 
 def _per_token(name: str, values: np.ndarray, first_step: int, token: int, t: int, pinned=None) -> list[dict]:
     """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step)."""
     here = t - first_step
-    return [{"figure": name, "uid": CURSOR, "x": [t, t], "y": cursor_y(values, pinned)},
-            {"figure": name, "uid": NOW, "x": [t] if here >= 0 else [],
+    return [{"figure": name, "meta": CURSOR, "x": [t, t], "y": cursor_y(values, pinned)},
+            {"figure": name, "meta": NOW, "x": [t] if here >= 0 else [],
              "y": [float(values[here, token])] if here >= 0 else []}]
 
 
@@ -39,10 +39,10 @@ def frames(phase: dict, token: int, head: int, pinned: dict | None = None) -> li
     for t in range(steps + 1):
         frame = (_per_token("energy", energies, 0, token, t, None if pinned is None else pinned["energies"])
                  + _per_token("norm", norms, 1, token, t, None if pinned is None else pinned["update_norms"])
-                 + [{"figure": "landscape", "uid": NOW, "x": [float(trajectory[t, 0])],
+                 + [{"figure": "landscape", "meta": NOW, "x": [float(trajectory[t, 0])],
                      "y": [float(trajectory[t, 1])]}])
         if phase["weights"] is not None:
-            frame.append({"figure": "heatmap", "uid": WEIGHTS, "z": {"array": "weights", "index": max(t, 1) - 1},
+            frame.append({"figure": "heatmap", "meta": WEIGHTS, "z": {"array": "weights", "index": max(t, 1) - 1},
                           "title": interactive.heatmap_title(t, steps, head)})
         out.append(frame)
     return out
