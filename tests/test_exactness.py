@@ -136,7 +136,7 @@ def test_checker_rejects_perturbed_output_projection(float64, monkeypatch):
     h = torch.randn(2, 6, 16)
     assert exactness_error(layer, h) < RTOL64
     noise = 1e-3 * torch.randn(16, 16)
-    monkeypatch.setattr(layer, "_readout", lambda o: o @ (layer.q_proj.weight + noise))
+    monkeypatch.setattr(layer, "_attention_readout", lambda o: o @ (layer.q_proj.weight + noise))
     with pytest.raises(AssertionError, match="differs"):
         assert_exact(layer, h, RTOL64)
 
@@ -146,7 +146,7 @@ def test_checker_rejects_dropped_causal_mask(float64, monkeypatch):
     h = torch.randn(2, 6, 16)
     assert exactness_error(layer, h) < RTOL64
 
-    def non_causal(q, k, v, scale, offset=0, need_weights=False):
+    def non_causal(q, k, v, scale, offset=0, need_weights=False, key_bias=None):
         return F.scaled_dot_product_attention(q, k, v, scale=scale), None
 
     monkeypatch.setattr(attention_module, "causal_attention", non_causal)
@@ -159,7 +159,7 @@ def test_checker_rejects_perturbed_mlp_readout(float64, monkeypatch):
     layer = CEMGatedMLP(MLPConfig(d_model=8, d_ff=16, T=2))
     h = torch.randn(2, 4, 8)
     assert exactness_error(layer, h) < RTOL64
-    monkeypatch.setattr(layer, "_readout", lambda z: z @ (1.001 * layer.up_proj.weight))
+    monkeypatch.setattr(layer, "_mlp_readout", lambda z: z @ (1.001 * layer.up_proj.weight))
     with pytest.raises(AssertionError):
         assert_exact(layer, h, RTOL64)
 

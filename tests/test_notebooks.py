@@ -139,10 +139,10 @@ setattr(_owner, _name, _negated(getattr(_owner, _name)))
 """
 
 SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comparison cell that must fail)
-    ("01_attention_from_energy", "cem_core.nn.attention", "CEMAttention._readout", "compare-attention"),
+    ("01_attention_from_energy", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-attention"),
     ("02_gated_mlp_from_energy", "cem_core.nn.energy", "silu_antiderivative", "compare-phi"),
-    ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._readout", "compare-mlp"),
-    ("03_design_space", "cem_core.nn.attention", "CEMAttention._readout", "compare-dlr-attention"),
+    ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-mlp"),
+    ("03_design_space", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-dlr-attention"),
     ("04_gp_recursion", "cem_core.experiments.gp", "gp_predictive", "compare-gp"),
 ]
 

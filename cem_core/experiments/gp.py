@@ -452,7 +452,8 @@ class RunSpec:
 
 @torch.no_grad()
 def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, n_functions: int = 256) -> dict:
-    """What the T steps of a trained depth-1 CEM attention layer do, on the first ``n_functions`` of the
+    """What the T steps of a trained depth-1 CEM attention layer (or joint block, whose energy is E_att + E_mlp)
+    do, on the first ``n_functions`` of the
     held-out set: per step t = 0..T the mean energy E(x^(t) | c) relative to E(x^(0) | c), and the held-out
     RMSE (ratio to the GP optimum) when the prediction is read out after t steps (the rest of the model
     unchanged); per step t = 1..T the mean update norm |x^(t) - x^(t-1)|, the step size and the mean
@@ -463,12 +464,12 @@ def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainCon
     block = model.blocks[0]
     xs, ys = (t[:n_functions] for t in eval_set(task, train))
     h = model.in_proj(make_tokens(xs, ys, config.tokens))
-    trace = block.attn.trace(h)
+    trace = (block.joint or block.attn).trace(h)
     optimum = rmse(gp_posterior_mean(task, xs, ys), ys)
     ratios = []
     for x in trace.iterates:
         out = h + (x - trace.iterates[0])                              # h + x^(t) - x^(0): the layer stopped at t
-        out = out if block.mlp is None else block.mlp(out)
+        out = out if block.mlp is None else block.mlp(out)             # (a joint block has no MLP after it)
         pred = model.head(model.norm(out)).squeeze(-1)
         pred = pred[:, 0::2] if config.tokens == "interleaved" else pred
         ratios.append(rmse(pred, ys) / optimum)
@@ -483,7 +484,8 @@ def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainCon
 
 def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
     """The configuration of a run as results record it: the model's CEM switches among its own
-    fields (the form run hashes have always been computed from), later fields only off their defaults."""
+    fields (the form run hashes have always been computed from), later fields and switches only off their
+    defaults (``CEMOptions.recorded``)."""
     own = {k: v for k, v in asdict(model).items() if k != "cem"}
-    flat_model = _recorded(own, LATER_MODEL_FIELDS) | asdict(model.cem)
+    flat_model = _recorded(own, LATER_MODEL_FIELDS) | model.cem.recorded()
     return {"task": asdict(task), "model": flat_model, "train": _recorded(asdict(train), LATER_TRAIN_FIELDS)}

@@ -14,7 +14,13 @@ Llama-attention run of the same condition as a line to compare with:
 - ``eta per step``, ``P psd``, ``P dlr``: learned step sizes per step, learned preconditioners, at
   T = 4 and 8 (against ``base`` at T = 1);
 - ``depth 4`` and ``looped x4``: CEM T = 1 at depth 4, and one block looped 4 times (shared weights),
-  against CEM T = 4 at depth 1: recursion vs depth at equal compute.
+  against CEM T = 4 at depth 1: recursion vs depth at equal compute;
+- the block as one energy and the distance-form diagonal (docs/design.md#214-the-block-as-one-energy):
+  ``diagonal shared`` (the bilinear D+LR diagonal, shared by the heads) and ``distance`` (the same diagonal in
+  distance form) at T in {1, 4, 8}; ``CEM MLP`` (the CEM gated MLP after CEM attention, each its own T steps)
+  and ``joint`` (one descent on E_att + E_mlp, T in {1, 2, 4, 8}); ``joint + distance``; and ``distance long``,
+  ``joint long``, ``joint + distance long`` at ``LONG_STEPS`` and T in {1, 8}. These have no Llama run of
+  their own (Llama attention cannot be part of a joint block); their panels show base's and long's.
 
 The verdicts use ``verdicts`` (the LM claims table's rule) on the RMSE ratio to the GP optimum.
 """
@@ -35,6 +41,8 @@ BASE_STEPS = 2000
 PLATEAU_STEPS, PLATEAU_EVERY = 16000, 1000
 LONG_STEPS = 12000       # plateau_steps() of the committed plateau probe (results/gp-plateau); a test checks it
 LONG_TS = (1, 4, 8)      # the long condition leaves T = 2 out to fit the study's time budget
+NEW_TS = (1, 4, 8)       # the T grid of the block-energy and distance-form conditions (joint: STUDY_TS)
+NEW_LONG_TS = (1, 8)     # and of their long conditions, to fit their 2-hour budget on 2 cores
 COMMITTED_PLATEAU = Path("results") / "gp-plateau"   # where the repository keeps them, from its root
 COMMITTED_STUDY = Path("results") / "gp-study"
 TOLERANCE = 0.02
@@ -79,6 +87,19 @@ def conditions() -> dict[str, list[RunSpec]]:
         out[name] = _runs(name, task, model.with_cem(**switches), train, Ts=(4, 8), llama=False)
     out["depth 4"] = _runs("depth 4", task, replace(model, depth=4), train, Ts=(1,), llama=False)
     out["looped x4"] = _runs("looped x4", task, replace(model, loops=4), train, Ts=(1,), llama=False)
+    shared, distance = dict(diagonal="shared"), dict(diagonal="shared", diagonal_form="distance")
+    cem_mlp = replace(model, mlp="cem")
+    joint = cem_mlp.with_cem(block="joint")
+    long = replace(train, steps=LONG_STEPS)
+    for name, m, steps, Ts in (("diagonal shared", model.with_cem(**shared), train, NEW_TS),
+                               ("distance", model.with_cem(**distance), train, NEW_TS),
+                               ("CEM MLP", cem_mlp, train, NEW_TS),
+                               ("joint", joint, train, STUDY_TS),
+                               ("joint + distance", joint.with_cem(**distance), train, NEW_TS),
+                               ("distance long", model.with_cem(**distance), long, NEW_LONG_TS),
+                               ("joint long", joint, long, NEW_LONG_TS),
+                               ("joint + distance long", joint.with_cem(**distance), long, NEW_LONG_TS)):
+        out[name] = _runs(name, task, m, steps, Ts=Ts, llama=False)
     return out
 
 
@@ -108,6 +129,18 @@ CLAIMS = {
                 [("comparable", ("base", 4), ("depth 4", 1))]),
     "looped x4": ("recursion matches a looped block: T = 4 within 2% of one block looped 4 times",
                   [("comparable", ("base", 4), ("looped x4", 1))]),
+    # the block as one energy and the distance-form diagonal (fixed before their runs trained)
+    **{group: ("deeper recursion lowers the RMSE (T = 4 and T = 8 each below T = 1)",
+               [("improves", (group, 4), (group, 1)), ("improves", (group, 8), (group, 1))])
+       for group in ("diagonal shared", "distance", "CEM MLP", "joint", "joint + distance")},
+    **{group: ("deeper recursion lowers the RMSE (T = 8 below T = 1)", [("improves", (group, 8), (group, 1))])
+       for group in ("distance long", "joint long", "joint + distance long")},
+    "distance vs bilinear": ("the distance form lowers the RMSE against the bilinear shared diagonal at T = 1, 4 "
+                             "and 8", [("improves", ("distance", T), ("diagonal shared", T)) for T in NEW_TS]),
+    "joint vs sequential": ("one energy for the block lowers the RMSE against the sequential CEM block (CEM MLP) "
+                            "at T = 1, 4 and 8", [("improves", ("joint", T), ("CEM MLP", T)) for T in NEW_TS]),
+    "joint vs looped": ("the joint block matches a looped block: joint T = 4 within 2% of one block looped 4 times",
+                        [("comparable", ("joint", 4), ("looped x4", 1))]),
 }
 
 
@@ -125,7 +158,11 @@ def conditions_table(records: list[dict]) -> list[dict]:
 
 
 MAP_CONDITIONS = ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
-                  "P dlr")
+                  "P dlr", "diagonal shared", "distance", "distance long", "CEM MLP", "joint", "joint long",
+                  "joint + distance", "joint + distance long")
+# a panel without a Llama run of its own shows this condition's (the same length of training)
+LLAMA_OF = {"diagonal shared": "base", "distance": "base", "CEM MLP": "base", "joint": "base",
+            "joint + distance": "base", "distance long": "long", "joint long": "long", "joint + distance long": "long"}
 
 
 def conditions_map(records: list[dict]) -> dict:
@@ -139,7 +176,9 @@ def conditions_map(records: list[dict]) -> dict:
         if not Ts:
             continue
         values = [list(_ratios(records, group, T).values()) for T in Ts]
-        sides = [("Llama attention", _ratios(records, group, None, "llama"))]
+        llama = LLAMA_OF.get(group, group)
+        label = "Llama attention" + (f" ({llama})" if llama != group else "")
+        sides = [(label, _ratios(records, llama, None, "llama"))]
         # the other conditions that claims on this panel's runs compare with (CLAIMS)
         others = {b for _, pairs in CLAIMS.values() for _, a, b in pairs if a[0] == group and b[0] != group}
         sides += [(f"CEM T = {T} ({other})", _ratios(records, other, T)) for other, T in sorted(others)]

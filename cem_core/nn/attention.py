@@ -31,6 +31,7 @@ Shapes along the forward path: B batch, n tokens (n_k keys with a cache), H head
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -40,38 +41,44 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import AttentionConfig
 from .descent import EnergyDescentLayer, check_input
-from .energy import attention_energy
+from .energy import attention_energy, with_anchor
 from .rope import rope_angles, rotate, unrotate
 from .validate import check_config
 
 QUERY_BLOCK = 128   # queries per block of the shared-diagonal core (``query_blocks``)
 
 
-def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool = False):
-    """sum_{j <= offset+i} softmax_j(scale q_i^T k_j) v_j, shape (B, H, n_q, d_v).
+def causal_attention(q, k, v, scale: float, offset: int = 0, need_weights: bool = False, key_bias=None):
+    """sum_{j <= offset+i} softmax_j(scale (q_i^T k_j + b_j)) v_j, shape (B, H, n_q, d_v).
 
-    Queries sit at absolute positions offset..offset+n_q-1 and keys at 0..n_k-1. Returns
+    Queries sit at absolute positions offset..offset+n_q-1 and keys at 0..n_k-1. ``key_bias`` b (B, H, n_k),
+    in score units, is the distance-form diagonal's -(1/2) c_j^T D_k c_j (None: no bias). Returns
     (output, weights) with weights (B, H, n_q, n_k) only when ``need_weights``.
     """
     n_q, n_k = q.shape[-2], k.shape[-2]
-    if need_weights or (n_q > 1 and n_q != n_k):
+    if need_weights or key_bias is not None or (n_q > 1 and n_q != n_k):
         mask = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)  # j <= i
     if need_weights:
-        scores = (q @ k.transpose(-1, -2)) * scale                     # beta q_i^T k_j
+        scores = q @ k.transpose(-1, -2)                               # q_i^T k_j
+        scores = (scores if key_bias is None else scores + key_bias[..., None, :]) * scale  # beta (q_i^T k_j + b_j)
         a = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # a_ij = softmax_j
         return a @ v, a
+    if key_bias is not None:                                           # beta b_j as an additive mask, -inf for j > i
+        bias = (scale * key_bias[..., None, :]).expand(*key_bias.shape[:-1], n_q, n_k).masked_fill(~mask, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale), None
     if n_q == n_k or n_q == 1:
         return F.scaled_dot_product_attention(q, k, v, is_causal=n_q > 1, scale=scale), None
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale), None
 
 
 def shared_diagonal_attention(q, keys, dx, c, scale: float, rows: int, recompute: bool = False,
-                              need_weights: bool = False):
+                              need_weights: bool = False, key_bias=None):
     """The core of CEM attention with one diagonal d shared by all heads, for queries at the last n_q of
     the n_k key positions: the score of head k is scale (q_i . k_j + (d * x_i) . c_j), the second term
     one head-independent (n_q, n_k) bias. q (B, H, n_q, d_h), keys (B, H, n_k, d_h), dx = d * x (B, n_q, d),
-    c (B, n_k, d). Returns sum_j a^k_ij k_j (B, H, n_q, d_h), sum_j (sum_k a^k_ij) c_j (B, n_q, d) and the
-    weights a^k_ij (B, H, n_q, n_k) when ``need_weights`` (then in one block).
+    c (B, n_k, d); ``key_bias`` (B, n_k), the distance form's -(1/2) c_j^T D c_j, or None. Returns
+    sum_j a^k_ij k_j (B, H, n_q, d_h), sum_j (sum_k a^k_ij) c_j (B, n_q, d) and the weights a^k_ij
+    (B, H, n_q, n_k) when ``need_weights`` (then in one block).
 
     Queries run in blocks of ``rows``, each against the keys its last query can see (about half the
     causal work); with ``recompute`` a block keeps only its inputs for backward and recomputes its
@@ -83,7 +90,8 @@ def shared_diagonal_attention(q, keys, dx, c, scale: float, rows: int, recompute
     for start in range(0, n_q, rows):
         stop = min(start + rows, n_q)
         seen = n_k - n_q + stop                                        # the block's last query sees keys j < seen
-        args = (q[:, :, start:stop], keys[:, :, :seen], dx[:, start:stop], c[:, :seen], scale, need_weights)
+        bias = None if key_bias is None else key_bias[:, :seen]
+        args = (q[:, :, start:stop], keys[:, :, :seen], dx[:, start:stop], c[:, :seen], bias, scale, need_weights)
         o, s, weights = (checkpoint(_shared_diagonal_block, *args, use_reentrant=False) if recompute
                          else _shared_diagonal_block(*args))
         outputs.append(o)
@@ -91,11 +99,14 @@ def shared_diagonal_attention(q, keys, dx, c, scale: float, rows: int, recompute
     return torch.cat(outputs, dim=-2), torch.cat(summed, dim=1), weights
 
 
-def _shared_diagonal_block(q, keys, dx, c, scale: float, need_weights: bool):
+def _shared_diagonal_block(q, keys, dx, c, key_bias, scale: float, need_weights: bool):
     """One block of b queries against the n_k keys they can see (the block's last query sees them all)."""
     n_q, n_k = q.shape[-2], keys.shape[-2]
     future = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)  # j > i
-    bias = (dx @ c.transpose(-1, -2)).masked_fill_(future, float("-inf"))  # (d * x_i) . c_j, j <= i: (B, b, n_k)
+    bias = dx @ c.transpose(-1, -2)                                    # (d * x_i) . c_j: (B, b, n_k)
+    if key_bias is not None:
+        bias = bias + key_bias[:, None]                                # - (1/2) c_j^T D c_j (distance form)
+    bias = bias.masked_fill_(future, float("-inf"))                    # j <= i
     scores = (q @ keys.transpose(-1, -2)).add_(bias[:, None]).mul_(scale)  # beta (q_i . k_j + bias): (B, H, b, n_k)
     a = torch.softmax(scores, dim=-1)                                  # a^k_ij = softmax_j
     return a @ keys, a.sum(1) @ c, (a if need_weights else None)       # sum_j a^k_ij k_j, sum_j (sum_k a^k_ij) c_j
@@ -164,14 +175,20 @@ class _Context:
     sin: torch.Tensor | None
     offset: int
     inputs: torch.Tensor | None = None    # the history c_j (B, n_k, d), for a shared diagonal
+    key_bias: torch.Tensor | None = None  # distance form: -(1/2) c_j^T D_k c_j, (B, H, n_k), or (B, n_k) shared
 
 
-class CEMAttention(EnergyDescentLayer):
-    """h -> h + x^(T) - x^(0), T steps on E_att; see the module docstring."""
+def softplus_inverse(y: float) -> float:
+    """p with softplus(p) = y > 0."""
+    return y + math.log(-math.expm1(-y))
 
-    def __init__(self, config: AttentionConfig):
-        check_config(config, AttentionConfig)
-        super().__init__(config)
+
+class InteractionTerm:
+    """The interaction energy E_att as a term of a descent layer (mixed into ``CEMAttention`` and ``CEMBlock``):
+    its weights W_Q, W_K = W_V and the diagonal, its fixed context (keys, once for all T steps), -grad E_att
+    and E_att itself. The host is an nn.Module whose config is an AttentionConfig."""
+
+    def _init_interaction(self, config: AttentionConfig) -> None:
         d, H = config.d_model, config.n_heads
         self.n_heads, self.head_dim = H, config.head_dim
         self.scale = config.head_dim ** -0.5                           # beta = 1/sqrt(d_h)
@@ -179,16 +196,21 @@ class CEMAttention(EnergyDescentLayer):
         self.k_proj = nn.Linear(d, d, bias=False)                      # W_K = W_V
         if config.diagonal != "none":
             rows = H if config.diagonal == "per_head" else 1
-            self.diag = nn.Parameter(torch.zeros(rows, d))              # d_k (one row shared by all heads)
+            # bilinear: d_k itself, from 0 (plain attention); distance: d_k = softplus(p_k) > 0, from
+            # sqrt(d_h)/d, where beta d_k |x - c|^2 / 2 is about one score unit for normalized x and c
+            start = 0.0 if config.diagonal_form == "bilinear" else softplus_inverse(config.head_dim ** 0.5 / d)
+            self.diag = nn.Parameter(torch.full((rows, d), start))      # d_k (one row shared by all heads)
 
     def diagonal_matrix(self) -> torch.Tensor | None:
         """The diagonals d_k as an (H, d) tensor, or None without D+LR."""
         if self.config.diagonal == "none":
             return None
-        return self.diag.expand(self.n_heads, -1)
+        diag = self.diag if self.config.diagonal_form == "bilinear" else F.softplus(self.diag)  # D_k = softplus(p_k)
+        return diag.expand(self.n_heads, -1)
 
-    def _context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
-        """The keys k' = v', computed once from the history c (B, n, d) for all T steps."""
+    def _interaction_context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
+        """The keys k' = v', computed once from the history c (B, n, d) for all T steps, and the distance
+        form's key bias."""
         offset = 0 if cache is None else cache.length
         cos = sin = None
         k = split_heads(self.k_proj(c), self.n_heads)                  # W_K,k c_j: (B, H, n, d_h)
@@ -199,19 +221,23 @@ class CEMAttention(EnergyDescentLayer):
             k = cache.append("keys", k, dim=-2)                        # (B, H, n_k, d_h), n_k = offset + n
             if self.config.diagonal != "none":
                 c = cache.append("inputs", c, dim=1)                   # c_j: (B, n_k, d)
+        key_bias = None
+        if self.config.diagonal_form == "distance":
+            key_bias = -0.5 * ((c * c) @ self.diagonal_matrix().T).transpose(1, 2)  # -(1/2) c_j^T D_k c_j: (B, H, n_k)
         if self.config.diagonal == "shared":
-            return _Context(keys=k, cos=cos, sin=sin, offset=offset, inputs=c)
+            return _Context(keys=k, cos=cos, sin=sin, offset=offset, inputs=c,
+                            key_bias=None if key_bias is None else key_bias[:, 0])
         if self.config.diagonal == "per_head":
             B, n_k, d = c.shape
             c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
             k = torch.cat((k, c_heads), dim=-1)                        # k' = [W_K,k c ; c]: (B, H, n_k, d_h + d)
-        return _Context(keys=k, cos=cos, sin=sin, offset=offset)
+        return _Context(keys=k, cos=cos, sin=sin, offset=offset, key_bias=key_bias)
 
-    def _readout(self, o: torch.Tensor) -> torch.Tensor:
+    def _attention_readout(self, o: torch.Tensor) -> torch.Tensor:
         """The merged heads (B, n, d) read out through the tied W_O = W_Q^T: sum_k W_Q,k^T o_k, (B, n, d)."""
         return o @ self.q_proj.weight                                  # W_O = W_Q^T
 
-    def _negative_gradient(self, x, ctx: _Context, need_weights: bool):
+    def _interaction_gradient(self, x, ctx: _Context, need_weights: bool):
         """-grad_x E_att at x (B, n, d), shape (B, n, d), and the weights a^k_ij (B, H, n, n_k) when asked."""
         d = x.shape[-1]
         q = split_heads(self.q_proj(x), self.n_heads)                  # W_Q,k x_i: (B, H, n, d_h)
@@ -224,27 +250,53 @@ class CEMAttention(EnergyDescentLayer):
             dx = diag[None, :, None, :] * x[:, None]                   # d_k * x_i: (B, H, n, d)
             q = torch.cat((q, dx), dim=-1)                             # q' = [W_Q,k x ; d_k * x]: (B, H, n, d_h + d)
         # o = sum_j a^k_ij v'_j with v' = k': (B, H, n, d_h), or (B, H, n, d_h + d) with D+LR
-        o, weights = causal_attention(q, ctx.keys, ctx.keys, self.scale, ctx.offset, need_weights)
+        o, weights = causal_attention(q, ctx.keys, ctx.keys, self.scale, ctx.offset, need_weights, ctx.key_bias)
         if diag is not None:
             o, o_diag = o.split([self.head_dim, d], dim=-1)            # sum_j a_ij [R_j W_K,k c_j ; c_j]
         if self.config.rope:
             o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a_ij R_j W_K,k c_j: (B, H, n, d_h)
-        u = self._readout(merge_heads(o))                              # sum_k W_Q,k^T (...): (B, n, d)
+        u = self._attention_readout(merge_heads(o))                    # sum_k W_Q,k^T (...): (B, n, d)
         if diag is not None:
             u = u + (diag[None, :, None, :] * o_diag).sum(1)           # + sum_k diag(d_k) sum_j a_ij c_j: (B, n, d)
+        if ctx.key_bias is not None:
+            u = u - diag.sum(0) * x                                    # - sum_k D_k x_i (distance form)
         return u, weights
 
     def _shared_diagonal_gradient(self, x, q, ctx: _Context, need_weights: bool):
         """-grad_x E_att with one diagonal d shared by all heads: the head-independent score bias and the
         head-summed readout (module docstring). q: the (rotated) queries (B, H, n, d_h)."""
-        c, d_row = ctx.inputs, self.diag[0]                            # c_j: (B, n_k, d); d: (d,)
+        c, d_row = ctx.inputs, self.diagonal_matrix()[0]               # c_j: (B, n_k, d); d: (d,)
         rows, recompute = query_blocks(q.shape[-2], c.shape[1], self.n_heads, self.head_dim, self.config.d_model)
         o, summed, weights = shared_diagonal_attention(q, ctx.keys, x * d_row, c, self.scale, rows, recompute,
-                                                       need_weights)  # (B, H, n, d_h), (B, n, d)
+                                                       need_weights, ctx.key_bias)  # (B, H, n, d_h), (B, n, d)
         if self.config.rope:
             o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a^k_ij R_j W_K,k c_j
-        u = self._readout(merge_heads(o))                              # sum_k W_Q,k^T (...): (B, n, d)
-        return u + d_row * summed, weights                             # + diag(d) sum_j (sum_k a^k_ij) c_j
+        u = self._attention_readout(merge_heads(o))                    # sum_k W_Q,k^T (...): (B, n, d)
+        u = u + d_row * summed                                         # + diag(d) sum_j (sum_k a^k_ij) c_j
+        if ctx.key_bias is not None:
+            u = u - self.n_heads * d_row * x                           # - sum_k D x_i = - H d * x_i (distance form)
+        return u, weights
+
+    def _interaction_energy(self, x, c, positions=None):
+        """E_att(x | c) per query, without the anchor (``attention_energy``)."""
+        return attention_energy(x, c, self.q_proj.weight, self.k_proj.weight, self.n_heads,
+                                diag=self.diagonal_matrix(), diagonal_form=self.config.diagonal_form,
+                                rope_base=self.config.rope_base if self.config.rope else None, positions=positions)
+
+
+class CEMAttention(InteractionTerm, EnergyDescentLayer):
+    """h -> h + x^(T) - x^(0), T steps on E_att; see the module docstring."""
+
+    def __init__(self, config: AttentionConfig):
+        check_config(config, AttentionConfig)
+        super().__init__(config)
+        self._init_interaction(config)
+
+    def _context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
+        return self._interaction_context(c, cache)
+
+    def _negative_gradient(self, x, ctx: _Context, need_weights: bool):
+        return self._interaction_gradient(x, ctx, need_weights)        # -grad_x E_att
 
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
         if not self.config.query_space:
@@ -271,18 +323,12 @@ class CEMAttention(EnergyDescentLayer):
         return h + self.preconditioner(total @ W)                      # h' = h + x^(T) - x^(0)
 
     def _energy(self, x, c):
-        return attention_energy(x, c, self.q_proj.weight, self.k_proj.weight, self.n_heads,
-                                diag=self.diagonal_matrix(),
-                                rope_base=self.config.rope_base if self.config.rope else None,
-                                anchor=self.config.anchor, x0=c)
+        return with_anchor(self._interaction_energy(x, c), x, c, self.config.anchor)
 
     def _token_energy(self, points, c, token):
-        P = points.shape[0]
-        return attention_energy(points[None], c[:, : token + 1], self.q_proj.weight, self.k_proj.weight,
-                                self.n_heads, diag=self.diagonal_matrix(),
-                                rope_base=self.config.rope_base if self.config.rope else None,
-                                anchor=self.config.anchor, x0=c[:, token:token + 1],
-                                positions=torch.full((P,), token, device=points.device))[0]
+        positions = torch.full((points.shape[0],), token, device=points.device)
+        return with_anchor(self._interaction_energy(points[None], c[:, : token + 1], positions)[0], points,
+                           c[0, token], self.config.anchor)
 
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8

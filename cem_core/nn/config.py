@@ -6,8 +6,9 @@ norm) is shared by all; ``HeadsConfig`` (heads, RoPE) by both attentions and ``G
 ``SwiGLUConfig``). The CEM layers add the descent, ``DescentConfig`` (T, eta, anchor,
 preconditioner): ``AttentionConfig`` is the descent on heads plus the D+LR diagonal,
 ``MLPConfig`` the descent on a gated MLP. So a baseline cannot be given a CEM switch, and each
-config counts its own parameters (and, for attention, its cache). ``CEMOptions`` holds the CEM
-switches once for the models, the app and the command line.
+config counts its own parameters (and, for attention, its cache). ``BlockConfig`` is both at once:
+one descent on the sum of the two energies (``CEMBlock``). ``CEMOptions`` holds the CEM switches
+once for the models, the app and the command line.
 
 Every invalid setting raises ``ValueError`` naming the field, the value and what is allowed,
 at construction time, so nothing fails half-way through a forward pass or a training run.
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field, fields
 from .validate import check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
+DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x - c)^T D (x - c) with D = softplus > 0
+BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
 PRECONDITIONERS = ("none", "dlr", "psd")
 ETA_MODES = ("fixed", "learned", "per_step")
 ACTIVATIONS = ("silu", "gelu", "relu")
@@ -56,9 +59,15 @@ class CEMOptions:
     diagonal: str = switch("none", "choice", DIAGONALS, DIAGONALS, "diagonal (D+LR)",
                            "D+LR diagonal of attention: none, one per head, or one shared by all heads",
                            attention_only=True)
+    diagonal_form: str = switch("bilinear", "choice", DIAGONAL_FORMS, DIAGONAL_FORMS, "diagonal form",
+                                "bilinear: x^T D c in the score; distance: -(1/2)(x - c)^T D (x - c) with D > 0, an "
+                                "RBF-like score and an energy bounded below (needs a diagonal)", attention_only=True)
     preconditioner: str = switch("none", "choice", PRECONDITIONERS, PRECONDITIONERS, "preconditioner",
                                  "dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
     rank: int = switch(4, "int", (1, None), (1, 8), "preconditioner rank", "rank of the preconditioner's low-rank part")
+    block: str = switch("sequential", "choice", BLOCK_MODES, BLOCK_MODES, "block energy",
+                        "sequential: attention, then the MLP, each its own T steps; joint: T steps on "
+                        "E_att + E_mlp together (needs CEM attention and the CEM MLP)")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -70,6 +79,14 @@ class CEMOptions:
                 check_float(f.name, value, allowed[0], strict=allowed[1])
             else:
                 check_choice(f.name, value, allowed)
+        if self.diagonal_form == "distance" and self.diagonal == "none":
+            fail("diagonal_form", self.diagonal_form, "needs a diagonal (diagonal='per_head' or 'shared')")
+
+    def recorded(self) -> dict:
+        """The switches as run records and hashes hold them: a switch added after the first committed
+        results (LATER_SWITCHES) only when it is off its default, so earlier runs keep their hashes."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if not (f.name in LATER_SWITCHES and getattr(self, f.name) == LATER_SWITCHES[f.name])}
 
     def descent_fields(self) -> dict:
         """The fields of every CEM layer's config (DescentConfig)."""
@@ -79,7 +96,11 @@ class CEMOptions:
 
     def attention_fields(self) -> dict:
         """The fields of CEM attention's config (AttentionConfig)."""
-        return self.descent_fields() | dict(diagonal=self.diagonal)
+        return self.descent_fields() | dict(diagonal=self.diagonal, diagonal_form=self.diagonal_form)
+
+
+# switches added after results were first committed, with their defaults (see CEMOptions.recorded)
+LATER_SWITCHES = {"diagonal_form": "bilinear", "block": "sequential"}
 
 
 def check_eval_T(values, trained_T: int, per_step: bool) -> tuple:
@@ -211,17 +232,22 @@ class AttentionConfig(DescentConfig, HeadsConfig):
     (docs/design.md#23-interaction-energy-and-attention)."""
 
     diagonal: str = "none"        # "none" | "per_head" | "shared": D in A_k = diag(d_k) + W_Q,k^T W_K,k
+    diagonal_form: str = "bilinear"   # "bilinear": x^T D c; "distance": -(1/2)(x - c)^T D (x - c), D = softplus > 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("diagonal", self.diagonal, DIAGONALS)
+        check_choice("diagonal_form", self.diagonal_form, DIAGONAL_FORMS)
+        if self.diagonal_form == "distance" and self.diagonal == "none":
+            fail("diagonal_form", self.diagonal_form, "needs a diagonal (diagonal='per_head' or 'shared')")
 
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts: W_Q and W_K = W_V (2d^2), the diagonal, the descent's extras."""
-        d, H = self.d_model, self.n_heads
-        return {"projections": 2 * d * d,
-                "diagonal": {"none": 0, "per_head": H * d, "shared": d}[self.diagonal],
+        return {"projections": 2 * self.d_model ** 2, "diagonal": self._diagonal_count(),
                 **self._descent_param_counts()}
+
+    def _diagonal_count(self) -> int:
+        return {"none": 0, "per_head": self.n_heads * self.d_model, "shared": self.d_model}[self.diagonal]
 
     @property
     def query_space(self) -> bool:
@@ -242,3 +268,20 @@ class MLPConfig(DescentConfig, GatedConfig):
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts: U and G (2 d d_ff, the readout is U^T), the descent's extras."""
         return {"projections": 2 * self.d_model * self.d_ff, **self._descent_param_counts()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockConfig(AttentionConfig, MLPConfig):
+    """A CEM block as one energy: T steps on E_att + E_mlp (docs/design.md#214-the-block-as-one-energy), with
+    attention's heads and diagonal, the MLP's hidden width and phi, and one norm, step size, anchor and
+    preconditioner for both terms. At T = 1 it is a parallel block, h + Attn(Norm h) + MLP(Norm h)."""
+
+    @property
+    def query_space(self) -> bool:
+        return False                                                   # the MLP term needs x at every step
+
+    def param_counts(self) -> dict[str, int]:
+        """Closed-form parameter counts: both terms' projections (2d^2 + 2 d d_ff), the diagonal, one descent's
+        extras (one norm, one preconditioner, one set of step sizes)."""
+        return {"attention.projections": 2 * self.d_model ** 2, "attention.diagonal": self._diagonal_count(),
+                "mlp.projections": 2 * self.d_model * self.d_ff, **self._descent_param_counts()}

@@ -112,11 +112,16 @@ def anchor_energy(x: torch.Tensor, x0: torch.Tensor, anchor: float) -> torch.Ten
     return 0.5 * anchor * ((x - x0) ** 2).sum(-1)
 
 
-def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None, positions=None):
-    """s^k_ij = x_i^T A_k c_j per head, shape (B, H, n_q, n_k), unmasked.
+def with_anchor(e: torch.Tensor, x: torch.Tensor, x0: torch.Tensor, anchor: float) -> torch.Tensor:
+    """e + (lambda/2)|x - x0|^2 when the anchor is on, e itself otherwise."""
+    return e + anchor_energy(x, x0, anchor) if anchor else e
 
-    A_k = W_Q,k^T R_i^T R_j W_K,k (+ diag(d_k)); the diagonal block is not rotated. Query i sits
-    at ``positions[i]`` (default 0..n_q-1), key j at position j.
+
+def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None, positions=None,
+                     diagonal_form="bilinear"):
+    """s^k_ij per head, shape (B, H, n_q, n_k), unmasked: x_i^T W_Q,k^T R_i^T R_j W_K,k c_j plus the diagonal
+    term, x_i^T diag(d_k) c_j ("bilinear", D+LR) or -(1/2)(x_i - c_j)^T diag(d_k) (x_i - c_j) ("distance");
+    the diagonal term is not rotated. Query i sits at ``positions[i]`` (default 0..n_q-1), key j at position j.
     """
     B, n, d = x.shape
     dh = d // n_heads
@@ -131,28 +136,33 @@ def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None, positio
     s = q @ k.transpose(-1, -2)                                        # (W_Q,k x_i)^T (W_K,k c_j)
     if diag is not None:
         s = s + torch.einsum("bid,hd,bjd->bhij", x, diag, c)           # + x_i^T diag(d_k) c_j
+    if diag is not None and diagonal_form == "distance":               # -(1/2)(x_i - c_j)^T D_k (x_i - c_j), expanded:
+        s = s - 0.5 * ((x * x) @ diag.T).transpose(1, 2)[..., None]    # - (1/2) x_i^T D_k x_i
+        s = s - 0.5 * ((c * c) @ diag.T).transpose(1, 2)[..., None, :]  # - (1/2) c_j^T D_k c_j
     return s
 
 
-def attention_energy(x, c, w_q, w_k, n_heads, *, diag=None, rope_base=None, anchor=0.0, x0=None, positions=None):
-    """E_att(x_i | c_{1:i}) = -sum_k (1/beta) log sum_{j<=i} exp(beta x_i^T A_k c_j), per token.
+def attention_energy(x, c, w_q, w_k, n_heads, *, diag=None, rope_base=None, anchor=0.0, x0=None, positions=None,
+                     diagonal_form="bilinear"):
+    """E_att(x_i | c_{1:i}) = -sum_k (1/beta) log sum_{j<=i} exp(beta s^k_ij), per token (s: ``attention_scores``).
 
     beta = 1/sqrt(d_h). ``diag`` is (H, d) (one row per head; a shared diagonal is one row
-    broadcast). ``rope_base`` None means no RoPE. With ``anchor`` > 0 adds (lambda/2)|x - x0|^2.
+    broadcast), used as ``diagonal_form`` says. ``rope_base`` None means no RoPE. With ``anchor`` > 0 adds
+    (lambda/2)|x - x0|^2.
     By default x and c are the same tokens (query i at position i); ``positions`` (n_q,) places
     the queries elsewhere, e.g. many candidate x for one token i against its history c_{1:i}.
     """
     beta = (x.shape[-1] // n_heads) ** -0.5                            # beta = 1/sqrt(d_h) = 1/tau
-    s = attention_scores(x, c, w_q, w_k, n_heads, diag, rope_base, positions)
+    s = attention_scores(x, c, w_q, w_k, n_heads, diag, rope_base, positions, diagonal_form)
     query_pos = torch.arange(x.shape[1], device=x.device) if positions is None else positions
     future = torch.arange(c.shape[1], device=x.device)[None, :] > query_pos[:, None]
     s = s.masked_fill(future, float("-inf"))                           # the sum runs over j <= i
     e = -(torch.logsumexp(beta * s, dim=-1) / beta).sum(1)             # -sum_k (1/beta) LSE_j(beta s)
-    return e + anchor_energy(x, x0, anchor) if anchor else e
+    return with_anchor(e, x, x0, anchor)
 
 
 def mlp_energy(x, c, w_up, w_gate, activation="silu", *, anchor=0.0, x0=None):
     """E_mlp(x | c) = -sum_m (G c)_m Phi((U x)_m), per token; U = up_proj, G = gate_proj."""
     antiderivative = ACTIVATION_FUNCTIONS[activation][1]
     e = -((c @ w_gate.T) * antiderivative(x @ w_up.T)).sum(-1)         # -sum_m (Gc)_m Phi((Ux)_m)
-    return e + anchor_energy(x, x0, anchor) if anchor else e
+    return with_anchor(e, x, x0, anchor)

@@ -6,11 +6,13 @@ forward+backward is 3x forward (so ratios are the same for both); norms, softmax
 element-wise work are not counted.
 
 A layer's config says which layer is counted: ``LlamaAttentionConfig`` and ``SwiGLUConfig`` the
-baselines, ``AttentionConfig`` and ``MLPConfig`` the CEM layers.
+baselines, ``AttentionConfig`` and ``MLPConfig`` the CEM layers, ``BlockConfig`` a joint block.
 """
 from __future__ import annotations
 
-from .config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
+from dataclasses import replace
+
+from .config import AttentionConfig, BlockConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
 
 CONVENTION = ("matmul FLOPs only (2mkp per (m x k)(k x p) product), causal core counted as half of n^2, "
               "forward+backward = 3x forward; norms, softmax, RoPE and element-wise ops not counted")
@@ -65,10 +67,24 @@ def mlp_flops(cfg: MLPConfig | SwiGLUConfig, n: int) -> dict[str, float]:
     return {"projections": float(projections), "preconditioner": float(extra), "total": float(projections + extra)}
 
 
+def block_flops(cfg: BlockConfig, n: int) -> dict[str, float]:
+    """A joint block's forward over n tokens: attention's x-space steps (k once; q and the readout per step)
+    and the MLP's (G c once; U x and U^T z per step), with P applied once per step to the summed gradient."""
+    attention = attention_flops(replace(cfg, preconditioner="none"), n)   # query_space is False for a block
+    mlp = mlp_flops(MLPConfig(d_model=cfg.d_model, d_ff=cfg.d_ff, T=cfg.T), n)
+    extra = _preconditioner_flops(cfg, cfg.T * n)                      # P on the sum, once per step
+    projections = attention["projections"] + mlp["projections"]
+    return {"projections": projections, "core": attention["core"], "preconditioner": float(extra),
+            "total": float(projections + attention["core"] + extra)}
+
+
 def model_flops(cfg, n: int, batch: int = 1) -> dict[str, float]:
     """One forward pass of a ModelConfig's language model over n tokens, per sequence of a batch of
     `batch`: a block (attention and MLP), all blocks, and the output head (d x vocabulary per token)."""
-    mlp = cfg.mlp_config()
-    block = attention_flops(cfg.attention_config(), n, batch)["total"] + (mlp_flops(mlp, n)["total"] if mlp else 0.0)
+    if cfg.joint:
+        block = block_flops(cfg.block_config(), n)["total"]
+    else:
+        mlp = cfg.mlp_config()
+        block = attention_flops(cfg.attention_config(), n, batch)["total"] + (mlp_flops(mlp, n)["total"] if mlp else 0)
     head = _matmuls(1, n, cfg.d_model, cfg.vocab_size)                  # the LM head, d x vocabulary per token
     return {"block": block, "blocks": cfg.n_layers * block, "head": head, "total": cfg.n_layers * block + head}

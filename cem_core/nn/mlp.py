@@ -25,35 +25,53 @@ from torch import nn
 
 from .config import MLPConfig
 from .descent import EnergyDescentLayer
-from .energy import ACTIVATION_FUNCTIONS, mlp_energy
+from .energy import ACTIVATION_FUNCTIONS, mlp_energy, with_anchor
 from .validate import check_config
 
 
-class CEMGatedMLP(EnergyDescentLayer):
-    """h -> h + x^(T) - x^(0), T steps on E_mlp; the gate G c is computed once."""
+class ElementwiseTerm:
+    """The element-wise energy E_mlp as a term of a descent layer (mixed into ``CEMGatedMLP`` and ``CEMBlock``):
+    its weights U and G, its fixed context (the gate G c, once for all T steps), -grad E_mlp and E_mlp itself.
+    The host is an nn.Module whose config is a GatedConfig."""
 
-    def __init__(self, config: MLPConfig):
-        check_config(config, MLPConfig)
-        super().__init__(config)
+    def _init_elementwise(self, config) -> None:
         d, f = config.d_model, config.d_ff
         self.phi = ACTIVATION_FUNCTIONS[config.activation][0]
         self.up_proj = nn.Linear(d, f, bias=False)                     # U, inside phi and tied to the readout
         self.gate_proj = nn.Linear(d, f, bias=False)                   # G, the gate from the conditioning
 
-    def _context(self, c: torch.Tensor, cache=None) -> torch.Tensor:
+    def _elementwise_context(self, c: torch.Tensor) -> torch.Tensor:
         return self.gate_proj(c)                                       # G c: (B, n, d_ff), once for all T steps
 
-    def _readout(self, z: torch.Tensor) -> torch.Tensor:
+    def _mlp_readout(self, z: torch.Tensor) -> torch.Tensor:
         return z @ self.up_proj.weight                                 # U^T z (down = up^T): (B, n, d)
 
-    def _negative_gradient(self, x, gate, need_weights: bool):
+    def _elementwise_gradient(self, x, gate) -> torch.Tensor:
         z = self.phi(self.up_proj(x)) * gate                           # phi(U x) * G c: (B, n, d_ff)
-        return self._readout(z), None                                  # -grad E_mlp = U^T (phi(U x) * G c): (B, n, d)
+        return self._mlp_readout(z)                                    # -grad E_mlp = U^T (phi(U x) * G c): (B, n, d)
+
+    def _elementwise_energy(self, x, c):
+        """E_mlp(x | c) per token, without the anchor (``mlp_energy``); c is each x's own conditioning."""
+        return mlp_energy(x, c, self.up_proj.weight, self.gate_proj.weight, self.config.activation)
+
+
+class CEMGatedMLP(ElementwiseTerm, EnergyDescentLayer):
+    """h -> h + x^(T) - x^(0), T steps on E_mlp; the gate G c is computed once."""
+
+    def __init__(self, config: MLPConfig):
+        check_config(config, MLPConfig)
+        super().__init__(config)
+        self._init_elementwise(config)
+
+    def _context(self, c: torch.Tensor, cache=None) -> torch.Tensor:
+        return self._elementwise_context(c)
+
+    def _negative_gradient(self, x, gate, need_weights: bool):
+        return self._elementwise_gradient(x, gate), None               # -grad_x E_mlp
 
     def _energy(self, x, c):
-        return mlp_energy(x, c, self.up_proj.weight, self.gate_proj.weight, self.config.activation,
-                          anchor=self.config.anchor, x0=c)
+        return with_anchor(self._elementwise_energy(x, c), x, c, self.config.anchor)
 
     def _token_energy(self, points, c, token):
-        ci = c[:, token:token + 1].expand(1, points.shape[0], -1)     # c_i for every candidate x: (1, P, d)
-        return self._energy(points[None], ci)[0]
+        ci = c[0, token].expand(points.shape[0], -1)                  # c_i for every candidate x: (P, d)
+        return with_anchor(self._elementwise_energy(points[None], ci[None])[0], points, c[0, token], self.config.anchor)

@@ -5,7 +5,8 @@ The attention kind and the MLP kind are chosen independently: "llama" builds the
 ``SwiGLUConfig``), "cem" the CEM layer (``CEMAttention``, ``CEMGatedMLP``, configured by
 ``AttentionConfig`` / ``MLPConfig`` with the model's ``cem`` switches); the four named variants
 are llama, cem-attn, cem-mlp and cem-full. Each sublayer is pre-norm with its own residual
-(h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder layer.
+(h + delta), so a block is mlp(attn(h)), exactly as a Llama decoder layer; with both kinds "cem" and
+the switch block="joint", a block is one ``CEMBlock`` instead, T steps on E_att + E_mlp.
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from torch import nn
 
 from .attention import AttentionCache, CEMAttention
 from .baselines import LlamaAttention, SwiGLU
+from .block import CEMBlock
 from .config import (
     KINDS,
     MLP_KINDS,
     AttentionConfig,
+    BlockConfig,
     CEMOptions,
     LlamaAttentionConfig,
     MLPConfig,
@@ -40,7 +43,8 @@ VARIANT_OPTIONS = {"llama": CEMOptions(), "cem-attn": CEMOptions(), "cem-mlp": C
 
 # the parts that ModelConfig.param_counts and param_breakdown count parameters by
 PARTS = ("embedding", "head", "attention.projections", "attention.diagonal", "attention.preconditioner",
-         "attention.eta", "mlp.projections", "mlp.preconditioner", "mlp.eta", "norms")
+         "attention.eta", "mlp.projections", "mlp.preconditioner", "mlp.eta", "block.preconditioner", "block.eta",
+         "norms")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +74,9 @@ class ModelConfig:
             fail("diagonal", self.cem.diagonal, "applies to CEM attention only (attention='llama')")
         if self.attention == "llama" and self.mlp != "cem" and self.cem != CEMOptions():
             fail("cem", self.cem, f"applies to CEM layers only; attention is 'llama' and mlp {self.mlp!r}")
+        if self.cem.block == "joint" and (self.attention, self.mlp) != ("cem", "cem"):
+            fail("block", self.cem.block, f"descends E_att + E_mlp and needs attention='cem' and mlp='cem'; got "
+                                          f"attention={self.attention!r}, mlp={self.mlp!r}")
         check_bool("rope", self.rope)
         check_bool("tie_embeddings", self.tie_embeddings)
         check_float("init_std", self.init_std, 0.0, strict=True)
@@ -83,9 +90,16 @@ class ModelConfig:
         check_choice("variant", name, tuple(VARIANTS))
         attention, mlp = VARIANTS[name]
         cem = VARIANT_OPTIONS[name] if cem is None else cem
+        if (attention, mlp) != ("cem", "cem"):
+            cem = replace(cem, block="sequential")
         if attention == "llama":
-            cem = replace(cem, diagonal="none") if mlp == "cem" else CEMOptions()
+            cem = replace(cem, diagonal="none", diagonal_form="bilinear") if mlp == "cem" else CEMOptions()
         return cls(attention=attention, mlp=mlp, cem=cem, **kwargs)
+
+    @property
+    def joint(self) -> bool:
+        """Whether each block is one CEMBlock (T steps on E_att + E_mlp) rather than attention, then MLP."""
+        return self.cem.block == "joint"
 
     def attention_config(self) -> AttentionConfig | LlamaAttentionConfig:
         """The config of every block's attention: Llama's, or CEM attention's with the model's switches."""
@@ -104,17 +118,28 @@ class ModelConfig:
             return SwiGLUConfig(**shape)
         return MLPConfig(**shape, **self.cem.descent_fields())
 
+    def block_config(self) -> BlockConfig:
+        """The config of every joint block (block="joint"): attention's and the MLP's fields in one descent."""
+        if not self.joint:
+            fail("block", self.cem.block, "block_config is the config of a joint block (block='joint')")
+        return BlockConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
+                           d_ff=self.d_ff, **self.cem.attention_fields())
+
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these): each
-        sublayer's config counts its own parts (a baseline has no diagonal, preconditioner or eta)."""
+        sublayer's config counts its own parts (a baseline has no diagonal, preconditioner or eta); a joint
+        block counts both terms' projections and one descent's extras (block.preconditioner, block.eta)."""
         L, d = self.n_layers, self.d_model
         counts = dict.fromkeys(PARTS, 0)
         counts["embedding"] = self.vocab_size * d
         counts["head"] = 0 if self.tie_embeddings else self.vocab_size * d
         counts["norms"] = d                                            # the final norm; each sublayer adds its own
-        for section, config in (("attention", self.attention_config()), ("mlp", self.mlp_config())):
+        sections = ((("block", self.block_config()),) if self.joint
+                    else (("attention", self.attention_config()), ("mlp", self.mlp_config())))
+        for section, config in sections:
             for part, count in (config.param_counts() if config is not None else {}).items():
-                counts["norms" if part == "norm" else f"{section}.{part}"] += L * count
+                key = "norms" if part == "norm" else part if "." in part else f"{section}.{part}"
+                counts[key] += L * count
         counts["total"] = sum(counts.values())
         return counts
 
@@ -131,7 +156,15 @@ def _part(name: str) -> str:
         return "head"
     if ".norm." in name or name.startswith("norm."):
         return "norms"
-    section = "attention" if ".attn." in name else "mlp"
+    if ".joint." in name:                                              # a CEMBlock: each term's weights, one descent
+        leaf = name.rsplit(".", 2)[-2] if name.endswith(".weight") else name.rsplit(".", 1)[-1]
+        if leaf in ("q_proj", "k_proj"):
+            return "attention.projections"
+        if leaf in ("up_proj", "gate_proj"):
+            return "mlp.projections"
+        section = "block"
+    else:
+        section = "attention" if ".attn." in name else "mlp"
     if ".preconditioner." in name:
         return f"{section}.preconditioner"
     if name.endswith("log_eta"):
@@ -184,10 +217,15 @@ def full_precision(t: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    """attention sublayer, then MLP sublayer (none with mlp="none"); each h + delta with its own RMSNorm."""
+    """attention sublayer, then MLP sublayer (none with mlp="none"); each h + delta with its own RMSNorm.
+    With block="joint", one CEMBlock (``joint``) instead: T steps on E_att + E_mlp (attn and mlp are None)."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.attn = self.mlp = self.joint = None
+        if config.joint:
+            self.joint = CEMBlock(config.block_config())
+            return
         attn_cls = LlamaAttention if config.attention == "llama" else CEMAttention
         self.attn = attn_cls(config.attention_config())
         mlp_cls = {"llama": SwiGLU, "cem": CEMGatedMLP, "none": None}[config.mlp]
@@ -195,11 +233,13 @@ class Block(nn.Module):
 
     def skip_input_checks(self) -> None:
         """For a caller that validates its own input once: the sublayers stop checking theirs."""
-        for layer in (self.attn, self.mlp):
+        for layer in (self.attn, self.mlp, self.joint):
             if layer is not None:
                 layer.check_inputs = False
 
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
+        if self.joint is not None:
+            return self.joint(h, cache)
         h = self.attn(h, cache)
         return h if self.mlp is None else self.mlp(h)
 

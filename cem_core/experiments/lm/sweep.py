@@ -1,4 +1,5 @@
-"""``lm sweep``: the paper's language-model claims in miniature, nine variants x three seeds, resumable.
+"""``lm sweep``: the paper's language-model claims in miniature, eleven variants (nine for the paper's claims, two
+of ours) x three seeds, resumable.
 
 Every variant is trained on the same tokens (the data stream does not depend on the seed), with one
 learning rate and schedule, for a budget of 20 tokens per parameter of the Llama model (times the
@@ -25,7 +26,7 @@ import math
 import statistics
 import sys
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -55,7 +56,7 @@ COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps 
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
 
-# name -> (model variant, CEM switches): the nine variants the paper's claims compare
+# name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
 VARIANTS = {
     "llama": ("llama", None),
     "attn T=1": ("cem-attn", CEMOptions(T=1)),
@@ -66,6 +67,9 @@ VARIANTS = {
     "mlp T=1": ("cem-mlp", CEMOptions(T=1)),
     "mlp T=2": ("cem-mlp", CEMOptions(T=2)),
     "cem-full": ("cem-full", VARIANT_OPTIONS["cem-full"]),
+    # ours (docs/design.md#214-the-block-as-one-energy): the distance-form diagonal, and cem-full as one energy
+    "attn T=2, diag shared, distance": ("cem-attn", CEMOptions(T=2, diagonal="shared", diagonal_form="distance")),
+    "cem-full, joint": ("cem-full", replace(VARIANT_OPTIONS["cem-full"], block="joint")),
 }
 EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
 
@@ -107,7 +111,7 @@ SWEEP_PRESETS = {
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
 VERDICT_RULE = verdicts.rule("ppl", "validation perplexity", TOLERANCE)
 
-# The paper's eight claims: (text, [(kind, A, B), ...])
+# The paper's eight claims and two of ours: (text, [(kind, A, B), ...])
 CLAIMS = [
     ("CEM attention costs little perplexity against Llama", [("comparable", "attn T=1", "llama")]),
     ("The CEM gated MLP stays competitive with SwiGLU", [("comparable", "mlp T=1", "llama")]),
@@ -121,6 +125,11 @@ CLAIMS = [
       ("improves", "attn T=2, diag shared", "attn T=2, diag per head")]),
     ("The fully CEM transformer trains stably, with perplexity comparable to Llama's and fewer parameters",
      [("comparable", "cem-full", "llama")]),
+    # ours, not the paper's (fixed before their runs trained)
+    ("(ours) The distance-form diagonal improves on the bilinear one",
+     [("improves", "attn T=2, diag shared, distance", "attn T=2, diag shared")]),
+    ("(ours) One energy for the block (joint descent) improves the fully CEM transformer",
+     [("improves", "cem-full, joint", "cem-full")]),
 ]
 
 
@@ -271,10 +280,16 @@ def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
         recorded = read_json(path)
         if not isinstance(recorded, dict):
             raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
-        if differences := describe_differences({k: v for k, v in recorded.items() if k != "data_label"},
-                                               {k: v for k, v in wanted.items() if k != "data_label"}, limit=4):
+        # the same sweep may have grown (new variants added to the preset): its runs a superset of those recorded
+        grown = isinstance(recorded.get("runs"), list) and set(recorded["runs"]) <= set(wanted["runs"])
+        if differences := describe_differences({k: v for k, v in recorded.items() if k != "data_label"
+                                                 and not (k == "runs" and grown)},
+                                               {k: v for k, v in wanted.items() if k != "data_label"
+                                                and not (k == "runs" and grown)}, limit=4):
             raise ValueError(f"{out} holds another sweep (its {MANIFEST} records {differences}); runs of two "
                              f"sweeps or two data sources must not mix in one folder: use another --out")
+        if recorded["runs"] != wanted["runs"]:
+            atomic_write_text(path, json.dumps(wanted, indent=1))      # the grown sweep's runs, in its order
     strangers = [r for r in records if r["hash"] not in set(wanted["runs"])]
     if strangers:
         raise ValueError(f"{out}: {len(strangers)} records in results.json are not runs of this sweep (first: "

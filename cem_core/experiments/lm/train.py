@@ -144,7 +144,9 @@ class LMTrainConfig:
 
     def identity(self, data: DataConfig) -> dict:
         """What determines this run's numbers: the configuration and the data (see run_folder)."""
-        return run_folder.run_identity(asdict(self), data)
+        cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
+        config = asdict(self) | {"cem": cem}
+        return run_folder.run_identity(config, data)
 
     def run_hash(self, data: DataConfig) -> str:
         return run_folder.identity_hash(self.identity(data))
