@@ -4,9 +4,11 @@
 Tolerances: relative to the size of the update (forward) or of the largest gradient entry
 (backward), 1e-9 in float64 and 1e-4 in float32. The grid covers both attention fast paths beside
 the generic one: the shared diagonal's head-independent core (whole, in blocks of queries, and in
-blocks recomputed in backward) and query-space recursion (no diagonal, T > 1). The checkers are
+blocks recomputed in backward) and query-space recursion (no diagonal, T > 1), each diagonal in both
+forms (bilinear and distance), and the joint block (T steps on E_att + E_mlp). The checkers are
 tested by permanent mutations (a perturbed output projection, a dropped causal mask, a detached
-term that leaves the forward exact): they must reject each.
+term that leaves the forward exact, a wrong sign in the distance form's or the joint block's
+gradient): they must reject each.
 """
 import itertools
 
@@ -18,22 +20,29 @@ from conftest import randomize_
 import cem_core.nn.attention as attention_module
 from cem_core import (
     AttentionConfig,
+    BlockConfig,
     CEMAttention,
+    CEMBlock,
     CEMGatedMLP,
     MLPConfig,
     assert_exact,
     exactness_error,
     gradient_exactness_error,
 )
+from cem_core.nn.attention import InteractionTerm
+from cem_core.nn.energy import attention_energy, mlp_energy
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 
 # how the shared diagonal's core runs over the 7 queries: whole, in blocks of 3 (3, 3, 1), or in
 # blocks of 3 recomputed in backward
 BLOCKINGS = ("whole", "blocks", "recompute")
-ATTENTION_GRID = [(diagonal, *rest, blocking)
-                  for diagonal, *rest in itertools.product(("none", "per_head", "shared"), ("none", "dlr", "psd"),
-                                                           (1, 2, 3, 8), (False, True), (0.0, 0.7))
+# the diagonals with their forms: none, and per head / shared in the bilinear and the distance form
+DIAGONAL_FORMS = (("none", "bilinear"), ("per_head", "bilinear"), ("shared", "bilinear"), ("per_head", "distance"),
+                  ("shared", "distance"))
+ATTENTION_GRID = [(diagonal, form, *rest, blocking)
+                  for (diagonal, form), *rest in itertools.product(DIAGONAL_FORMS, ("none", "dlr", "psd"),
+                                                                   (1, 2, 3, 8), (False, True), (0.0, 0.7))
                   for blocking in (BLOCKINGS if diagonal == "shared" else ("whole",))]
 
 
@@ -44,17 +53,27 @@ def block_queries(monkeypatch, layer: CEMAttention, blocking: str) -> CEMAttenti
     return layer
 
 
-def attention(diagonal, preconditioner, T, rope, anchor, **kwargs) -> CEMAttention:
+def attention(diagonal, preconditioner, T, rope, anchor, form="bilinear", **kwargs) -> CEMAttention:
     torch.manual_seed(T)
-    cfg = AttentionConfig(d_model=16, n_heads=4, T=T, eta=0.8, diagonal=diagonal,
+    cfg = AttentionConfig(d_model=16, n_heads=4, T=T, eta=0.8, diagonal=diagonal, diagonal_form=form,
                           preconditioner=preconditioner, rank=3, rope=rope, anchor=anchor, **kwargs)
-    return randomize_(CEMAttention(cfg), seed=T)
+    return stable_distance(randomize_(CEMAttention(cfg), seed=T))
 
 
-@pytest.mark.parametrize("diagonal,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
-def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal, preconditioner, T, rope, anchor,
+def stable_distance(layer):
+    """A distance-form diagonal D = softplus(p) of about 0.1 (p about -2): a descent that settles. With
+    randomize_'s D of about 0.7 and P's eigenvalues up to 3, x <- x - eta P (sum_k D_k) x + ... grows about
+    5x per step at eta 0.8, so at T = 8 rounding differences between two exact computations grow 10^6-fold."""
+    if layer.config.diagonal_form == "distance":
+        with torch.no_grad():
+            layer.diag.sub_(2.0)
+    return layer
+
+
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal, form, preconditioner, T, rope, anchor,
                                                  blocking):
-    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor), blocking)
+    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor, form), blocking)
     h = 2.0 * torch.randn(2, 7, 16)
     assert_exact(layer, h, RTOL64)
     trace = layer.trace(h)
@@ -62,11 +81,11 @@ def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal,
     torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("diagonal,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
-def test_attention_backward_is_autograd_descent(float64, monkeypatch, diagonal, preconditioner, T, rope, anchor,
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+def test_attention_backward_is_autograd_descent(float64, monkeypatch, diagonal, form, preconditioner, T, rope, anchor,
                                                 blocking):
     """The gradients with respect to h and every parameter equal those of the T autograd steps."""
-    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor), blocking)
+    layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor, form), blocking)
     assert gradient_exactness_error(layer, 2.0 * torch.randn(2, 7, 16)) <= RTOL64
 
 
@@ -99,6 +118,44 @@ def test_mlp_fast_path_is_autograd_descent(float64, preconditioner, T, anchor, a
     trace = layer.trace(h)
     torch.testing.assert_close(trace.energies[0], layer.energy(layer.norm(h), h), rtol=0, atol=0)
     torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
+
+
+# the joint block: every diagonal form and preconditioner, T = 1 (a parallel block) and T = 3, each
+# activation, with and without RoPE and the anchor
+BLOCK_GRID = [(diagonal, form, preconditioner, T, rope, anchor, activation)
+              for (diagonal, form), preconditioner, (T, rope), anchor in itertools.product(
+                  DIAGONAL_FORMS, ("none", "dlr", "psd"), ((1, False), (3, True)), (0.0, 0.7))
+              for activation in (("silu", "gelu", "relu")[len(form) % 3],)]
+
+
+def joint_block(diagonal, form, preconditioner, T, rope, anchor, activation, **kwargs) -> CEMBlock:
+    torch.manual_seed(T)
+    cfg = BlockConfig(d_model=16, n_heads=4, d_ff=24, T=T, eta=0.6, diagonal=diagonal, diagonal_form=form,
+                      preconditioner=preconditioner, rank=3, rope=rope, anchor=anchor, activation=activation, **kwargs)
+    return stable_distance(randomize_(CEMBlock(cfg), seed=T))
+
+
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", BLOCK_GRID)
+def test_joint_block_fast_path_is_autograd_descent_on_the_summed_energy(float64, diagonal, form, preconditioner, T,
+                                                                        rope, anchor, activation):
+    layer = joint_block(diagonal, form, preconditioner, T, rope, anchor, activation)
+    h = 2.0 * torch.randn(2, 7, 16)
+    assert_exact(layer, h, RTOL64)
+    trace = layer.trace(h)
+    x0, c = layer.norm(h), layer.norm(h)
+    summed = (attention_energy(x0, c, layer.q_proj.weight, layer.k_proj.weight, 4, diag=layer.diagonal_matrix(),
+                               diagonal_form=form, rope_base=10000.0 if rope else None)
+              + mlp_energy(x0, c, layer.up_proj.weight, layer.gate_proj.weight, activation))   # E_att + E_mlp
+    torch.testing.assert_close(trace.energies[0], summed, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
+    assert trace.weights.shape == (T, 2, 4, 7, 7)
+
+
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", BLOCK_GRID)
+def test_joint_block_backward_is_autograd_descent(float64, diagonal, form, preconditioner, T, rope, anchor, activation):
+    layer = joint_block(diagonal, form, preconditioner, T, rope, anchor, activation,
+                        learn_eta=True, eta_per_step=T > 1)
+    assert gradient_exactness_error(layer, 2.0 * torch.randn(2, 7, 16)) <= RTOL64
 
 
 def test_float32_tolerance():
@@ -202,3 +259,57 @@ def test_each_configuration_takes_its_fast_path(monkeypatch, diagonal, precondit
     monkeypatch.setattr(attention_module, "causal_attention", counted)
     layer(torch.randn(1, 5, 16))
     assert calls == {"q": projections, "core": cores}
+
+
+# -- a wrong sign in the distance form's or the joint block's gradient ------------------------------
+
+
+@pytest.mark.parametrize("diagonal", ["per_head", "shared"])
+def test_checker_rejects_a_wrong_sign_in_the_distance_update(float64, monkeypatch, diagonal):
+    """-grad E_att in distance form has the term -sum_k D_k x: with +sum_k D_k x instead the fast path is no
+    longer a gradient step on the energy, and the checker says so."""
+    layer = attention(diagonal, "none", 2, True, 0.0, "distance")
+    h = torch.randn(2, 6, 16)
+    assert exactness_error(layer, h) < RTOL64
+    gradient = InteractionTerm._interaction_gradient
+
+    def flipped(self, x, ctx, need_weights):
+        u, weights = gradient(self, x, ctx, need_weights)
+        return u + 2 * self.diagonal_matrix().sum(0) * x, weights     # -sum_k D_k x turned into +sum_k D_k x
+    monkeypatch.setattr(InteractionTerm, "_interaction_gradient", flipped)
+    with pytest.raises(AssertionError, match="differs"):
+        assert_exact(layer, h, RTOL64)
+
+
+@pytest.mark.parametrize("diagonal", ["per_head", "shared"])
+def test_checker_rejects_a_wrong_sign_in_the_distance_key_bias(float64, monkeypatch, diagonal):
+    layer = attention(diagonal, "none", 1, False, 0.0, "distance")
+    h = torch.randn(2, 6, 16)
+    assert exactness_error(layer, h) < RTOL64
+    context = InteractionTerm._interaction_context
+
+    def flipped(self, c, cache=None):
+        ctx = context(self, c, cache)
+        ctx.key_bias = -ctx.key_bias                                   # +(1/2) c_j^T D c_j instead of -(1/2)
+        return ctx
+    monkeypatch.setattr(InteractionTerm, "_interaction_context", flipped)
+    with pytest.raises(AssertionError, match="differs"):
+        assert_exact(layer, h, RTOL64)
+
+
+@pytest.mark.parametrize("term", ["_elementwise_gradient", "_interaction_gradient"])
+def test_checker_rejects_a_wrong_sign_in_either_term_of_the_joint_block(float64, monkeypatch, term):
+    """The block's step is -grad E_att - grad E_mlp: with either term's sign flipped the forward and the
+    backward checks fail."""
+    layer = joint_block("shared", "distance", "psd", 2, True, 0.0, "silu")
+    h = torch.randn(2, 6, 16)
+    assert exactness_error(layer, h) < RTOL64 and gradient_exactness_error(layer, h) < RTOL64
+    original = getattr(CEMBlock, term)
+
+    def negated(*args):
+        out = original(*args)
+        return (-out[0], *out[1:]) if isinstance(out, tuple) else -out
+    monkeypatch.setattr(CEMBlock, term, negated)
+    with pytest.raises(AssertionError, match="differs"):
+        assert_exact(layer, h, RTOL64)
+    assert gradient_exactness_error(layer, h) > 1e-3
