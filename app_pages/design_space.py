@@ -60,7 +60,7 @@ def body() -> None:
     st.dataframe(figdata.variant_table(configs, torch.bfloat16), hide_index=True,
                  column_config={name: st.column_config.NumberColumn(format="localized")     # 1,234,567
                                 for name in ("attn proj", "attn diag", "attn precond", "mlp proj", "mlp precond",
-                                             "total")}
+                                             "block precond", "total")}
                  | {"attn x llama": st.column_config.NumberColumn(format="%.3f"),
                                 "mlp x llama": st.column_config.NumberColumn(format="%.3f"),
                                 "KV x llama": st.column_config.NumberColumn(format="%.3f"),
@@ -68,7 +68,8 @@ def body() -> None:
                                                                                 format="localized")})
     explain("Tying W_V = W_K and W_O = W_Q^T halves the attention weights (2d² instead of 4d²); tying the MLP's "
             "down projection to its up projection leaves 2 of SwiGLU's 3 matrices. The CEM KV cache holds keys "
-            "only, since the values are the keys.")
+            "only, since the values are the keys. With the block as one energy (block = joint) cem-full's "
+            "attention and MLP share one norm, one step size and one preconditioner (block precond).")
 
     st.subheader("FLOPs per token (forward, matmuls only)")
     n = c.seq_len
@@ -79,12 +80,15 @@ def body() -> None:
     total = {v: sum(flops[v].values()) for v in VARIANTS}
     st.caption(" · ".join(f"{v}: {total[v] / total['llama']:.2f}× Llama" for v in VARIANTS)
                + f". A diagonal per head makes each head's attention core d_h + d wide, (H + 1) = {c.n_heads + 1}× "
-               "the plain core; one shared diagonal adds a head-independent bias and readout, 2× the plain core.")
+               "the plain core; one shared diagonal adds a head-independent bias and readout, 2× the plain core."
+               + (" cem-full as one energy runs its T steps in x space (the MLP term needs x at every step) and "
+                  "applies P once per step, to the summed gradient." if c.cem.block == "joint" else ""))
     explain("Tying saves parameters, not matmuls: a CEM layer at T = 1 still multiplies by W_Q, W_K and W_Q^T. "
             "Each extra step T adds the query side and the attention core again, but reuses the keys.")
 
     st.subheader("The update for these options")
-    for layer, title in (("attention", "CEM attention"), ("mlp", "CEM gated MLP")):
+    layers = (("attention", "CEM attention"), ("mlp", "CEM gated MLP"))
+    for layer, title in layers + ((("joint", "cem-full's block as one energy"),) if c.cem.block == "joint" else ()):
         st.markdown(f"**{title}**")
         for line in update_latex(layer, c.cem):
             st.latex(line)

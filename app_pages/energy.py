@@ -116,7 +116,8 @@ def page_controls(present: tuple[str, ...] | None, step=None):
     stacked beside what the step says) and read the state. Returns it and where its caption goes."""
     shown = restore_controls("energy", EnergyControls, KEYS,
                              lambda values: tuple(name for name in EnergyControls.shown(values["layer"],
-                                                                                         values["preconditioner"])
+                                                                                         values["preconditioner"],
+                                                                                         values["diagonal"])
                                                   if present is None or name in present))
     state, slot = st.session_state, None
     # Sliders whose range follows another control are assigned on every run: to Streamlit a slider whose range
@@ -259,6 +260,10 @@ def body() -> None:
     views = phase_views(controls, pinned)
     if controls.layer == "block" and not present:
         caption.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
+    elif controls.layer == "joint" and not present:
+        caption.caption("The block as one energy: every step descends E_att + E_mlp together from one x⁽⁰⁾ = Norm(h), "
+                        "with one step size and preconditioner; at T = 1 it is a parallel block, "
+                        "h + Attn(Norm h) + MLP(Norm h).")
     for index, (phase, diagnosis, view) in enumerate(zip(data["phases"], diagnoses, views)):
         with phase_slots[index]:
             heading = st.container()

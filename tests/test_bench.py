@@ -1,6 +1,7 @@
 """The benchmark runs end to end at tiny sizes and reports what it claims (no timing asserted)."""
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from cem_core.__main__ import main
 from cem_core.experiments.bench import PROJECTION, SHARED_CORE, BenchConfig, _layer, eager, kernel_time, saved_bytes
 from cem_core.nn.attention import QUERY_BLOCK, CEMAttention, query_blocks
 from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
-from cem_core.nn.flops import attention_flops, mlp_flops
+from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
+from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 
 
 def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
@@ -46,6 +48,14 @@ def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
     assert records["KV cache bytes/token/layer, cem vs llama"]["bytes_ratio"] == 0.5
     assert records["CEM attention T=1 vs Llama attention"]["saved_bytes_b"] > 0
     assert any("tokens_per_s_b" in r for r in data["records"])
+    sizes = dict(d_model=32, n_heads=4, d_ff=64, n_layers=2, max_seq_len=16)
+    joint, full = (model_flops(ModelConfig.variant("cem-full", cem=cem, **sizes), 16, 2)["block"]
+                   for cem in (replace(VARIANT_OPTIONS["cem-full"], block="joint"), VARIANT_OPTIONS["cem-full"]))
+    for mode in ("forward", "forward+backward"):
+        row = records[f"block ({mode}), cem-full as one energy (joint) vs as it is"]
+        assert row["flop_ratio"] == pytest.approx(joint / full) and row["tokens_per_s_b"] > 0
+    distance = records["D+LR shared: distance vs bilinear form (CEM attention, T=1)"]
+    assert distance["flop_ratio"] == 1.0 and distance["time_ratio"] > 0   # the key bias is not a matmul
     lm = [r for r in data["records"] if r["name"].startswith("LM train step at cpu-tiny")]
     assert [r["b"] for r in lm] == ["cem-attn", "cem-mlp", "cem-full"] and all(r["tokens_per_s_b"] > 0 for r in lm)
     assert data["provenance"]["torch"] and data["threads"] >= 1

@@ -199,7 +199,8 @@ def kernel_time(kernels: list[dict], cfg: AttentionConfig | LlamaAttentionConfig
 
 
 def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
-    """CEM attention at T = 1, 2, 4 vs Llama, D+LR vs none, CEM MLP at T = 1, 2 vs SwiGLU. Attention rows
+    """CEM attention at T = 1, 2, 4 vs Llama, D+LR vs none, the distance form vs the bilinear, CEM MLP at
+    T = 1, 2 vs SwiGLU. Attention rows
     built from measured kernels carry the ratio of their ``kernel_time``s (the per-head diagonal's wide
     flash core has no kernel row, so no such ideal)."""
     dtype = getattr(torch, c.dtype)
@@ -228,6 +229,9 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
                 AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops,
                 kernel_ideal=diagonal == "shared")
+    shared = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal="shared")
+    compare("D+LR shared: distance vs bilinear form (CEM attention, T=1)", CEMAttention, shared, CEMAttention,
+            replace(shared, diagonal_form="distance"), attention_flops)
     swiglu = SwiGLUConfig(d_model=c.d_model, d_ff=c.d_ff)
     for T in (1, 2):
         compare(f"CEM gated MLP T={T} vs SwiGLU", SwiGLU, swiglu, CEMGatedMLP,
@@ -240,11 +244,13 @@ FULL = f"cem-full (T={_full.T}, {_full.diagonal} diag, {_full.preconditioner} P)
 
 
 def model_rows(c: BenchConfig) -> list[dict]:
-    """A full block and a full model: llama vs the paper's fully CEM transformer (the LM's cem-full), tokens/s
-    forward and forward+backward."""
+    """A full block and a full model: llama vs the paper's fully CEM transformer (the LM's cem-full), and
+    cem-full's block as one energy (joint descent on E_att + E_mlp) vs as it is, tokens/s forward and
+    forward+backward."""
     dtype = getattr(torch, c.dtype)
     sizes = dict(vocab_size=257, d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, n_layers=2, max_seq_len=c.seq_len)
     configs = (ModelConfig.variant("llama", **sizes), ModelConfig.variant("cem-full", **sizes))   # the paper's
+    joint = ModelConfig.variant("cem-full", cem=replace(_full, block="joint"), **sizes)
     rows = []
 
     def throughput(ta, tb):
@@ -264,6 +270,14 @@ def model_rows(c: BenchConfig) -> list[dict]:
         flops = [model_flops(cfg, c.seq_len, c.batch) for cfg in configs]
         rows.append(_row(f"block ({mode}), {FULL} vs llama", "llama", "cem-full", ta, tb,
                          flops[1]["block"] / flops[0]["block"], throughput(ta, tb)))
+        torch.manual_seed(0)
+        pair = [Block(configs[1]), Block(joint)]
+        for block in pair:
+            block.skip_input_checks()
+        pair = [_prepared(block, c) for block in pair]
+        tj, ts = interleaved(*(_runner(b, make, backward, c.device) for b in pair), c.repeats, c.warmup)
+        rows.append(_row(f"block ({mode}), cem-full as one energy (joint) vs as it is", "cem-full", "joint", tj, ts,
+                         model_flops(joint, c.seq_len, c.batch)["block"] / flops[1]["block"], throughput(tj, ts)))
         torch.manual_seed(0)
         models = [_prepared(LanguageModel(cfg), c) for cfg in configs]
         idx = torch.randint(0, 257, (c.batch, c.seq_len), device=c.device)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
-from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, switches
+from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
-LAYERS = ("attention", "mlp", "block")
-LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)"}
+LAYERS = ("attention", "mlp", "block", "joint")
+LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)",
+                "joint": "Block as one energy (E_att + E_mlp)"}
 COST_LIMIT = 1e9          # rough multiply-adds of one energy-page render; above it we refuse. Lowered from 3e9 so that
                           # the largest allowed page (a block, width and sequence 128, per-head D+LR, T 16: 9.97e8)
                           # settles in a browser within about 2 s on 2 cores (benchmarks/browser_latency.py)
@@ -127,7 +128,8 @@ class EnergyControls(Controls):
              "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
              "seed": ("int", (0, 9999)), "rope": ("bool", None), "token": ("int", (0, 255)),
              "heat_head": ("int", (0, 7))}
-    CEM = tuple(f.name for f in switches(learned=False))    # every switch of an untrained layer
+    CEM = tuple(f.name for f in switches(learned=False) if f.name != "block")   # every switch of an untrained layer
+                                                                                # (the layer control says joint)
 
     layer: str = "attention"
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=4, rank=2))
@@ -142,14 +144,16 @@ class EnergyControls(Controls):
 
     ATTENTION_ONLY = ("heads", "rope", "heat_head")   # besides the switches marked attention_only
     PRECONDITIONER_ONLY = ("rank", "p_scale")                      # mean nothing with P = I
+    DIAGONAL_ONLY = ("diagonal_form",)                             # means nothing without a diagonal
 
     @classmethod
-    def shown(cls, layer: str, preconditioner: str) -> tuple[str, ...]:
-        """The controls that apply to this layer and preconditioner (the page hides the others)."""
+    def shown(cls, layer: str, preconditioner: str, diagonal: str = "none") -> tuple[str, ...]:
+        """The controls that apply to this layer, preconditioner and diagonal (the page hides the others)."""
         attention_only = {*cls.ATTENTION_ONLY, *(f.name for f in switches() if f.metadata["attention_only"])}
         return tuple(name for name in cls.specs()
                      if not (layer == "mlp" and name in attention_only)
-                     and not (preconditioner == "none" and name in cls.PRECONDITIONER_ONLY))
+                     and not (preconditioner == "none" and name in cls.PRECONDITIONER_ONLY)
+                     and not (diagonal == "none" and name in cls.DIAGONAL_ONLY))
 
     def __post_init__(self) -> None:
         self._validate()
@@ -159,8 +163,11 @@ class EnergyControls(Controls):
                   f"diagonal {self.cem.diagonal}) is too large for an interactive page (seconds of CPU per change "
                   "on a busy 2-core machine); lower the width, "
                   "the sequence length or T")
+        if self.cem.block != "sequential":
+            fail("block", self.cem.block, "is set by the layer control here (layer='joint')")
         self.attention_config()   # raises ValueError for inconsistent combinations
         self.mlp_config()
+        self.block_config()
 
     def followed(self) -> int:
         """The token the views follow: `token`, or the last one of a shorter sequence."""
@@ -174,7 +181,7 @@ class EnergyControls(Controls):
         """Rough multiply-adds of one render: T+1 trace steps and the landscape grid, per phase."""
         n, d, widen = self.seq_len, self.width, (self.heads + 1) if self.cem.diagonal != "none" else 1
         per_step, per_point = 0.0, 0.0
-        if self.layer != "mlp":                                        # the D+LR core is (H+1) x wider
+        if self.layer != "mlp":                                        # the D+LR core is (H+1) x wider (joint: both)
             per_step += 3 * n * n * d * widen + 4 * n * d * d
             per_point += n * d * widen + 2 * d * d
         if self.layer != "attention":
@@ -186,15 +193,22 @@ class EnergyControls(Controls):
         return replace(self.cem, rank=min(self.cem.rank, self.width))   # a rank above the width means "full"
 
     def attention_config(self) -> AttentionConfig | None:
-        if self.layer == "mlp":
+        if self.layer not in ("attention", "block"):
             return None
         return AttentionConfig(d_model=self.width, n_heads=self.heads, rope=self.rope,
                                **self._switches().attention_fields())
 
     def mlp_config(self) -> MLPConfig | None:
-        if self.layer == "attention":
+        if self.layer not in ("mlp", "block"):
             return None
         return MLPConfig(d_model=self.width, d_ff=self.d_ff, **self._switches().descent_fields())
+
+    def block_config(self) -> BlockConfig | None:
+        """The joint block's config (layer 'joint': one descent on E_att + E_mlp), else None."""
+        if self.layer != "joint":
+            return None
+        return BlockConfig(d_model=self.width, n_heads=self.heads, rope=self.rope, d_ff=self.d_ff,
+                           **self._switches().attention_fields())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,7 +218,7 @@ class DesignControls(Controls):
     SPECS = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
              "d_ff": ("int", (8, 32768)), "vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
              "p_scale": ("float", (0.0, 3.0)), "seed": ("int", (0, 9999))}
-    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank")   # the switches that change parameters or FLOPs
+    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block")   # those that change parameters or FLOPs
     CEM_RANGES = {"rank": (1, 64)}
     PREFIX = "ds_"
 
@@ -235,7 +249,7 @@ class GPControls(Controls):
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
              "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
-    CEM = ("T", "diagonal")
+    CEM = ("T", "diagonal", "diagonal_form")
     CEM_RANGES = {"T": (1, 8)}
     PREFIX = "gp_"
 

@@ -22,28 +22,59 @@ def steps_latex(T: int) -> str:
     return "t = 0" if T == 1 else "t = 0, 1" if T == 2 else rf"t = 0, \dots, {T - 1}"
 
 
+DISTANCE_LATEX = {
+    "per_head": r"s^k_{ij} = x^\top W_{Q,k}^\top W_{K,k} c_j - \tfrac12 (x - c_j)^\top D_k (x - c_j), "
+                r"\ D_k = \operatorname{diag}(\operatorname{softplus}(p_k))",
+    "shared": r"s^k_{ij} = x^\top W_{Q,k}^\top W_{K,k} c_j - \tfrac12 (x - c_j)^\top D (x - c_j), "
+              r"\ D = \operatorname{diag}(\operatorname{softplus}(p))",
+}
+
+
+def _attention_lines(cem: CEMOptions, name: str = "E") -> list[str]:
+    """E_att's energy, its interaction, -grad E_att and the weights (the gradient third)."""
+    if cem.diagonal_form == "distance":
+        D = "D_k" if cem.diagonal == "per_head" else "D"
+        return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
+                r"e^{\beta\, s^k_{ij}}",
+                DISTANCE_LATEX[cem.diagonal],
+                rf"-\nabla_x {name} = \sum_k \Big(W_{{Q,k}}^\top W_{{K,k}} \sum_{{j \le i}} a^k_{{ij}} c_j + "
+                rf"{D} \big(\textstyle\sum_{{j \le i}} a^k_{{ij}} c_j - x\big)\Big)",
+                r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, s^k_{ij}\big), \qquad \beta = 1/\sqrt{d_h}"]
+    return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
+            r"e^{\beta\, x^\top A_k c_j}",
+            INTERACTION_LATEX[cem.diagonal] + r", \qquad \beta = 1/\sqrt{d_h}",
+            rf"-\nabla_x {name} = \sum_k A_k \sum_{{j \le i}} a^k_{{ij}} c_j",
+            r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)"]
+
+
+def _mlp_lines(name: str = "E") -> list[str]:
+    """E_mlp, Phi and -grad E_mlp (the gradient third)."""
+    return [rf"{name}(x \mid c) = -\sum_m (G c)_m\, \Phi\big((U x)_m\big)",
+            r"\Phi' = \phi = \operatorname{SiLU}",
+            rf"-\nabla_x {name} = U^\top\big(\phi(U x) \odot G c\big)"]
+
+
 def update_latex(layer: str, cem: CEMOptions = CEMOptions()) -> list[str]:
-    """The equations of one CEM layer ("attention" or "mlp") with these switches, one LaTeX string per
-    line, each short enough for half a projected page (a display line does not wrap)."""
+    """The equations of one CEM layer ("attention", "mlp" or "joint", the block as one energy) with these
+    switches, one LaTeX string per line, each short enough for half a projected page (a display line does not
+    wrap)."""
     anchor, T = cem.anchor, cem.T
     anchor_term = r" + \tfrac{\lambda}{2}\lVert x - x^{(0)}\rVert^2" if anchor else ""
     anchor_pull = r" - \lambda (x - x^{(0)})" if anchor else ""
-    if layer == "attention":
-        lines = [
-            r"E(x \mid c_{1:i}) = -\sum_{k=1}^{H} \frac{1}{\beta} \log \sum_{j \le i} "
-            r"e^{\beta\, x^\top A_k c_j}" + anchor_term,
-            INTERACTION_LATEX[cem.diagonal] + r", \qquad \beta = 1/\sqrt{d_h}",
-            r"-\nabla_x E = \sum_k A_k \sum_{j \le i} a^k_{ij} c_j" + anchor_pull,
-            r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)",
-        ]
-    elif layer == "mlp":
-        lines = [
-            r"E(x \mid c) = -\sum_m (G c)_m\, \Phi\big((U x)_m\big)" + anchor_term,
-            r"\Phi' = \phi = \operatorname{SiLU}",
-            r"-\nabla_x E = U^\top\big(\phi(U x) \odot G c\big)" + anchor_pull,
-        ]
+    if layer in ("attention", "mlp"):
+        lines = _attention_lines(cem) if layer == "attention" else _mlp_lines()
+        lines[0] += anchor_term
+        lines[2] += anchor_pull
+    elif layer == "joint":
+        att, mlp = r"E_{\text{att}}", r"E_{\text{mlp}}"
+        lines = [rf"E(x \mid c_{{1:i}}) = {att}(x \mid c_{{1:i}}) + {mlp}(x \mid c_i)" + anchor_term
+                 + r"\ \ \text{(one energy)}",
+                 *_attention_lines(cem, att), *_mlp_lines(mlp),
+                 rf"-\nabla_x E = -\nabla_x {att} - \nabla_x {mlp}" + anchor_pull,
+                 r"T = 1:\ h_i' = h_i + \operatorname{Attn}(x^{(0)}) + \operatorname{MLP}(x^{(0)})"
+                 r"\ \ \text{(a parallel block)}"]
     else:
-        raise ValueError(f"layer={layer!r} is invalid: must be 'attention' or 'mlp'")
+        raise ValueError(f"layer={layer!r} is invalid: must be 'attention', 'mlp' or 'joint'")
     return lines + [
         PRECONDITIONER_LATEX[cem.preconditioner],
         r"x^{(0)} = \operatorname{Norm}(h_i), \qquad x^{(t+1)} = x^{(t)} - \eta\, P\, \nabla_x E\big(x^{(t)}\big)",

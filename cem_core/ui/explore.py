@@ -1,6 +1,7 @@
 """Data of the app's energy-descent page: the layers chosen by ``EnergyControls``, their traces
-(per phase: attention, MLP, or both for a block), the landscape of one token's energy, and one
-diagnosis per phase of what the descent did, read off the trace. Numpy out, nothing drawn.
+(per phase: attention, MLP, both for a block, or the joint block's one descent), the landscape of one
+token's energy, and one diagnosis per phase of what the descent did, read off the trace. Numpy out,
+nothing drawn.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 
 from cem_core.nn.attention import CEMAttention
+from cem_core.nn.block import CEMBlock
 from cem_core.nn.mlp import CEMGatedMLP
 
 from .controls import LANDSCAPE_GRID, EnergyControls
@@ -22,7 +24,7 @@ GROWING = 10.0             # above it the steps grow: the descent diverges
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
-    """Seeded float64 layers; a block is attention then MLP (its two phases)."""
+    """Seeded float64 layers; a block is attention then MLP (its two phases), a joint block one phase."""
     layers = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(c.seed)
@@ -30,10 +32,13 @@ def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
             layers.append(("attention", CEMAttention(c.attention_config()).double()))
         if c.mlp_config() is not None:
             layers.append(("mlp", CEMGatedMLP(c.mlp_config()).double()))
+        if c.block_config() is not None:
+            layers.append(("joint", CEMBlock(c.block_config()).double()))
         with torch.no_grad():
             for _, layer in layers:
-                if getattr(layer, "diag", None) is not None:   # a visible diagonal (it starts at zero in training)
-                    layer.diag.normal_(0.0, 0.5)
+                if getattr(layer, "diag", None) is not None:   # a visible diagonal (it starts at zero in training);
+                    # in distance form D = softplus(p) about 0.2, a pull -eta sum_k D x that does not overshoot at eta 1
+                    layer.diag.normal_(-1.5 if c.cem.diagonal_form == "distance" else 0.0, 0.5)
                 for name in ("U", "V"):                          # U, V ~ N(0, p_scale^2 / d)
                     if hasattr(layer.preconditioner, name):
                         getattr(layer.preconditioner, name).normal_(0.0, c.p_scale / c.width ** 0.5)
@@ -116,7 +121,8 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     """The diagnosis of one phase of ``explore``: which tokens' energy rose at which steps and by how much,
     whether the iterates settle, slow down, run off or diverge, and why, as one note."""
     name, energies, norms, radius = phase["name"], phase["energies"], phase["update_norms"], phase["radius"]
-    label = "attention" if name == "attention" else "MLP"
+    label = {"attention": "attention", "mlp": "MLP", "joint": "joint block"}[name]
+    distance = c.cem.diagonal_form == "distance" and name != "mlp"
     rises = tuple(Rise(int(i), tuple(int(t) + 1 for t in np.flatnonzero(phase["rose"][:, i])),
                        float(np.diff(energies[:, i])[phase["rose"][:, i]].max()))
                   for i in range(energies.shape[1]) if phase["rose"][:, i].any())
@@ -142,8 +148,9 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
         if negative:
             parts.append(f"P has {negative} negative eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is indefinite "
                          "here, so −P∇E can point uphill. The psd form diag + UUᵀ always points downhill.")
-        elif name == "mlp":
-            parts.append(f"P is positive definite, so each step starts downhill, but E_mlp is not concave: a step of "
+        elif name != "attention" or distance:
+            parts.append(f"P is positive definite, so each step starts downhill, but "
+                         f"{'E_mlp is' if name == 'mlp' else 'the energy is'} not concave: a step of "
                          f"η = {eta:g} can overshoot; a smaller η descends.")
         else:
             parts.append(f"P is positive definite, so each step starts downhill, but the anchor makes the energy curve "
@@ -164,9 +171,19 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     else:
         parts.append(("The iterates run off: the steps do not shrink" if course == "runs off" else
                       f"The iterates diverge: the steps grow {worst:.3g}×") + f" ({facts}).")
-        if name == "attention" and anchor == 0:
+        if name == "attention" and distance:
+            parts.append("In distance form E_att is bounded below (its −½(x − c)ᵀD(x − c), D > 0, pulls x back), "
+                         f"but a step of η = {eta:g} can overshoot that pull; a smaller η settles.")
+        elif name == "joint":
+            parts.append("E_att + E_mlp has no minimum here: "
+                         + ("the attention term is bounded below in distance form, but " if distance else
+                            "the attention term is unbounded below (the distance form bounds it), and ")
+                         + "a unit with a positive gate (Gc)ₘ lowers E_mlp without bound"
+                         + (f"; the anchor λ = {anchor:g} is not strong enough to hold it." if anchor
+                            else "; the anchor (λ/2)|x − x⁽⁰⁾|² can hold it."))
+        elif name == "attention" and anchor == 0:
             parts.append("E_att is concave and unbounded below, so it has no minimum to settle into; the anchor "
-                         "(λ/2)|x − x⁽⁰⁾|², our extension, gives it one.")
+                         "(λ/2)|x − x⁽⁰⁾|², our extension, or the distance form gives it one.")
         elif name == "attention" and negative:
             parts.append("Along P's negative eigenvectors each step pushes x further from x⁽⁰⁾ than the anchor "
                          "pulls it back.")

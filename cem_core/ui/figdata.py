@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cem_core.nn.attention import CEMAttention
-from cem_core.nn.config import AttentionConfig, CEMOptions
-from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
+from cem_core.nn.attention import CEMAttention, InteractionTerm
+from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig
+from cem_core.nn.flops import attention_flops, block_flops, mlp_flops, model_flops
 from cem_core.nn.model import ModelConfig
 from cem_core.nn.precondition import Preconditioner
 from cem_core.nn.rope import unrotate
@@ -86,10 +86,11 @@ def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
     """x^(0) + eta P v^k_j for every head k and key j <= token, shape (H, token+1, d).
 
     v^k_j is what the first step adds if head k puts all its weight on key j:
-    W_Q,k^T R_i^T R_j W_K,k c_j (+ d_k * c_j with D+LR), i.e. A_k c_j without RoPE. With one head
-    the first step lands in the convex hull of these points."""
+    W_Q,k^T R_i^T R_j W_K,k c_j (+ d_k * c_j with D+LR, + d_k * (c_j - x^(0)) in distance form), i.e. A_k c_j
+    without RoPE. With one head the first step lands in the convex hull of these points. A joint block's
+    tips show its attention term only (they leave its MLP term out)."""
     c = layer.norm(h)
-    ctx = layer._context(c)
+    ctx = layer._interaction_context(c)                                # the keys (attention or a joint block)
     H, dh, d = layer.n_heads, layer.head_dim, layer.config.d_model
     keys = ctx.keys[0, :, : token + 1, :dh]                            # R_j W_K,k c_j
     if layer.config.rope:
@@ -98,6 +99,8 @@ def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
     diag = layer.diagonal_matrix()
     if diag is not None:
         v = v + diag[:, None, :] * c[0, None, : token + 1]             # + d_k * c_j
+    if layer.config.diagonal_form == "distance":
+        v = v - diag[:, None, :] * c[0, token]                         # - d_k * x^(0): the pull of -(1/2)|x - c|_D^2
     return c[0, token] + layer.step_size_values()[0] * layer.preconditioner(v)   # x^(0) + eta P v
 
 
@@ -112,7 +115,7 @@ def landscape(layer, h: torch.Tensor, token: int, path: torch.Tensor, grid: int)
     points of ``key_tips`` in plane coordinates (None for an MLP)."""
     origin, basis = _plane(path)
     trajectory = (path - origin) @ basis.T
-    tips = (key_tips(layer, h, token) - origin) @ basis.T if isinstance(layer, CEMAttention) else None
+    tips = (key_tips(layer, h, token) - origin) @ basis.T if isinstance(layer, InteractionTerm) else None
     everything = trajectory if tips is None else torch.cat((trajectory, tips.reshape(-1, 2)))
     lo, hi = everything.min(0).values, everything.max(0).values
     pad = 0.15 * float((hi - lo).max()) + 0.1
@@ -208,17 +211,24 @@ def variant_table(configs: dict, cache_dtype: torch.dtype = torch.bfloat16) -> l
                      "attn x llama": c["attention.projections"] / base["attention.projections"],
                      "attn diag": c["attention.diagonal"], "attn precond": c["attention.preconditioner"],
                      "mlp proj": c["mlp.projections"], "mlp x llama": c["mlp.projections"] / base["mlp.projections"],
-                     "mlp precond": c["mlp.preconditioner"], "total": c["total"], "KV bytes/token": cache,
-                     "KV x llama": cache / base_cache})
+                     "mlp precond": c["mlp.preconditioner"], "block precond": c["block.preconditioner"],
+                     "total": c["total"], "KV bytes/token": cache, "KV x llama": cache / base_cache})
     return rows
 
 
 def flops_per_token(configs: dict, n: int) -> dict:
-    """Forward matmul FLOPs per token at sequence length n, by part: {variant: {"attention", "MLP", "LM head"}}."""
+    """Forward matmul FLOPs per token at sequence length n, by part: {variant: {"attention", "MLP", "LM head"}}.
+    A joint block's MLP part is its MLP term's projections; the rest (attention's, P on the summed gradient)
+    counts as attention."""
     out = {}
     for name, config in configs.items():
-        a = attention_flops(config.attention_config(), n)["total"]
-        m = mlp_flops(config.mlp_config(), n)["total"]
+        if config.joint:
+            block = config.block_config()
+            m = mlp_flops(MLPConfig(d_model=block.d_model, d_ff=block.d_ff, T=block.T), n)["total"]
+            a = block_flops(block, n)["total"] - m
+        else:
+            a = attention_flops(config.attention_config(), n)["total"]
+            m = mlp_flops(config.mlp_config(), n)["total"]
         out[name] = {"attention": config.n_layers * a / n, "MLP": config.n_layers * m / n,
                      "LM head": model_flops(config, n)["head"] / n}
     return out
