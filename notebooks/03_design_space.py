@@ -26,7 +26,7 @@
 # against `cem_core`. The app shows the same layers interactively (start it with `make app`): links
 # along the way open its [energy page](http://localhost:8501/) and its
 # [design page](http://localhost:8501/design) in the states this notebook looks at, and an
-# explorer at the end (section 5) puts the energy page's controls inside the notebook.
+# explorer at the end (section 6) puts the energy page's controls inside the notebook.
 #
 # **Learning goals.** After this notebook you can
 #
@@ -36,7 +36,9 @@
 #    and explain why a positive definite $P$ always descends while the paper's
 #    $\mathrm{diag}(\mathrm{softplus}\,p) + UV^\top + VU^\top$ can have a negative eigenvalue and ascend;
 # 3. write two steps out as attention of an updated query over the same keys and values;
-# 4. find the fixed point of the anchored energy and the step sizes for which the steps reach it.
+# 4. find the fixed point of the anchored energy and the step sizes for which the steps reach it;
+# 5. derive the distance-form diagonal's update and the joint block's, and say why one is bounded below
+#    and the other is a parallel block at $T = 1$.
 
 # %% tags=["parameters"]
 d = 3          # width of the symbolic rank argument
@@ -622,7 +624,131 @@ for anchor in (0.0, 1.0):
 # (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2)
 # (runs off).
 #
-# ## 5. Explore
+# ## 5. The block as one energy, and a diagonal for distances
+#
+# Two more switches, ours rather than the paper's (design notes §2.14). The D+LR diagonal above scores
+# $x^\top \mathrm{diag}(\delta)\, c_j$. The paper's earlier abstract speaks of diagonals "for inter-token
+# distances", which reads as a **distance form** inside the log-sum-exp,
+#
+# $$s_j = x^\top W_Q^\top W_K c_j - \tfrac12 (x - c_j)^\top D\, (x - c_j), \qquad D = \mathrm{diag}(\delta),\ \delta > 0 .$$
+#
+# Expanding the square, $-\frac12 x^\top D x$ is the same for every key and leaves the weights unchanged, and
+# $-\frac12 c_j^\top D c_j$ is a bias of key $j$ fixed by the history (computed once for all $T$ steps), so
+#
+# $$-\nabla_x E = W_Q^\top \sum_{j} a_j W_K c_j + \delta \odot \Big(\sum_{j} a_j c_j - x\Big):$$
+#
+# the bilinear update, and a pull of $x$ towards the weighted history. SymPy proves it with two history
+# entries:
+
+# %%
+s_dist = [(xv.T * W_Q.T * W_K * c_j)[0] - sum(dm * (xm - cm) ** 2 for dm, xm, cm in zip(delta, xv, c_j)) / 2
+          for c_j in history]                              # s_j = x^T W_Q^T W_K c_j - (1/2)(x - c_j)^T D (x - c_j)
+E_dist = -sp.log(sum(sp.exp(beta * s_j) for s_j in s_dist)) / beta
+a_dist = [sp.exp(beta * s_j) / sum(sp.exp(beta * s_k) for s_k in s_dist) for s_j in s_dist]
+weighted = sum((a_j * c_j for a_j, c_j in zip(a_dist, history)), sp.zeros(d, 1))
+expected = (W_Q.T * sum((a_j * W_K * c_j for a_j, c_j in zip(a_dist, history)), sp.zeros(d_h, 1))
+            + delta.multiply_elementwise(weighted - xv))
+grad_dist = sp.Matrix([sp.diff(E_dist, x_m) for x_m in xv])
+assert sp.simplify(-grad_dist - expected) == sp.zeros(d, 1)
+proved(r"-\nabla_x E = W_Q^\top \sum_{j} a_j W_K c_j + \delta \odot \Big(\sum_{j} a_j c_j - x\Big)")
+
+# %% [markdown]
+# **Bounded below.** With $\delta > 0$ the quadratic $\frac12 x^\top D x$ outgrows the log-sum-exp's linear
+# growth along every ray, so the energy has a minimum and the steps can settle; the bilinear form and plain
+# attention have none (section 2). `cem_core` keeps $\delta = \mathrm{softplus}(p) > 0$.
+#
+# Against `CEMAttention(diagonal="per_head", diagonal_form="distance")`: the SymPy side differentiates the
+# distance-form energy of a general $A_k$ and $\delta_k$ over all positions with the causal mask
+# ($T = 1$, $\eta = 1$, $P = I$). **Tolerance: $10^{-10}$ relative, float64.**
+
+# %%
+delta_n = vector("delta", d_model)
+E_dist_head = -sp.log(sum(m_j * sp.exp(beta * ((x_n.T * A_n * c_j)[0] - sum(
+    dm * (xm - cm) ** 2 for dm, xm, cm in zip(delta_n, x_n, c_j)) / 2)) for m_j, c_j in zip(mask, c_n))) / beta
+dist_update = sp.lambdify([beta, *x_n, *A_n, *delta_n, *[e for c_j in c_n for e in c_j], *mask],
+                          -sp.Matrix([sp.diff(E_dist_head, x_m) for x_m in x_n]), cse=True)
+dist_layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=d_model, n_heads=n_heads, diagonal="per_head",
+                                                            diagonal_form="distance", rope=False)).double()
+with torch.no_grad():
+    for p in (dist_layer.q_proj.weight, dist_layer.k_proj.weight, dist_layer.diag):
+        p.copy_(torch.from_numpy(rng.normal(size=p.shape) / math.sqrt(d_model)))
+deltas = dist_layer.diagonal_matrix().detach().numpy()     # delta_k = softplus(p_k) > 0
+A_low = interactions_of(dist_layer)                        # W_Q,k^T W_K,k
+by_sympy_dist = np.stack([sum(dist_update(1 / math.sqrt(head), *c[i], *A_k.ravel(), *delta_k, *c.ravel(),
+                                          *causal_mask[i]).ravel() for A_k, delta_k in zip(A_low, deltas))
+                          for i in range(n_tokens)])
+
+# %% tags=["compare-distance"]
+fast = (dist_layer(h) - h)[0].detach().numpy()
+error = np.abs(fast - by_sympy_dist).max() / np.abs(by_sympy_dist).max()
+report(f"`CEMAttention` in distance form and the SymPy gradient of the distance energy differ by **{error:.1e}** "
+       "relative to the largest update (tolerance $10^{-10}$).")
+assert error < 1e-10, "CEMAttention (distance form) disagrees with the SymPy distance-form gradient"
+
+# %% [markdown]
+# **The block as one energy.** A CEM block runs two descents in turn: attention's $T$ steps on $E_{att}$,
+# then the MLP's $T$ steps on $E_{mlp}$ from a new norm. The Energy Transformer instead descends one
+# energy, their sum, $E_{block}(x \mid c) = E_{att}(x \mid c_{1:i}) + E_{mlp}(x \mid c_i)$, from one
+# $x^{(0)} = \mathrm{Norm}(h)$ with one step size and preconditioner (`block="joint"`). The gradient of a
+# sum is the sum of the gradients, so one step adds both updates of notebooks 01 and 02 at the same $x$:
+#
+# $$-\nabla_x E_{block} = \sum_k W_{Q,k}^\top \sum_j a^k_{j} W_{K,k} c_j + U^\top\big(\phi(U x) \odot G c\big),$$
+#
+# and at $T = 1$ the block is a **parallel block**, $h + \mathrm{Attn}(\mathrm{Norm}\,h) + \mathrm{MLP}(\mathrm{Norm}\,h)$
+# (GPT-J, PaLM), not $\mathrm{MLP}(\mathrm{Attn}(h))$. SymPy derives the MLP term with $\Phi' = \phi$ left
+# symbolic:
+
+# %%
+U_s, G_s, c_own = matrix("u", 2, d), matrix("g", 2, d), vector("c", d)   # two hidden units; c = c_i, fixed
+phi = sp.Function("phi")
+
+
+class Phi(sp.Function):
+    """The potential of the MLP energy: Phi' = phi."""
+
+    def fdiff(self, argindex=1):
+        return phi(self.args[0])
+
+
+E_mlp_s = -sum((G_s * c_own)[m] * Phi((U_s * xv)[m]) for m in range(2))   # -sum_m (G c)_m Phi((U x)_m)
+grad_mlp = sp.Matrix([sp.diff(E_mlp_s, x_m) for x_m in xv])
+mlp_term = U_s.T * sp.Matrix([phi((U_s * xv)[m]) for m in range(2)]).multiply_elementwise(G_s * c_own)
+assert sp.expand(-grad_mlp - mlp_term) == sp.zeros(d, 1)
+E_block = E_dlr + E_mlp_s                                  # E_att (section 1's D+LR head) + E_mlp
+grad_block = sp.Matrix([sp.diff(E_block, x_m) for x_m in xv])
+assert sp.expand(grad_block - grad_dlr - grad_mlp) == sp.zeros(d, 1)   # the gradient of the sum
+proved(r"-\nabla_x (E_{att} + E_{mlp}) = -\nabla_x E_{att} + U^\top\big(\phi(U x) \odot G c\big), \quad \Phi' = \phi")
+
+# %% [markdown]
+# Against `CEMBlock` at $T = 1$, with the attention update of section 1's SymPy gradient and the MLP update of
+# notebook 02 with SiLU for $\phi$, each from the block's own weights. **Tolerance: $10^{-10}$ relative,
+# float64.**
+
+# %%
+block_layer = cem_core.CEMBlock(cem_core.BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=2 * d_model,
+                                                     rope=False)).double()
+A_block = interactions_of(block_layer)                     # W_Q,k^T W_K,k of the block's attention term
+c_block = block_layer.norm(h)[0].detach().numpy()
+up, gate = (w.detach().numpy() for w in (block_layer.up_proj.weight, block_layer.gate_proj.weight))
+silu = lambda z: z / (1 + np.exp(-z))                      # phi = SiLU  # noqa: E731
+attention_part = np.stack([symbolic_update(c_block[i], i, A_block, c_block) for i in range(n_tokens)])
+mlp_part = (silu(c_block @ up.T) * (c_block @ gate.T)) @ up  # U^T (phi(U x) * G c) at x = c
+by_sympy_block = attention_part + mlp_part
+
+# %% tags=["compare-joint"]
+fast = (block_layer(h) - h)[0].detach().numpy()
+error = np.abs(fast - by_sympy_block).max() / np.abs(by_sympy_block).max()
+report(f"`CEMBlock` at $T = 1$ and the sum of the two updates differ by **{error:.1e}** relative to the largest "
+       "update (tolerance $10^{-10}$): one joint step is a parallel block.")
+assert error < 1e-10, "CEMBlock (T = 1) is not the parallel block of its two terms"
+
+# %% [markdown]
+# From $T = 2$ on the terms interact inside the layer. The energy page shows the joint block as the layer
+# "Block as one energy" ([at $T = 4$](http://localhost:8501/?layer=joint&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&diagonal_form=bilinear&preconditioner=none&rank=2));
+# the distance form [settles where the bilinear one runs off](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=0.0&diagonal=shared&diagonal_form=distance&preconditioner=none&rank=2).
+# The GP factor study (README) measures both.
+#
+# ## 6. Explore
 #
 # The explorer below puts the energy page's controls in the notebook: one attention layer of this
 # notebook's size ($d = 8$, two heads, six tokens), with the preconditioner's low-rank factors drawn

@@ -173,13 +173,14 @@ def test_info_command(capsys):
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split()[:1] and line.split()[0] in VARIANTS}
     assert set(rows) == set(VARIANTS)
-    # columns: attn proj, x, diag, precond, mlp proj, x, precond, total, KV, x
+    # columns: attn proj, x, diag, precond, mlp proj, x, precond, block precond, total, KV, x
     assert rows["cem-attn"][2] == "0.500" and rows["cem-full"][2] == "0.500" and rows["llama"][2] == "1.000"
     assert rows["cem-mlp"][6] == "0.667" and rows["cem-full"][6] == "0.667"
-    assert rows["cem-attn"][10] == "0.500" and rows["cem-mlp"][10] == "1.000"
+    assert rows["cem-attn"][11] == "0.500" and rows["cem-mlp"][11] == "1.000"
     assert rows["llama"][1] == f"{12 * 4 * 768 * 768:,}"
     assert rows["cem-full"][5] == f"{12 * 2 * 768 * 2048:,}"
-    assert rows["llama"][9] == f"{12 * 2 * 768 * 2:,}"           # K and V, bf16, per token
+    assert rows["llama"][10] == f"{12 * 2 * 768 * 2:,}"          # K and V, bf16, per token
+    assert rows["cem-full"][8] == "0"                             # cem-full as it is: two descents per block
 
 
 def test_info_command_extras_and_errors(capsys):

@@ -170,6 +170,12 @@ DERIVATION_SIGN_FLIPS = {
                         "isinstance(args[1], torch.nn.Parameter)", "compare-recursion"),
     # the anchor: the sign of (lambda/2)|x - x0|^2, whose minimum is the fixed point
     "anchor": ("03_design_space", "cem_core.nn.energy", "anchor_energy", "True", "compare-anchor"),
+    # the distance form's update, A sum_j a_j c_j - D x (negated for distance-form layers only)
+    "distance-update": ("03_design_space", "cem_core.nn.attention", "InteractionTerm._interaction_gradient",
+                        "args[0].config.diagonal_form == 'distance'", "compare-distance"),
+    # the joint block's MLP term U^T (phi(U x) * G c), negated inside a CEMBlock only
+    "joint-mlp-term": ("03_design_space", "cem_core.nn.mlp", "ElementwiseTerm._elementwise_gradient",
+                       "type(args[0]).__name__ == 'CEMBlock'", "compare-joint"),
 }
 
 
@@ -243,7 +249,8 @@ def test_wrong_sign_in_cem_core_fails_the_comparison(name, module, attribute, ce
 @pytest.mark.parametrize("flip", list(DERIVATION_SIGN_FLIPS))
 def test_wrong_sign_fails_the_derivation_check(flip):
     """Each derivation's closing comparison with cem_core (RoPE, the MLP's curvature, D+LR, the
-    preconditioned step, the paper's preconditioner, recursion, the anchor) catches a wrong sign."""
+    preconditioned step, the paper's preconditioner, recursion, the anchor, the distance form, the joint
+    block) catches a wrong sign."""
     name, module, attribute, when, cell = DERIVATION_SIGN_FLIPS[flip]
     assert_only_cell_fails(name, module, attribute, cell, when)
 
