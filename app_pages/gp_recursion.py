@@ -89,8 +89,12 @@ def study_section(records) -> None:
     st.caption(f"Verdict rule, fixed before the study ran: {gp_study.VERDICT_RULE}")
     st.pyplot(plots.mpl_gp_step_diagnostics(records), clear_figure=True)
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
-            "The diagnostic below shows what the steps of the trained layers do: whether the energy falls, how "
+            "The diagnostic above shows what the steps of the trained layers do: whether the energy falls, how "
             "far each step moves, how peaked the attention is, and how good the prediction is after each step.")
+    st.markdown("**The forms of the energy.** Plain attention's energy is unbounded below; the distance-form "
+                "diagonal bounds it, and the block as one energy descends attention and MLP together. The same "
+                "diagnostics, trained at T = 8 and long: does the energy settle, does the attention stay soft?")
+    st.pyplot(plots.mpl_gp_form_diagnostics(records), clear_figure=True)
 
 
 def demo_section(controls: GPControls) -> None:

@@ -164,10 +164,13 @@ LLAMA_OF = {"diagonal shared": "base", "distance": "base", "CEM MLP": "base", "j
 
 
 def conditions_map(records: list[dict]) -> dict:
-    """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed) and lines to compare
-    with ({label: mean ratio}): Llama attention of the same condition, and the runs of other conditions
-    that the claims compare this condition's runs with (in the base panel CEM T = 1 at depth 4 and one
-    block looped 4 times, equal compute to T = 4; in the step-size and preconditioner panels base T = 1)."""
+    """Per condition with a T grid: the RMSE ratio vs T (mean, lowest and highest seed), lines to compare
+    with ({label: mean ratio}) and curves to compare with ({label: {"T", "mean"}}): Llama attention of the
+    same condition (or of LLAMA_OF's), and the runs of other conditions that the claims compare this
+    condition's runs with, a line for one run (in the base panel CEM T = 1 at depth 4 and one block looped
+    4 times, equal compute to T = 4; in the step-size and preconditioner panels base T = 1) and a curve for
+    a condition compared at each T (distance against the bilinear diagonal, joint against the sequential
+    block)."""
     out = {}
     for group in MAP_CONDITIONS:
         Ts = sorted({r["T"] for r in records if r["group"] == group and r["attention"] == "cem"})
@@ -176,13 +179,21 @@ def conditions_map(records: list[dict]) -> dict:
         values = [list(_ratios(records, group, T).values()) for T in Ts]
         llama = LLAMA_OF.get(group, group)
         label = "Llama attention" + (f" ({llama})" if llama != group else "")
-        sides = [(label, _ratios(records, llama, None, "llama"))]
+        lines = {label: _ratios(records, llama, None, "llama")}
         # the other conditions that claims on this panel's runs compare with (CLAIMS)
         others = {b for _, pairs in CLAIMS.values() for _, a, b in pairs if a[0] == group and b[0] != group}
-        sides += [(f"CEM T = {T} ({other})", _ratios(records, other, T)) for other, T in sorted(others)]
+        curves = {}
+        for other in sorted({o for o, _ in others}):
+            other_Ts = sorted(T for o, T in others if o == other)
+            if len(other_Ts) == 1:
+                lines[f"CEM T = {other_Ts[0]} ({other})"] = _ratios(records, other, other_Ts[0])
+                continue
+            means = [(T, statistics.fmean(v.values())) for T in other_Ts if (v := _ratios(records, other, T))]
+            if means:
+                curves[f"CEM ({other})"] = {"T": [T for T, _ in means], "mean": [m for _, m in means]}
         out[group] = {"T": Ts, "mean": [statistics.fmean(v) for v in values], "low": [min(v) for v in values],
-                      "high": [max(v) for v in values],
-                      "lines": {label: statistics.fmean(v.values()) for label, v in sides if v}}
+                      "high": [max(v) for v in values], "curves": curves,
+                      "lines": {label: statistics.fmean(v.values()) for label, v in lines.items() if v}}
     return out
 
 

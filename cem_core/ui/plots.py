@@ -6,6 +6,8 @@ cem_core.experiments.lm.sweep (language-model figures).
 """
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import matplotlib
@@ -193,27 +195,37 @@ def mpl_lm_perplexity(records):
     return fig
 
 
-def mpl_gp_conditions_map(records):
+def mpl_gp_conditions_map(records, columns: int = 4):
+    """One panel per condition of the GP factor study with runs (``gp_study.conditions_map``), as many rows as
+    they need: the RMSE ratio vs T with its band over seeds, the lines and curves it is compared with."""
     data = gp_study.conditions_map(records)
-    fig, axes = plt.subplots(3, 3, figsize=(10, 8.5), sharex=True)
-    styles = {"Llama attention": dict(color="gray", ls="--"), "CEM T = 1 (depth 4)": dict(color="#e45756", ls=":"),
-              "CEM T = 1 (looped x4)": dict(color="#54a24b", ls="-."),
-              "CEM T = 1 (base)": dict(color="#4c78a8", ls=":")}
+    rows = max(1, math.ceil(len(data) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.6 * rows + 0.8), sharex=True, squeeze=False)
+    palette = ["#e45756", "#54a24b", "#4c78a8", "#b279a2", "#f58518", "#72b7b2"]
+    styles = {}                                                        # one style per comparison, across panels
+
+    def style(label):
+        if label.startswith("Llama attention"):
+            return dict(color="gray", ls="--")
+        if label not in styles:
+            styles[label] = dict(color=palette[len(styles) % len(palette)], ls=(":", "-.")[len(styles) % 2])
+        return styles[label]
+
     for ax, (group, d) in zip(axes.flat, data.items()):
         ax.fill_between(d["T"], d["low"], d["high"], color="#4c78a8", alpha=0.2, lw=0)
         ax.plot(d["T"], d["mean"], "o-", color="#4c78a8", label="CEM (mean; band: seeds)")
         for label, value in d["lines"].items():
-            ax.axhline(value, label=label, **styles[label])
+            ax.axhline(value, label=label, **style(label))
+        for label, curve in d["curves"].items():
+            ax.plot(curve["T"], curve["mean"], "s", label=label, **style(label))
         ax.axhline(1.0, color="black", lw=1, label="GP optimum")
         ax.set_xscale("log", base=2)
         ax.set_xticks(gp_study.STUDY_TS, [str(T) for T in gp_study.STUDY_TS])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(group, fontsize=10)
+        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(data):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    if len(data) > 1:
-        axes.flat[len(data) - 1].legend(fontsize=7)                  # the last panel: its own comparison lines
     fig.supxlabel("in-layer steps T")
     fig.supylabel("held-out RMSE / GP optimum")
     fig.suptitle("GP regression: where recursion helps (one panel per condition, depth 1)")
@@ -251,7 +263,39 @@ def mpl_gp_step_diagnostics(records, group: str = "long", other: str = "attentio
     return fig
 
 
-GP_STUDY_FIGURES = {"gp_conditions_map": mpl_gp_conditions_map, "gp_step_diagnostics": mpl_gp_step_diagnostics}
+FORM_GROUPS = ("long", "distance long", "joint long", "joint + distance long")
+
+
+def mpl_gp_form_diagnostics(records, groups: tuple = FORM_GROUPS, T: int = 8):
+    """The step diagnostics of the energy's forms side by side, at one trained T: plain attention, the
+    distance-form diagonal, the block as one energy and both (the long conditions by default): does the
+    energy settle (energy change, update norm), does the attention stay soft (entropy), and the RMSE read
+    out after each step. Conditions without runs at T are left out."""
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    keys = (("rmse_ratio_after_step", "RMSE / optimum, read out after step t", 0),
+            ("energy_change", "E(x^(t)) - E(x^(0)), symlog", 0),
+            ("update_norm", "|x^(t) - x^(t-1)|, log", 1), ("attention_entropy", "attention entropy, nats", 1))
+    for group in groups:
+        d = gp_study.diagnostics_by_T(records, group).get(T)
+        if d is None:
+            continue
+        for ax, (key, title, first) in zip(axes, keys):
+            ax.plot(range(first, first + len(d[key])), d[key], "o-", label=group)
+            ax.set_title(title, fontsize=10)
+    axes[1].set_yscale("symlog")
+    axes[2].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("step t")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"The forms of the energy, trained at T = {T} (GP regression, depth 1, mean over seeds)")
+    fig.tight_layout()
+    return fig
+
+
+GP_STUDY_FIGURES = {"gp_conditions_map": mpl_gp_conditions_map, "gp_step_diagnostics": mpl_gp_step_diagnostics,
+                    "gp_form_diagnostics": mpl_gp_form_diagnostics}
 LM_FIGURES = {"lm_validation_curves": mpl_lm_validation_curves, "lm_perplexity": mpl_lm_perplexity}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
