@@ -7,7 +7,6 @@ cem_core.experiments.lm.sweep (language-model figures).
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import matplotlib
