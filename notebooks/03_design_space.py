@@ -630,7 +630,7 @@ for anchor in (0.0, 1.0):
 # $x^\top \mathrm{diag}(\delta)\, c_j$. The paper's earlier abstract speaks of diagonals "for inter-token
 # distances", which reads as a **distance form** inside the log-sum-exp,
 #
-# $$s_j = x^\top W_Q^\top W_K c_j - \tfrac12 (x - c_j)^\top D\, (x - c_j), \qquad D = \mathrm{diag}(\delta),\ \delta > 0 .$$
+# $$s_j = x^\top W_Q^\top W_K c_j - \tfrac12 (x - c_j)^\top D\, (x - c_j), \quad D = \mathrm{diag}(\delta) \succ 0 .$$
 #
 # Expanding the square, $-\frac12 x^\top D x$ is the same for every key and leaves the weights unchanged, and
 # $-\frac12 c_j^\top D c_j$ is a bias of key $j$ fixed by the history (computed once for all $T$ steps), so
@@ -694,8 +694,8 @@ assert error < 1e-10, "CEMAttention (distance form) disagrees with the SymPy dis
 #
 # $$-\nabla_x E_{block} = \sum_k W_{Q,k}^\top \sum_j a^k_{j} W_{K,k} c_j + U^\top\big(\phi(U x) \odot G c\big),$$
 #
-# and at $T = 1$ the block is a **parallel block**, $h + \mathrm{Attn}(\mathrm{Norm}\,h) + \mathrm{MLP}(\mathrm{Norm}\,h)$
-# (GPT-J, PaLM), not $\mathrm{MLP}(\mathrm{Attn}(h))$. SymPy derives the MLP term with $\Phi' = \phi$ left
+# and at $T = 1$ the block is a **parallel block**,
+# $h + \mathrm{Attn}(\mathrm{Norm}\,h) + \mathrm{MLP}(\mathrm{Norm}\,h)$ (GPT-J, PaLM), not $\mathrm{MLP}(\mathrm{Attn}(h))$. SymPy derives the MLP term with $\Phi' = \phi$ left
 # symbolic:
 
 # %%
