@@ -695,8 +695,8 @@ assert error < 1e-10, "CEMAttention (distance form) disagrees with the SymPy dis
 # $$-\nabla_x E_{block} = \sum_k W_{Q,k}^\top \sum_j a^k_{j} W_{K,k} c_j + U^\top\big(\phi(U x) \odot G c\big),$$
 #
 # and at $T = 1$ the block is a **parallel block**,
-# $h + \mathrm{Attn}(\mathrm{Norm}\,h) + \mathrm{MLP}(\mathrm{Norm}\,h)$ (GPT-J, PaLM), not $\mathrm{MLP}(\mathrm{Attn}(h))$. SymPy derives the MLP term with $\Phi' = \phi$ left
-# symbolic:
+# $h + \mathrm{Attn}(\mathrm{Norm}\,h) + \mathrm{MLP}(\mathrm{Norm}\,h)$ (GPT-J, PaLM), not
+# $\mathrm{MLP}(\mathrm{Attn}(h))$. SymPy derives the MLP term with $\Phi' = \phi$ left symbolic:
 
 # %%
 U_s, G_s, c_own = matrix("u", 2, d), matrix("g", 2, d), vector("c", d)   # two hidden units; c = c_i, fixed
