@@ -1,13 +1,15 @@
-"""`lm sweep`: the nine variants on the same tokens, resumable, one sweep per folder, and the claims
+"""`lm sweep`: the eleven variants on the same tokens, resumable, one sweep per folder, and the claims
 table under its fixed verdict rule (docs/design.md#55-the-language-model-sweep)."""
 import json
 import math
+import shutil
 
 import pytest
 from conftest import ROOT, page_tables, row_values, shard_corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments import verdicts
+from cem_core.experiments.integrity import json_hash
 from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.data import DataConfig
 from cem_core.nn.model import LanguageModel, ModelConfig
@@ -17,7 +19,7 @@ QUICK_DATA = sweep.default_data("quick")
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    """The quick preset, run once in this process (18 runs of a few steps)."""
+    """The quick preset, run once in this process (22 runs of a few steps)."""
     out = tmp_path_factory.mktemp("lm-quick")
     return out, sweep.run_sweep(out, "quick", jobs=1)
 
@@ -50,7 +52,7 @@ def test_the_budget_is_twenty_tokens_per_llama_parameter():
     params = sum(t.numel() for t in llama.parameters())
     assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
     specs = sweep.preset_runs("default")
-    assert len(specs) == 27 and len({s.config.steps for s in specs}) == 1
+    assert len(specs) == 3 * len(sweep.VARIANTS) == 33 and len({s.config.steps for s in specs}) == 1
     assert {s.config.lr for s in specs} == {sweep.DEFAULT_LR}
 
 
@@ -114,7 +116,7 @@ def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     manifest = json.loads((out / sweep.MANIFEST).read_text())
     assert manifest["data"]["source"] == "path" and manifest["data_sha256"] is None
     assert "local SlimPajama-format shards" in manifest["data_label"]
-    assert len(sweep.load_results(out / "results.json")) == 18
+    assert len(sweep.load_results(out / "results.json")) == 2 * len(sweep.VARIANTS)
     capsys.readouterr()
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 2
     assert "data.source" in capsys.readouterr().err
@@ -159,21 +161,45 @@ def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
     out, _ = quick
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0
     text = capsys.readouterr().out
-    assert "0 to run" in text and text.count("| **") == 8 and "verdict rule" in text and "not SlimPajama" in text
+    assert "0 to run" in text and text.count("| **") == len(sweep.CLAIMS) == 10 and "verdict rule" in text
+    assert "not SlimPajama" in text
     assert main(["lm", "sweep", "--preset", "probe", "--out", str(out)]) == 2
     assert "another sweep" in capsys.readouterr().err
+
+
+def test_a_sweep_that_grew_trains_only_its_new_runs_and_another_sweep_is_still_refused(quick, tmp_path):
+    """A folder of the same sweep from before two variants were added (its manifest lists a subset of the
+    runs) is taken up: the new runs train, the old are kept, the manifest lists them all. A manifest with a
+    run the preset does not have is another sweep's."""
+    source, records = quick
+    out = tmp_path / "grown"
+    shutil.copytree(source, out, ignore=shutil.ignore_patterns("runs"))
+    new = [s for s in sweep.preset_runs("quick") if s.name in ("attn T=2, diag shared, distance", "cem-full, joint")]
+    new_hashes = {json_hash(s.config.identity(QUICK_DATA)) for s in new}
+    manifest = json.loads((out / sweep.MANIFEST).read_text())
+    old = dict(manifest, runs=[h for h in manifest["runs"] if h not in new_hashes])
+    (out / sweep.MANIFEST).write_text(json.dumps(old))
+    sweep.save_results(out, [r for r in records if r["hash"] not in new_hashes])
+    trained = []
+    grown = sweep.run_sweep(out, "quick", jobs=1, on_start=trained.extend)
+    assert {json_hash(s.config.identity(QUICK_DATA)) for s in trained} == new_hashes and len(trained) == 4
+    assert [r["hash"] for r in grown] == [r["hash"] for r in records]
+    assert json.loads((out / sweep.MANIFEST).read_text())["runs"] == manifest["runs"]
+    (out / sweep.MANIFEST).write_text(json.dumps(dict(manifest, runs=manifest["runs"] + ["f" * 64])))
+    with pytest.raises(ValueError, match="holds another sweep"):
+        sweep.run_sweep(out, "quick", jobs=1)
 
 
 # -- the committed sweep ------------------------------------------------------------------------------
 
 
 def test_committed_sweep_matches_the_current_configuration():
-    """results/lm-default holds all 27 runs of the default preset as it is configured now, under the
+    """results/lm-default holds all 33 runs of the default preset as it is configured now, under the
     verdict rule stated now; the probe's rule picks the learning rate the default preset uses."""
     records = sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
     missing, extra = sweep.stale_runs(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun `make lm-sweep`"
-    assert len(records) == 27 and all(r["provenance"]["git_commit"] for r in records)
+    assert len(records) == 33 and all(r["provenance"]["git_commit"] for r in records)
     manifest = json.loads((ROOT / sweep.COMMITTED_SWEEP / sweep.MANIFEST).read_text())
     assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["tolerance"] == sweep.TOLERANCE
     probe = sweep.load_results(ROOT / sweep.COMMITTED_PROBE / "results.json")
