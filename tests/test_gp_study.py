@@ -20,11 +20,33 @@ def test_each_condition_changes_one_factor_of_the_base_setup():
                "P dlr": lambda s: s.model.cem.preconditioner == "dlr",
                "depth 4": lambda s: s.model.depth == 4 and s.model.cem.T == 1,
                "looped x4": lambda s: s.model.loops == 4 and s.model.cem.T == 1}
+    # the forms of the energy (design notes §2.14): each against its own control, at base and at the long length
+    shared = lambda s: s.model.cem.diagonal == "shared" and s.model.mlp == "llama"              # noqa: E731
+    distance = lambda s: s.model.cem.diagonal == "shared" and s.model.cem.diagonal_form == "distance"  # noqa: E731
+    joint = lambda s: s.model.mlp == "cem" and s.model.cem.block == "joint"                      # noqa: E731
+    forms = {"diagonal shared": lambda s: shared(s) and s.model.cem.diagonal_form == "bilinear",
+             "distance": lambda s: shared(s) and distance(s),
+             "CEM MLP": lambda s: s.model.mlp == "cem" and s.model.cem.block == "sequential"
+             and s.model.cem.diagonal == "none",
+             "joint": lambda s: joint(s) and s.model.cem.diagonal == "none",
+             "joint + distance": lambda s: joint(s) and distance(s)}
+    for name, form in forms.items():
+        steps = gp_study.BASE_STEPS if " long" not in name else gp_study.LONG_STEPS
+        changed[name] = lambda s, form=form, steps=steps: form(s) and s.train.steps == steps
+    for name in ("distance", "joint", "joint + distance"):
+        changed[f"{name} long"] = lambda s, form=forms[name]: form(s) and s.train.steps == gp_study.LONG_STEPS
     assert set(conditions) == {"base", *changed}
     for name, is_changed in changed.items():
         assert all(is_changed(s) and s.group == name for s in conditions[name]), name
         assert {s.train.seed for s in conditions[name]} == {0, 1, 2}
-    assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 111
+    assert {s.model.cem.T for s in conditions["joint"]} == set(gp_study.STUDY_TS)
+    assert all({s.model.cem.T for s in conditions[name]} == set(gp_study.LONG_TS)
+               for name in ("distance long", "joint long", "joint + distance long"))
+    # the bilinear shared diagonal at base is the committed sweep's, hash for hash
+    assert {s.hash for s in conditions["diagonal shared"]} == {
+        s.hash for s in gp_sweep.preset_runs("default")
+        if s.group == "depth1" and s.model.cem.diagonal == "shared" and s.model.cem.T in gp_study.NEW_TS}
+    assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 186
 
 
 def test_the_plateau_is_the_first_length_within_one_percent_of_the_best():
@@ -66,6 +88,24 @@ def test_the_map_draws_depth_and_looping_as_lines_beside_base_and_averages_learn
     assert gp_study.learned_step_sizes(records, "eta per step") == {4: pytest.approx([0.5, 1.0, 2.0, 1.0])}
 
 
+def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition_gets_a_panel(tmp_path):
+    """distance is compared with the bilinear diagonal at T = 1, 4 and 8: that comparison is a curve, its
+    Llama line is base's; and the map draws one panel per condition, however many there are."""
+    import matplotlib
+    matplotlib.use("Agg")
+
+    from cem_core.ui.plots import mpl_gp_conditions_map
+
+    records = [_record(g, T, s, 1.2 + 0.01 * T) for g in gp_study.MAP_CONDITIONS for T in (1, 4, 8) for s in range(3)]
+    records += [_record("base", None, s, 1.1, "llama") | {"T": 1} for s in range(3)]
+    distance = gp_study.conditions_map(records)["distance"]
+    assert distance["curves"] == {"CEM (diagonal shared)": {"T": [1, 4, 8], "mean": pytest.approx([1.21, 1.24, 1.28])}}
+    assert distance["lines"] == {"Llama attention (base)": pytest.approx(1.1)}
+    assert "CEM T = 1 (looped x4)" not in gp_study.conditions_map(records)["joint"]["lines"]   # no looped runs here
+    fig = mpl_gp_conditions_map(records)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == list(gp_study.MAP_CONDITIONS)
+
+
 @pytest.mark.slow                      # 21 tiny training runs and two figures
 def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
     """The base and 'P psd' conditions, shrunk to a few steps: every CEM run records its step diagnostics,
@@ -97,13 +137,13 @@ def test_the_long_condition_trains_for_the_committed_plateau_length():
 
 
 def test_the_committed_study_holds_every_run_of_the_current_configuration():
-    """results/gp-study holds exactly the study preset's 111 runs (by configuration hash), so rerunning the
+    """results/gp-study holds exactly the study preset's 186 runs (by configuration hash), so rerunning the
     study on it trains nothing, and its manifest states the verdict rule fixed before it ran."""
     records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "study")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-study`"
     assert not any(r["diverged"] for r in records)
-    assert all("step_diagnostics" in r for r in records if r["group"] == "long" and r["attention"] == "cem")
+    assert all("step_diagnostics" in r for r in records if r["group"].endswith("long") and r["attention"] == "cem")
     manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / gp_sweep.MANIFEST)
     assert manifest["verdict_rule"] == gp_study.VERDICT_RULE and manifest["tolerance"] == gp_study.TOLERANCE
 
@@ -116,5 +156,5 @@ def test_the_app_and_the_readme_show_the_committed_study():
     at, frames = page_tables("gp")
     assert row_values(gp_study.table_rows(records)) in [row_values(f) for f in frames]
     assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)
-    assert len(at.get("image")) >= 2                  # the conditions map and the step diagnostics
+    assert len(at.get("image")) >= 3                  # the conditions map, the step diagnostics, the forms
     assert gp_study.markdown(records) in (ROOT / "README.md").read_text()
