@@ -299,8 +299,10 @@ def run_label(r: dict) -> str:
     if r["attention"] == "llama":
         return f"Llama attention{extras} (depth {r['depth']})"
     parts = [f"CEM{'-full' if r['mlp'] == 'cem' else ''} T={r['T']}{extras}"]
+    if r.get("block", "sequential") == "joint":
+        parts.append("joint block")
     if r["diagonal"] != "none":
-        parts.append(f"diag {r['diagonal']}")
+        parts.append(f"diag {r['diagonal']}" + (" (distance)" if r.get("diagonal_form") == "distance" else ""))
     if r["preconditioner"] != "none":
         parts.append(f"P {r['preconditioner']}")
     if r["eta_mode"] != "fixed":
