@@ -8,6 +8,9 @@ Debian's headless Chromium against `streamlit run app.py`; tests/appdriver.py):
   energy and update-norm plots and the heatmap's step without a single message to the server; a click on a
   heatmap row makes every view follow that token;
 - pin and compare: a pinned state is drawn faint beside later ones, with a legend naming both, until unpinned;
+- the forms of the energy: the block as one energy (one phase, its caption and note) and the distance-form
+  diagonal (steps that shrink where the bilinear form's run off) on the energy page, the block switch on the
+  design page;
 - the classroom lesson (cem_core.ui.lesson) from *Start the lesson* to its last step with Next, and Back:
   each step's state, its highlighted element and its claim, checked on the page;
 - presentation mode at 1280 x 720: the sidebar collapsed, only the step's controls, the step's plots inside
@@ -28,6 +31,7 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 from appdriver import (
     CHROMIUM,
+    PLAYBACK,
     choose,
     chromium,
     click_radio,
@@ -247,6 +251,45 @@ def test_pin_and_compare(app, browser, tmp_path):
             shown = playback(page, index).evaluate("() => document.querySelector('#label').textContent")
             assert shown == "step 8 of 8", (layer, index, shown)
     _assert_clean(page, "pin and compare")
+    page.close()
+
+
+def test_the_forms_of_the_energy(app, browser, tmp_path):
+    """The block as one energy and the distance-form diagonal, as a reader meets them: the energy page's
+    layer 'Block as one energy' is one phase with its own caption, note and equations; the diagonal form
+    appears once a diagonal is on; in distance form attention's steps shrink where the bilinear form's run
+    off; the design page's block switch adds the joint block's preconditioner and equations."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app.url)
+    settle(page)
+    old = version(playback(page))
+    move_energy_control(page, "layer", "joint")
+    frame = playback(page, version=old)
+    assert page.locator(PLAYBACK).count() == 1                                  # one phase: one descent
+    assert page.get_by_text("The block as one energy: every step descends E_att + E_mlp").count() == 1
+    assert any(n.startswith("joint block:") for n in notes(page)), notes(page)
+    assert page.get_by_text("diagonal form").count() == 0                        # no diagonal: no form to choose
+    move_energy_control(page, "diagonal", "shared")
+    move_energy_control(page, "diagonal_form", "distance")
+    assert dict(parse_qsl(urlparse(page.url).query))["diagonal_form"] == "distance"
+    page.screenshot(path=_shots(tmp_path) / "energy-joint-distance.png")
+    move_energy_control(page, "layer", "attention")
+    old = version(frame)
+    move_energy_control(page, "T", 16)
+    frame = playback(page, version=old)
+    assert "The steps shrink" in " ".join(notes(page)), notes(page)              # distance form: a minimum ahead
+    old = version(frame)
+    move_energy_control(page, "diagonal_form", "bilinear")
+    playback(page, version=old)
+    assert "The iterates run off" in " ".join(notes(page)), notes(page)          # bilinear: unbounded below
+    _assert_clean(page, "forms of the energy, energy page")
+    go_to(page, "Design space")
+    choose(page, CEMOptions.__dataclass_fields__["block"].metadata["label"], "joint")
+    settle(page)
+    assert page.get_by_text("cem-full's block as one energy").count() == 1
+    assert page.get_by_text("block precond").count() >= 1
+    page.screenshot(path=_shots(tmp_path) / "design-joint.png", full_page=True)
+    _assert_clean(page, "forms of the energy, design page")
     page.close()
 
 
