@@ -341,7 +341,7 @@ report("\n".join(f"- **{c['condition']}** → **{c['verdict']}**. {'; '.join(pai
                  for c in conditions))
 
 # %%
-recursion = [c for c in measured if c["condition"] not in ("depth 4", "looped x4")]
+recursion = [c for c in measured if c["condition"] not in gp_study.EQUAL_COMPUTE + gp_study.FORM_COMPARISONS]
 by_verdict = {v: [c["condition"] for c in recursion if c["verdict"] == v]
               for v in ("supported", "contradicted", "inconclusive")}
 unmeasured = [c["condition"] for c in conditions if c not in measured]
@@ -350,11 +350,16 @@ report(f"**Where the paper's recursion claim holds here.** Of the {len(recursion
        f"{listing(by_verdict['contradicted'], 'none')} and **inconclusive** in "
        f"{listing(by_verdict['inconclusive'], 'none')}. "
        + (f"Not measured yet: {listing(unmeasured)}." if unmeasured else "Every condition has runs."))
-equal_compute = [c for c in measured if c["condition"] in ("depth 4", "looped x4")]
+equal_compute = [c for c in measured if c["condition"] in gp_study.EQUAL_COMPUTE]
 if equal_compute:
     report("**Recursion against depth at equal compute** (T = 4 at depth 1 against four layers' worth of "
            "compute): " + "; ".join(f"{c['condition']}: **{c['verdict']}** ({pair_text(c['pairs'][0])})"
                                     for c in equal_compute) + ".")
+forms = [c for c in measured if c["condition"] in gp_study.FORM_COMPARISONS]
+if forms:
+    report("**One form of the energy against another** (ours, design notes §2.14): "
+           + "; ".join(f"{c['condition']}: **{c['verdict']}** ({'; '.join(pair_text(p) for p in c['pairs'])})"
+                       for c in forms) + ".")
 
 # %% [markdown]
 # The same as a map: one panel per condition with a grid of T, CEM's mean ratio with the band from the

@@ -142,6 +142,12 @@ CLAIMS = {
 }
 
 
+# the claims that compare at equal compute, and those that compare one form of the energy with another; every
+# other claim of CLAIMS is about recursion (deeper T against T = 1)
+EQUAL_COMPUTE = ("depth 4", "looped x4", "joint vs looped")
+FORM_COMPARISONS = ("distance vs bilinear", "joint vs sequential")
+
+
 def conditions_table(records: list[dict]) -> list[dict]:
     """One row per condition: its claim, the pairs with mean ± se of the ratio difference, the verdict."""
     rows = []
