@@ -63,7 +63,8 @@ def test_attention_count_matches_dispatched_matmuls(T, diagonal, preconditioner,
     original = attention_module.causal_attention
     for module in (attention_module, baselines_module):                # CEM attention and the Llama baseline
         monkeypatch.setattr(module, "causal_attention",
-                            lambda q, k, v, scale, offset=0, need_weights=False: original(q, k, v, scale, offset, True))
+                            lambda q, k, v, scale, offset=0, need_weights=False, key_bias=None:
+                            original(q, k, v, scale, offset, True, key_bias))
     d, H, n = 32, 4, 16
     cfg = AttentionConfig(d_model=d, n_heads=H, T=T, diagonal=diagonal, preconditioner=preconditioner, rank=3,
                           rope=False)

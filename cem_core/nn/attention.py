@@ -169,7 +169,7 @@ class AttentionCache:
 
 
 @dataclass
-class _Context:
+class AttentionContext:
     keys: torch.Tensor      # k' = v' per head: (B, H, n_k, d_h), or (B, H, n_k, d_h + d) with per-head D+LR
     cos: torch.Tensor | None
     sin: torch.Tensor | None
@@ -208,7 +208,7 @@ class InteractionTerm:
         diag = self.diag if self.config.diagonal_form == "bilinear" else F.softplus(self.diag)  # D_k = softplus(p_k)
         return diag.expand(self.n_heads, -1)
 
-    def _interaction_context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
+    def _interaction_context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> AttentionContext:
         """The keys k' = v', computed once from the history c (B, n, d) for all T steps, and the distance
         form's key bias."""
         offset = 0 if cache is None else cache.length
@@ -225,19 +225,19 @@ class InteractionTerm:
         if self.config.diagonal_form == "distance":
             key_bias = -0.5 * ((c * c) @ self.diagonal_matrix().T).transpose(1, 2)  # -(1/2) c_j^T D_k c_j: (B, H, n_k)
         if self.config.diagonal == "shared":
-            return _Context(keys=k, cos=cos, sin=sin, offset=offset, inputs=c,
+            return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, inputs=c,
                             key_bias=None if key_bias is None else key_bias[:, 0])
         if self.config.diagonal == "per_head":
             B, n_k, d = c.shape
             c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
             k = torch.cat((k, c_heads), dim=-1)                        # k' = [W_K,k c ; c]: (B, H, n_k, d_h + d)
-        return _Context(keys=k, cos=cos, sin=sin, offset=offset, key_bias=key_bias)
+        return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, key_bias=key_bias)
 
     def _attention_readout(self, o: torch.Tensor) -> torch.Tensor:
         """The merged heads (B, n, d) read out through the tied W_O = W_Q^T: sum_k W_Q,k^T o_k, (B, n, d)."""
         return o @ self.q_proj.weight                                  # W_O = W_Q^T
 
-    def _interaction_gradient(self, x, ctx: _Context, need_weights: bool):
+    def _interaction_gradient(self, x, ctx: AttentionContext, need_weights: bool):
         """-grad_x E_att at x (B, n, d), shape (B, n, d), and the weights a^k_ij (B, H, n, n_k) when asked."""
         d = x.shape[-1]
         q = split_heads(self.q_proj(x), self.n_heads)                  # W_Q,k x_i: (B, H, n, d_h)
@@ -262,7 +262,7 @@ class InteractionTerm:
             u = u - diag.sum(0) * x                                    # - sum_k D_k x_i (distance form)
         return u, weights
 
-    def _shared_diagonal_gradient(self, x, q, ctx: _Context, need_weights: bool):
+    def _shared_diagonal_gradient(self, x, q, ctx: AttentionContext, need_weights: bool):
         """-grad_x E_att with one diagonal d shared by all heads: the head-independent score bias and the
         head-summed readout (module docstring). q: the (rotated) queries (B, H, n, d_h)."""
         c, d_row = ctx.inputs, self.diagonal_matrix()[0]               # c_j: (B, n_k, d); d: (d,)
@@ -292,10 +292,10 @@ class CEMAttention(InteractionTerm, EnergyDescentLayer):
         super().__init__(config)
         self._init_interaction(config)
 
-    def _context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> _Context:
+    def _context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> AttentionContext:
         return self._interaction_context(c, cache)
 
-    def _negative_gradient(self, x, ctx: _Context, need_weights: bool):
+    def _negative_gradient(self, x, ctx: AttentionContext, need_weights: bool):
         return self._interaction_gradient(x, ctx, need_weights)        # -grad_x E_att
 
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention import AttentionCache, InteractionTerm, _Context
+from .attention import AttentionCache, AttentionContext, InteractionTerm
 from .config import BlockConfig
 from .descent import EnergyDescentLayer
 from .energy import with_anchor
@@ -28,7 +28,7 @@ from .validate import check_config
 
 @dataclass
 class _BlockContext:
-    attention: _Context     # the keys (and the distance form's key bias), once for all T steps
+    attention: AttentionContext   # the keys (and the distance form's key bias), once for all T steps
     gate: torch.Tensor      # G c: (B, n, d_ff)
 
 
