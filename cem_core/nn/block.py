@@ -29,7 +29,7 @@ from .validate import check_config
 @dataclass
 class _BlockContext:
     attention: AttentionContext   # the keys (and the distance form's key bias), once for all T steps
-    gate: torch.Tensor      # G c: (B, n, d_ff)
+    gate: torch.Tensor            # G c: (B, n, d_ff)
 
 
 class CEMBlock(InteractionTerm, ElementwiseTerm, EnergyDescentLayer):
