@@ -249,7 +249,7 @@ class GPControls(Controls):
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
              "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
-    CEM = ("T", "diagonal", "diagonal_form")
+    CEM = ("T", "diagonal")
     CEM_RANGES = {"T": (1, 8)}
     PREFIX = "gp_"
 
