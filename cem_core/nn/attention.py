@@ -23,6 +23,12 @@ readout at the end: T + 2 projections for T steps instead of 2T + 1. The anchor 
 query space only with P = I (then W_Q (x - x0) = q - q0); otherwise, and for ``trace``, the steps
 run in x space as every CEM layer's do.
 
+In distance form (``diagonal_form="distance"``, docs/design.md#214-the-block-as-one-energy) the diagonal
+enters the score as -(1/2)(x - c_j)^T D_k (x - c_j) with D_k = softplus(p_k) > 0: the same paths with a key
+bias -(1/2) c_j^T D_k c_j, computed once from the history, and a pull -sum_k D_k x in the update. The
+energy's weights, context, gradient and value are one mixin, ``InteractionTerm``, so that the joint block
+(``cem_core.nn.block``) descends them beside the MLP's.
+
 The pieces every attention layer uses live here too: the causal core (``causal_attention``), the
 generation cache (``AttentionCache``), splitting and merging heads and the RoPE tables at a cache
 offset. The Llama baseline (``cem_core.nn.baselines``) is built from them; it is not a CEM layer.
@@ -226,7 +232,7 @@ class InteractionTerm:
             key_bias = -0.5 * ((c * c) @ self.diagonal_matrix().T).transpose(1, 2)  # -(1/2) c_j^T D_k c_j: (B, H, n_k)
         if self.config.diagonal == "shared":
             return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, inputs=c,
-                            key_bias=None if key_bias is None else key_bias[:, 0])
+                                    key_bias=None if key_bias is None else key_bias[:, 0])
         if self.config.diagonal == "per_head":
             B, n_k, d = c.shape
             c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
