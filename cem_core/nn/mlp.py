@@ -17,7 +17,8 @@ So, weight for weight,
     CEM up_proj^T <->  HF down_proj     (a CEM MLP has no free down projection)
 
 ``cem_core.nn.hf`` holds this mapping as code. The energy's weights, context, gradient and value are one
-mixin, ``ElementwiseTerm``, shared with the joint block (``cem_core.nn.block``). Shapes: B batch, n tokens, d_ff the hidden width.
+mixin, ``ElementwiseTerm``, shared with the joint block (``cem_core.nn.block``). Shapes: B batch, n tokens,
+d_ff the hidden width.
 """
 from __future__ import annotations
 
