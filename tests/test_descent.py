@@ -9,7 +9,9 @@ from conftest import randomize_
 from cem_core import (
     VARIANTS,
     AttentionConfig,
+    BlockConfig,
     CEMAttention,
+    CEMBlock,
     CEMGatedMLP,
     CEMOptions,
     LanguageModel,
@@ -139,13 +141,16 @@ def test_anchor_converges_where_plain_energy_runs_off(float64):
     assert (radius[60] - radius[30] > 0.5 * (radius[30] - radius[0])).all()
 
 
-@pytest.mark.parametrize("kind", ["attention", "mlp"])
-@pytest.mark.parametrize("rope,diagonal", [(False, "none"), (True, "per_head")])
-def test_energy_at_equals_energy_with_the_token_replaced(float64, kind, rope, diagonal):
+@pytest.mark.parametrize("kind", ["attention", "mlp", "joint"])
+@pytest.mark.parametrize("rope,diagonal,form", [(False, "none", "bilinear"), (True, "per_head", "bilinear"),
+                                               (True, "shared", "distance")])
+def test_energy_at_equals_energy_with_the_token_replaced(float64, kind, rope, diagonal, form):
     torch.manual_seed(7)
+    fields = dict(d_model=8, n_heads=2, rope=rope, diagonal=diagonal, diagonal_form=form, anchor=0.4)
     if kind == "attention":
-        config = AttentionConfig(d_model=8, n_heads=2, rope=rope, diagonal=diagonal, anchor=0.4)
-        layer = randomize_(CEMAttention(config))
+        layer = randomize_(CEMAttention(AttentionConfig(**fields)))
+    elif kind == "joint":
+        layer = randomize_(CEMBlock(BlockConfig(d_ff=12, **fields)))
     else:
         layer = randomize_(CEMGatedMLP(MLPConfig(d_model=8, d_ff=12, anchor=0.4)))
     h = torch.randn(1, 6, 8)

@@ -289,6 +289,14 @@ class InteractionTerm:
                                 diag=self.diagonal_matrix(), diagonal_form=self.config.diagonal_form,
                                 rope_base=self.config.rope_base if self.config.rope else None, positions=positions)
 
+    def _interaction_token_energy(self, points, c, token: int):
+        """E_att(x | c_{1:token}) of one token at candidate points x (P, d), without the anchor: (P,)."""
+        positions = torch.full((points.shape[0],), token, device=points.device)
+        return self._interaction_energy(points[None], c[:, : token + 1], positions)[0]
+
+    def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
+        return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8
+
 
 class CEMAttention(InteractionTerm, EnergyDescentLayer):
     """h -> h + x^(T) - x^(0), T steps on E_att; see the module docstring."""
@@ -332,9 +340,4 @@ class CEMAttention(InteractionTerm, EnergyDescentLayer):
         return with_anchor(self._interaction_energy(x, c), x, c, self.config.anchor)
 
     def _token_energy(self, points, c, token):
-        positions = torch.full((points.shape[0],), token, device=points.device)
-        return with_anchor(self._interaction_energy(points[None], c[:, : token + 1], positions)[0], points,
-                           c[0, token], self.config.anchor)
-
-    def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
-        return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8
+        return with_anchor(self._interaction_token_energy(points, c, token), points, c[0, token], self.config.anchor)

@@ -53,11 +53,5 @@ class CEMBlock(InteractionTerm, ElementwiseTerm, EnergyDescentLayer):
         return with_anchor(e, x, c, self.config.anchor)
 
     def _token_energy(self, points, c, token):
-        positions = torch.full((points.shape[0],), token, device=points.device)
-        ci = c[0, token].expand(points.shape[0], -1)                   # c_i for every candidate x: (P, d)
-        e = (self._interaction_energy(points[None], c[:, : token + 1], positions)[0]
-             + self._elementwise_energy(points[None], ci[None])[0])   # E_att + E_mlp at each point
-        return with_anchor(e, points, c[0, token], self.config.anchor)
-
-    def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
-        return self.config.cache_floats_per_token() * torch.finfo(dtype).bits // 8
+        e = self._interaction_token_energy(points, c, token) + self._elementwise_token_energy(points, c, token)
+        return with_anchor(e, points, c[0, token], self.config.anchor)   # E_att + E_mlp at each point

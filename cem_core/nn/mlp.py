@@ -56,6 +56,11 @@ class ElementwiseTerm:
         """E_mlp(x | c) per token, without the anchor (``mlp_energy``); c is each x's own conditioning."""
         return mlp_energy(x, c, self.up_proj.weight, self.gate_proj.weight, self.config.activation)
 
+    def _elementwise_token_energy(self, points, c, token: int):
+        """E_mlp(x | c_token) of one token at candidate points x (P, d), without the anchor: (P,)."""
+        ci = c[0, token].expand(points.shape[0], -1)                   # c_i for every candidate x: (P, d)
+        return self._elementwise_energy(points[None], ci[None])[0]
+
 
 class CEMGatedMLP(ElementwiseTerm, EnergyDescentLayer):
     """h -> h + x^(T) - x^(0), T steps on E_mlp; the gate G c is computed once."""
@@ -75,5 +80,4 @@ class CEMGatedMLP(ElementwiseTerm, EnergyDescentLayer):
         return with_anchor(self._elementwise_energy(x, c), x, c, self.config.anchor)
 
     def _token_energy(self, points, c, token):
-        ci = c[0, token].expand(points.shape[0], -1)                  # c_i for every candidate x: (P, d)
-        return with_anchor(self._elementwise_energy(points[None], ci[None])[0], points, c[0, token], self.config.anchor)
+        return with_anchor(self._elementwise_token_energy(points, c, token), points, c[0, token], self.config.anchor)
