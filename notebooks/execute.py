@@ -40,10 +40,11 @@ def source_hash(nb: nbformat.NotebookNode) -> str:
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 
-def execute(nb: nbformat.NotebookNode, timeout: int = 120) -> nbformat.NotebookNode:
-    """Run nb in a fresh "python3" kernel from the notebooks folder (no timings, no widget state stored)."""
+def execute(nb: nbformat.NotebookNode, timeout: int = 120, env: dict | None = None) -> nbformat.NotebookNode:
+    """Run nb in a fresh "python3" kernel from the notebooks folder (no timings, no widget state stored);
+    ``env``: the kernel's environment variables (None: this process's)."""
     NotebookClient(nb, kernel_name="python3", timeout=timeout, record_timing=False, store_widget_state=False,
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute(**({"env": env} if env else {}))
     return nb
 
 

@@ -6,6 +6,9 @@ explicit entries differentiate correctly.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import sympy as sp
 from IPython.display import Image, Markdown, Math, display
 
@@ -20,6 +23,13 @@ def vector(name: str, size: int) -> sp.Matrix:
 def matrix(name: str, rows: int, cols: int) -> sp.Matrix:
     """A rows x cols matrix of explicit entry symbols name_{rs}."""
     return sp.Matrix(rows, cols, lambda r, s: sp.Symbol(f"{name}_{{{r}{s}}}", real=True))
+
+
+def numeric(expr, *args):
+    """``sp.lambdify(args, expr)`` over NumPy arrays that needs no scipy (a test-only package, absent where
+    `make notebooks` installs): erf is ``math.erf`` element-wise, where lambdify would pick scipy's or,
+    without it, a scalar-only ``math.erf`` that fails on arrays."""
+    return sp.lambdify(args, expr, modules=[{"erf": np.vectorize(math.erf, otypes=[float])}, "numpy"])
 
 
 def show(lhs: str, expr) -> None:

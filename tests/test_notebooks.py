@@ -9,8 +9,10 @@ inside the kernel before anything else runs.
 """
 import base64
 import json
+import os
 import re
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import jupytext
@@ -28,6 +30,63 @@ from solutions import EXERCISES  # noqa: E402
 
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 NAMES = [p.stem for p in SOURCES]
+ROOT = NOTEBOOKS.parent
+
+
+def _distribution(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+def _pinned(path: Path) -> set[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {_distribution(line) for line in lines if line and not line.startswith("-")}
+
+
+def test_only_modules() -> list[str]:
+    """The top-level modules of the packages that only `make test` installs: those of requirements-dev.txt
+    that requirements.txt does not pull in, directly or through its dependencies (scipy, transformers,
+    scikit-learn, playwright, pytest, ruff, ...)."""
+    runtime, todo = set(), list(_pinned(ROOT / "requirements.txt"))
+    while todo:                                    # requirements.txt and everything it depends on
+        name = todo.pop()
+        if name in runtime:
+            continue
+        runtime.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [_distribution(r) for r in requires if "extra ==" not in r]
+    dev_only = _pinned(ROOT / "requirements-dev.txt") - runtime
+    modules = {m for m, dists in metadata.packages_distributions().items()
+               if any(_distribution(d) in dev_only for d in dists) and m.isidentifier()}
+    return sorted(modules)
+
+
+@pytest.fixture(scope="session")
+def student_env(tmp_path_factory):
+    """A kernel environment where the test-only packages cannot be imported, as in the environment that
+    `make notebooks` builds (requirements.txt only): a stub module for each, first on PYTHONPATH, raises
+    ModuleNotFoundError."""
+    stubs = tmp_path_factory.mktemp("student-env")
+    for module in test_only_modules():
+        (stubs / f"{module}.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {module!r} (a test-only package, blocked)'!r}, "
+            f"name={module!r})\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(stubs), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_the_student_environment_blocks_the_test_only_packages(student_env):
+    """The blocked list is what only `make test` installs; a kernel started with student_env cannot import
+    scipy, while sympy and torch (runtime) still import."""
+    blocked = test_only_modules()
+    assert {"scipy", "sklearn", "transformers", "playwright", "pytest"} <= set(blocked)
+    assert not {"sympy", "torch", "numpy", "nbformat", "jupytext", "ipywidgets"} & set(blocked)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import importlib.util, sympy, torch\n"
+        "try:\n    import scipy\nexcept ModuleNotFoundError as error:\n    print('blocked:', error.name)")])
+    execute(nb, env=student_env)
+    assert nb.cells[0].outputs[0].text == "blocked: scipy\n"
 
 
 def code(name: str) -> str:
@@ -101,11 +160,11 @@ def test_every_ipynb_has_its_py_source():
 
 @pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name):
-    """A fresh run reproduces the committed outputs cell by cell (texts with rounding-level numbers masked,
+def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name, student_env):
+    """In the students' environment (no test-only package importable), a fresh run reproduces the committed outputs cell by cell (texts with rounding-level numbers masked,
     figure sizes), so a committed output never goes stale against cem_core or the results it reads; every
     code cell with an output in the fresh run has it committed, and every exercise starts unanswered."""
-    nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"))
+    nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"), env=student_env)
     compared = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
     assert all(c.outputs for c in compared)                             # each shows its error
     committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -213,15 +272,16 @@ except Exception as error:
 
 @pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("exercise", list(EXERCISES))
-def test_the_solution_passes_the_check_and_a_wrong_answer_fails_it(exercise):
+def test_the_solution_passes_the_check_and_a_wrong_answer_fails_it(exercise, student_env):
     """The notebook up to the exercise's check, with the solution put in place of `answer = None`, then
-    the wrong answer of solutions.py checked the same way."""
+    the wrong answer of solutions.py checked the same way, in the students' environment (no test-only
+    package importable: a check must not need scipy, say, to pass a right answer)."""
     entry = EXERCISES[exercise]
     nb = jupytext.read(NOTEBOOKS / f"{entry['notebook']}.py")
     at, check = exercise_cells(nb)[exercise]
     nb.cells[at] = nbformat.v4.new_code_cell(entry["solution"])
     nb.cells = nb.cells[:check + 1] + [nbformat.v4.new_code_cell(entry["wrong"]), nbformat.v4.new_code_cell(REJECTED)]
-    execute(nb)
+    execute(nb, env=student_env)
     assert "Correct." in str(nb.cells[check].outputs)
     assert "wrong answer rejected: AssertionError" in nb.cells[-1].outputs[0].text    # the check's own assert
 
