@@ -161,9 +161,10 @@ def test_every_ipynb_has_its_py_source():
 @pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name, student_env):
-    """In the students' environment (no test-only package importable), a fresh run reproduces the committed outputs cell by cell (texts with rounding-level numbers masked,
-    figure sizes), so a committed output never goes stale against cem_core or the results it reads; every
-    code cell with an output in the fresh run has it committed, and every exercise starts unanswered."""
+    """In the students' environment (no test-only package importable), a fresh run reproduces the committed
+    outputs cell by cell (texts with rounding-level numbers masked, figure sizes), so a committed output never
+    goes stale against cem_core or the results it reads; every code cell with an output in the fresh run has
+    it committed, and every exercise starts unanswered."""
     nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"), env=student_env)
     compared = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
     assert all(c.outputs for c in compared)                             # each shows its error

@@ -23,14 +23,65 @@ def test_moving_a_slider_redraws_the_figure_and_the_link():
     assert explorer.state().cem.anchor == 1.0
 
 
-def test_a_refused_combination_shows_its_reason_and_keeps_the_last_figure():
+def test_a_refused_combination_shows_its_reason_in_place_of_the_figure_and_the_link():
+    """No figure or link of the previous state stays under the reason (they would show another state)."""
     explorer = widgets.EnergyExplorer(controls=("T", "width", "seq_len"), T=16, seq_len=256)
     before = bytes(explorer.image.value)
     explorer.controls["width"].value = 512                # too large for an interactive page (COST_LIMIT)
     assert "refused" in explorer.message.value and "too large" in explorer.message.value
-    assert bytes(explorer.image.value) == before
+    assert bytes(explorer.image.value) == b"" and explorer.link.value == ""
+    bundle = explorer._repr_mimebundle_()
+    assert "image/png" not in bundle and "refused" in bundle["text/plain"]
     explorer.controls["width"].value = 16                 # back within the limit: drawn again, no message
-    assert explorer.message.value == "" and bytes(explorer.image.value) != before
+    assert explorer.message.value == "" and bytes(explorer.image.value) not in (b"", before)
+    assert "width=16" in explorer.link.value
+
+
+def test_the_step_size_slider_starts_above_zero():
+    """eta = 0 is refused (no step at all): the slider cannot reach it."""
+    explorer = widgets.EnergyExplorer(controls=("eta",))
+    assert explorer.controls["eta"].min > 0
+    with pytest.raises(ValueError, match="eta"):
+        EnergyControls.from_values(eta=0.0)
+    explorer.controls["eta"].value = 0.0                  # ipywidgets clamps to the minimum
+    assert explorer.controls["eta"].value == explorer.controls["eta"].min and explorer.message.value == ""
+
+
+def test_the_link_wraps_and_says_how_to_start_the_app_when_none_runs(monkeypatch):
+    monkeypatch.setattr(widgets, "app_running", lambda: False)
+    explorer = widgets.EnergyExplorer(T=2)
+    assert "overflow-wrap: anywhere" in explorer.link.value and "make app" in explorer.link.value
+    monkeypatch.setattr(widgets, "app_running", lambda: True)
+    explorer.controls["T"].value = 3
+    assert "make app" not in explorer.link.value and "T=3" in explorer.link.value
+
+
+def test_app_running_tells_a_listening_port_from_a_closed_one(monkeypatch):
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setattr(links, "APP_ADDRESS", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert links.app_running()
+    assert not links.app_running()                        # the same port, now closed
+
+
+def test_the_explorer_figure_shows_step_lengths_for_attention_and_the_mlp():
+    """Four panels at notebook width: energy and step length for every layer; weights (attention) or the
+    radius (MLP) in the fourth; labels in rendered maths."""
+    from cem_core.ui import explore, plots
+
+    for layer, fourth in (("attention", "attention weights at the last step (head 0)"),
+                          ("mlp", "radius of every token")):
+        fig = plots.mpl_energy_explorer(explore.explore(EnergyControls.from_values(layer=layer, T=4)))
+        axes = [ax for ax in fig.axes if ax.get_title()]
+        titles = [ax.get_title() for ax in axes]
+        assert titles[1] == "step length of every token" and titles[3] == fourth, titles
+        assert len(axes[1].lines[0].get_xdata()) == 4                  # one length per step
+        assert axes[0].get_ylabel().startswith("$") and fig.get_size_inches()[0] <= 11
+        import matplotlib.pyplot as plt
+        plt.close(fig)
 
 
 def test_bad_starting_values_raise_before_any_widget():

@@ -2,7 +2,8 @@
 notebooks that derive what each app page shows (JupyterLab URL and repository path)."""
 from __future__ import annotations
 
-from urllib.parse import urlencode
+import socket
+from urllib.parse import urlencode, urlparse
 
 APP_ADDRESS = "http://localhost:8501"      # where `make app` serves the app
 LAB_ADDRESS = "http://localhost:8888"      # where `make notebooks` serves JupyterLab
@@ -13,6 +14,16 @@ PAGE_NOTEBOOKS = {                          # the notebooks that derive or read 
     "gp": ("04_gp_recursion", "05_what_the_evidence_says"),
     "lm": ("05_what_the_evidence_says",),
 }
+
+
+def app_running(timeout: float = 0.2) -> bool:
+    """Whether something accepts connections at APP_ADDRESS right now (the app, while `make app` runs)."""
+    address = urlparse(APP_ADDRESS)
+    try:
+        with socket.create_connection((address.hostname, address.port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def app_link(page: str, controls=None) -> str:

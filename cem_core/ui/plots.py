@@ -83,22 +83,23 @@ def mpl_energy_descent(data):
     return fig
 
 
-def _draw_landscape(fig, ax, land: dict) -> None:
+def _draw_landscape(fig, ax, land: dict, legend_size: float = 8) -> None:
     """A landscape (figdata.landscape) on ax: filled contours, the key tips as arrows from x^(0), the path."""
     filled = ax.contourf(land["a"], land["b"], land["energy"], levels=30, cmap="viridis")
     ax.contour(land["a"], land["b"], land["energy"], levels=15, colors="white", linewidths=0.4, alpha=0.6)
-    fig.colorbar(filled, ax=ax, label="E(x | c_1..i)")
+    fig.colorbar(filled, ax=ax, label=r"$E(x \mid c_{1..i})$")
     start = land["trajectory"][0]
     for head, tips in enumerate(land["key_tips"] if land["key_tips"] is not None else ()):
         for tip in tips:
             ax.annotate("", xy=tip, xytext=start, arrowprops=dict(arrowstyle="->", color="orange", lw=1.2))
         ax.scatter(tips[:, 0], tips[:, 1], color="orange", s=18, zorder=3,
-                   label="key tips x^(0) + η A_k c_j" if head == 0 else None)
-    ax.plot(*land["trajectory"].T, "o-", color="red", ms=4, lw=1.5, label="x^(0), ..., x^(T)")
+                   label=r"key tips $x^{(0)} + \eta A_k c_j$" if head == 0 else None)
+    ax.plot(*land["trajectory"].T, "o-", color="red", ms=4, lw=1.5, label=r"$x^{(0)}, \ldots, x^{(T)}$")
     if land["true_plane"]:
-        ax.set(xlabel="x_1", ylabel="x_2")
+        ax.set(xlabel="$x_1$", ylabel="$x_2$")
     else:
         ax.set(xlabel="a (first update direction)", ylabel="b (second update direction)")
+    ax.legend(fontsize=legend_size, framealpha=0.85)
 
 
 def mpl_energy_landscape(data):
@@ -106,29 +107,43 @@ def mpl_energy_landscape(data):
     fig, ax = plt.subplots(figsize=(6, 5))
     _draw_landscape(fig, ax, data)
     where = "(width 2: the true plane)" if data["d_model"] == 2 else "on the plane of its first two steps"
-    return _finish(fig, ax, title=f"Energy of token {data['token']} {where}")
+    ax.set_title(f"Energy of token {data['token']} {where}")
+    fig.tight_layout()
+    return fig
 
 
 def mpl_energy_explorer(data: dict):
-    """The energy page's first phase (ui.explore.explore) in three panels: every token's energy per step,
-    the last token's landscape with its path, and the attention weights of the last step (head 0), or
-    the update norms for an MLP."""
+    """The energy page's first phase (ui.explore.explore) in four panels sized for a notebook cell (about
+    1,000 px wide, fonts legible there): every token's energy per step and its step length
+    |x^(t) - x^(t-1)|, the followed token's landscape with its path (bold on the line plots), and the
+    attention weights of the last step (head 0) or, for an MLP, every token's radius |x^(t)|."""
     phase, token = data["phases"][0], data["token"]
-    fig, (ax_e, ax_l, ax_w) = plt.subplots(1, 3, figsize=(15, 4.3))
-    ax_e.plot(phase["energies"], lw=1)
-    ax_e.set(xlabel="in-layer step t", ylabel="E(x_i^(t) | c_1..i)", title=f"{phase['name']}: energy of every token")
-    ax_e.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    _draw_landscape(fig, ax_l, phase["landscape"])
-    ax_l.set_title(f"energy of token {token} and its path")
-    ax_l.legend(fontsize=7)
-    if phase["weights"] is not None:
-        shown = ax_w.imshow(phase["weights"][-1, 0], cmap="Blues", vmin=0, vmax=1)
-        fig.colorbar(shown, ax=ax_w, label="attention weight a_ij")
-        ax_w.set(xlabel="key j", ylabel="query i", title="attention weights at the last step (head 0)")
-    else:
-        ax_w.plot(range(1, len(phase["update_norms"]) + 1), phase["update_norms"], lw=1)
-        ax_w.set(xlabel="in-layer step t", ylabel="|x_i^(t) - x_i^(t-1)|", title="update norm of every token")
-    fig.tight_layout()
+    with plt.rc_context({"font.size": 11, "axes.titlesize": 12, "legend.fontsize": 10}):
+        fig, ((ax_e, ax_s), (ax_l, ax_w)) = plt.subplots(2, 2, figsize=(11, 8.5))
+        steps = range(1, len(phase["update_norms"]) + 1)
+        for ax, values, x, ylabel, title in (
+                (ax_e, phase["energies"], range(len(phase["energies"])), r"$E(x_i^{(t)} \mid c_{1..i})$",
+                 f"{phase['name']}: energy of every token"),
+                (ax_s, phase["update_norms"], steps, r"$|x_i^{(t)} - x_i^{(t-1)}|$", "step length of every token")):
+            ax.plot(x, values, lw=1, color="C0", alpha=0.45)
+            ax.plot(x, values[:, token], lw=2.5, color="C3", label=f"token {token}")
+            ax.set(xlabel="in-layer step $t$", ylabel=ylabel, title=title)
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+            ax.legend()
+        _draw_landscape(fig, ax_l, phase["landscape"], legend_size=10)
+        ax_l.set_title(f"energy of token {token} and its path")
+        if phase["weights"] is not None:
+            shown = ax_w.imshow(phase["weights"][-1, 0], cmap="Blues", vmin=0, vmax=1)
+            fig.colorbar(shown, ax=ax_w, label="attention weight $a_{ij}$")
+            ax_w.set(xlabel="key $j$", ylabel="query $i$", title="attention weights at the last step (head 0)")
+        else:
+            t = range(len(phase["radius"]))
+            ax_w.plot(t, phase["radius"], lw=1, color="C0", alpha=0.45)
+            ax_w.plot(t, phase["radius"][:, token], lw=2.5, color="C3", label=f"token {token}")
+            ax_w.set(xlabel="in-layer step $t$", ylabel=r"$|x_i^{(t)}|$", title="radius of every token")
+            ax_w.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+            ax_w.legend()
+        fig.tight_layout()
     return fig
 
 
