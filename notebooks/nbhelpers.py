@@ -7,9 +7,11 @@ explicit entries differentiate correctly.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import sympy as sp
+import torch
 from IPython.display import Image, Markdown, Math, display
 
 from cem_core.ui.widgets import png
@@ -63,3 +65,72 @@ def check_answer(answer, check, exercise: str, success: str) -> None:
         return
     check(answer)
     report(f"✓ **Correct.** {success}")
+
+
+# -- the lecture's plumbing (notebooks/00_lecture.py keeps only the ideas in view) ---------------------
+
+
+def antiderivative(name: str, derivative):
+    """An undefined SymPy function ``name`` whose derivative is the function ``derivative``: Phi with Phi' = phi."""
+    return type(name, (sp.Function,), {"fdiff": lambda self, argindex=1: derivative(self.args[0])})
+
+
+def entries(symbols: sp.Matrix, values) -> dict:
+    """{symbol: float} pairing a symbolic matrix (or column) with a tensor of its shape, entry by entry."""
+    flat = values.detach().double().reshape(-1).tolist()
+    return dict(zip(list(symbols), flat, strict=True))
+
+
+def step_error(layer, update: sp.Matrix, weights: dict, x: sp.Matrix, context: list, extra=None, seed: int = 0):
+    """Largest |(layer(h) - h) - update| at the last token, in float64: ``update`` is a derived update of the
+    state ``x`` given ``context`` (c_1..c_n), evaluated at the layer's random weights ({parameter name:
+    symbolic matrix}), x = c_n and c_j = Norm(h_j), the layer's x^(0) (T = 1, eta = 1, P = I, no anchor)."""
+    torch.manual_seed(seed)
+    layer = layer.double()
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.copy_(torch.randn_like(parameter) * 0.7)
+        h = torch.randn(1, len(context), len(x), dtype=torch.float64)
+        moved, c0 = (layer(h) - h)[0, -1], layer.norm(h)[0]
+    values = dict(extra or {})
+    for name, matrix_ in weights.items():
+        values.update(entries(matrix_, layer.get_parameter(name)))
+    for c_j, row in zip(context, c0, strict=True):
+        values.update(entries(c_j, row))
+    values.update(entries(x, c0[-1]))
+    derived = torch.tensor([float(v) for v in update.xreplace(values)], dtype=torch.float64)
+    return (derived - moved).abs().max().item()
+
+
+def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
+    """The verdicts in brief, from the committed results (or what is missing): {"text": Markdown, "lm": the
+    LM claims table (a DataFrame, empty without runs)}."""
+    import pandas as pd
+
+    from cem_core.experiments import gp_study, gp_sweep
+    from cem_core.experiments.lm import sweep as lm_sweep
+
+    def counted(verdicts_) -> str:
+        return ", ".join(f"{verdicts_.count(v)} {v}" for v in ("supported", "contradicted", "inconclusive"))
+
+    lines = []
+    study = gp_sweep.load_results(gp_study_path) if Path(gp_study_path).exists() else []
+    if study:
+        rows = [r for r in gp_study.table_rows(study)
+                if r["condition"] not in gp_study.EQUAL_COMPUTE + gp_study.FORM_COMPARISONS]
+        supported = [r["condition"] for r in rows if r["verdict"] == "supported"]
+        lines.append(f"**GP regression** ({len(study)} runs): *deeper recursion lowers the RMSE*, judged in "
+                     f"{len(rows)} conditions: {counted([r['verdict'] for r in rows])}"
+                     f"{' (supported: ' + ', '.join(supported) + ')' if supported else ''}.")
+    else:
+        lines.append(f"**GP regression**: no study results at `{gp_study_path}` yet.")
+    lm = lm_sweep.load_results(lm_sweep_path) if Path(lm_sweep_path).exists() else []
+    table = pd.DataFrame(lm_sweep.claim_rows(lm) if lm else [], columns=["#", "claim", "verdict"])
+    if lm:
+        paper = [r["verdict"] for r in lm_sweep.claim_rows(lm) if not r["claim"].startswith("(ours)")]
+        lines.append(f"**Language models** ({len(lm)} runs, small models on a small corpus): of the paper's "
+                     f"{len(paper)} claims, {counted(paper)}.")
+        table = table[["#", "claim", "verdict"]].set_index("#")
+    else:
+        lines.append(f"**Language models**: no runs at `{lm_sweep_path}` yet.")
+    return {"text": "\n\n".join(lines), "lm": table}

@@ -7,6 +7,18 @@ fails (tests/test_notebooks.py).
 """
 
 EXERCISES = {
+    "lecture-first-token": {
+        "notebook": "00_lecture",
+        # one key: the softmax weight is 1, so -grad E_1 = W_Q^T W_K c_1 (the wrong one swaps query and key)
+        "solution": "answer = W_Q.T * W_K * c[0]",
+        "wrong": "answer = W_K.T * W_Q * c[0]",
+    },
+    "lecture-mlp-count": {
+        "notebook": "00_lecture",
+        # U and G, each 2048 x 768; the down projection is U^T (the wrong one counts SwiGLU's three matrices)
+        "solution": "answer = 2 * 768 * 2048",
+        "wrong": "answer = 3 * 768 * 2048",
+    },
     "first-token": {
         "notebook": "01_attention_from_energy",
         # a single key gets weight a_11 = 1: the update is W_Q^T W_K c_1, whatever x is

@@ -94,7 +94,7 @@ def code(name: str) -> str:
 
 
 def test_every_numbered_notebook_is_here():
-    assert NAMES == ["01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion",
+    assert NAMES == ["00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion",
                      "05_what_the_evidence_says"]
 
 
@@ -199,6 +199,8 @@ setattr(_owner, _name, _negated(getattr(_owner, _name)))
 """
 
 SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comparison cell that must fail)
+    ("00_lecture", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-lecture-attention"),
+    ("00_lecture", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-lecture-mlp"),
     ("01_attention_from_energy", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-attention"),
     ("02_gated_mlp_from_energy", "cem_core.nn.energy", "silu_antiderivative", "compare-phi"),
     ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-mlp"),

@@ -9,7 +9,7 @@ APP_ADDRESS = "http://localhost:8501"      # where `make app` serves the app
 LAB_ADDRESS = "http://localhost:8888"      # where `make notebooks` serves JupyterLab
 APP_PATHS = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}   # page -> url_path (app.py)
 PAGE_NOTEBOOKS = {                          # the notebooks that derive or read what each page shows
-    "energy": ("01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space"),
+    "energy": ("00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space"),
     "design": ("03_design_space",),
     "gp": ("04_gp_recursion", "05_what_the_evidence_says"),
     "lm": ("05_what_the_evidence_says",),
