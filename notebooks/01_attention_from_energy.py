@@ -36,7 +36,9 @@
 # 5. explain why rotary position embeddings (RoPE) keep the gradient form, and what they rotate;
 # 6. turn a SymPy gradient into a numeric function (`lambdify`) and test a fast layer with it;
 # 7. compute one step by hand on a width-2 example, read it off a picture, and explore more steps
-#    in an interactive explorer and in the app.
+#    in an interactive explorer and in the app;
+# 8. place CEM in its lineage: Hopfield networks, dense associative memories, modern Hopfield networks
+#    (whose update is attention) and the Energy Transformer.
 
 # %% tags=["parameters"]
 n_ctx = 3      # history length i: the token we differentiate sees c_1..c_i
@@ -180,10 +182,13 @@ proved(r"W_O \sum_j a_j W_V c_j - \big(-\nabla_x E\big) = \big(W_O W_V - W_Q^\to
 
 # %% [markdown]
 # As the history varies, $\sum_j a_j c_j$ reaches every direction of $\mathbb{R}^d$, so a head is a
-# gradient step on this energy exactly when $W_O W_V = W_Q^\top W_K$. The paper's tying
-# $W_V = W_K$, $W_O = W_Q^\top$ satisfies it with no redundant parameters; any other solution is
-# $W_V = M W_K$, $W_O = W_Q^\top M^{-1}$ for an invertible $d_h \times d_h$ matrix $M$, a mere change
-# of basis inside the head:
+# plain gradient step on this energy ($P = I$) exactly when $W_O W_V = W_Q^\top W_K$. The paper's tying
+# $W_V = W_K$, $W_O = W_Q^\top$ satisfies it with no redundant parameters. **If $W_Q$ and $W_K$ have full
+# rank $d_h$** (random and trained weights do), every other solution is $W_V = M W_K$,
+# $W_O = W_Q^\top M^{-1}$ for an invertible $d_h \times d_h$ matrix $M$, a mere change of basis inside the
+# head: $W_O W_V$ then has rank $d_h$, so $W_O$ is injective and $W_V$ has the row space of $W_K$, that is
+# $W_V = M W_K$; and $W_O M W_K = W_Q^\top W_K$ gives $W_O M = W_Q^\top$, as $W_K$ has full row rank. SymPy
+# checks that these are solutions:
 
 # %%
 M = matrix("m", d_h, d_h)
@@ -191,9 +196,41 @@ assert sp.simplify(W_Q.T * M.inv() * (M * W_K) - W_Q.T * W_K) == sp.zeros(d, d)
 proved(r"\big(W_Q^\top M^{-1}\big)\big(M W_K\big) = W_Q^\top W_K \quad \text{for every invertible } M")
 
 # %% [markdown]
-# A second way to see it: a gradient field has a **symmetric Jacobian** (the Hessian of the energy).
-# Evaluated at random numbers, the tied update's Jacobian is symmetric and a generic untied
-# head's is not, so no energy at all has the untied head as its gradient step.
+# And numerically, the converse and its assumption. At full rank the solutions near the tied pair form a
+# set of dimension $d_h^2$, that of the $M$ family: the kernel of the linearized equation
+# $\delta W_O\, W_K + W_Q^\top \delta W_V = 0$. With a rank-deficient $W_Q$ (its last row zero) the
+# kernel is larger, and $W_V = W_K + e_{d_h} w^\top$ with $W_O = W_Q^\top$ solves the equation for every
+# $w$, though $W_V$ is no $M W_K$ (its rows leave the row space of $W_K$). **Tolerance: $10^{-10}$, float64.**
+
+# %%
+rank_rng = np.random.default_rng(seed + 1)
+
+
+def solution_dimension(w_q, w_k) -> int:
+    """dim of {(dW_O, dW_V): dW_O W_K + W_Q^T dW_V = 0}, the tangent of W_O W_V = W_Q^T W_K at the tied pair."""
+    n_o = d * d_h
+    images = [(b[:n_o].reshape(d, d_h) @ w_k + w_q.T @ b[n_o:].reshape(d_h, d)).ravel() for b in np.eye(2 * n_o)]
+    return 2 * n_o - np.linalg.matrix_rank(np.array(images), tol=1e-10)
+
+
+w_q_full, w_k_full = rank_rng.normal(size=(d_h, d)), rank_rng.normal(size=(d_h, d))
+w_q_low = w_q_full.copy()
+w_q_low[-1] = 0                                            # rank d_h - 1
+w_v_other = w_k_full + np.outer(np.eye(d_h)[-1], rank_rng.normal(size=d))   # W_V = W_K + e_{d_h} w^T
+residual = np.abs(w_q_low.T @ w_v_other - w_q_low.T @ w_k_full).max()      # W_O W_V - W_Q^T W_K, W_O = W_Q^T
+dims = {"full": solution_dimension(w_q_full, w_k_full), "low": solution_dimension(w_q_low, w_k_full)}
+stacked_rank = np.linalg.matrix_rank(np.vstack([w_k_full, w_v_other]), tol=1e-10)   # rank [W_K; W_V]
+report(f"Solutions near the tied pair: dimension {dims['full']} at full rank ($d_h^2$ = {d_h ** 2}), {dims['low']} "
+       f"with a rank-{d_h - 1} $W_Q$. There $W_V = W_K + e_{{d_h}} w^\\top$ solves it (residual {residual:.1e}) with "
+       f"$\\mathrm{{rank}}[W_K; W_V]$ = {stacked_rank} > $d_h$: no $M W_K$.")
+assert dims == {"full": d_h ** 2, "low": d_h ** 2 + d - d_h}   # low: d (d_h - r) + r d_h with rank r = d_h - 1
+assert residual < 1e-10 and stacked_rank > d_h
+
+# %% [markdown]
+# A second way to see it: the update $-\nabla E$ of a plain gradient step has a **symmetric Jacobian**
+# (minus the Hessian of the energy). Evaluated at random numbers, the tied update's Jacobian is symmetric
+# and a generic untied head's is not, so no energy at all has the untied head as its plain ($P = I$)
+# gradient step.
 
 # %%
 rng = np.random.default_rng(seed)
@@ -210,8 +247,38 @@ def jacobian_asymmetry(update) -> float:
 
 asymmetry = {"tied": jacobian_asymmetry(tied), "untied": jacobian_asymmetry(untied)}
 report(f"Largest $|J - J^\\top|$ of the update's Jacobian: tied {asymmetry['tied']:.1e} (tolerance 1e-12, "
-       f"symmetric: a gradient), untied {asymmetry['untied']:.2f} (at least 1e-3: no energy has it as its gradient).")
+       f"symmetric: a gradient), untied {asymmetry['untied']:.2f} (at least 1e-3: no energy has it as its plain "
+       "gradient step).")
 assert asymmetry["tied"] < 1e-12 and asymmetry["untied"] > 1e-3
+
+# %% [markdown]
+# **With a preconditioner** the step adds $-P\nabla E$, whose Jacobian $-P\nabla^2 E$ need not be
+# symmetric, so more heads qualify: by the same factoring, a head is $-P\nabla E$ on this energy exactly
+# when $W_O W_V = P\, W_Q^\top W_K$. With $W_V = W_K$ and full-rank $W_Q, W_K$ that is $W_O = P W_Q^\top$, and
+# a symmetric positive definite $P$ with $P W_Q^\top = W_O$ exists exactly when $W_Q W_O$ is symmetric
+# positive definite: $P = W_O (W_Q W_O)^{-1} W_O^\top + I - \Pi$ is one, with $\Pi$ the orthogonal projector onto
+# the range of $W_Q^\top$. Numerically: a random positive definite $P$ gives $W_O = P W_Q^\top$, whose head is
+# $-P\nabla E$ and has an asymmetric Jacobian; from that $W_O$ alone the formula recovers a positive definite
+# $P$ with $P W_Q^\top = W_O$. **Tolerance: $10^{-12}$ relative, float64.**
+
+# %%
+w_q_num = np.array(W_Q.xreplace(numbers), dtype=float)    # the random W_Q of the check above
+root = np.random.default_rng(seed + 2).normal(size=(d, d))
+P_spd = root @ root.T + np.eye(d)                          # a symmetric positive definite P
+W_O_pre = P_spd @ w_q_num.T                                # W_O = P W_Q^T, with W_V = W_K
+preconditioned = attention_update(W_Q, W_K, W_K, sp.Matrix(W_O_pre), x, c)
+target = np.array((sp.Matrix(P_spd) * tied).xreplace(numbers), dtype=float)   # -P grad E
+step_gap = np.abs(np.array(preconditioned.xreplace(numbers), dtype=float) - target).max() / np.abs(target).max()
+S_pre = w_q_num @ W_O_pre                                  # W_Q W_O = W_Q P W_Q^T
+projector = w_q_num.T @ np.linalg.solve(w_q_num @ w_q_num.T, w_q_num)   # Pi, onto the range of W_Q^T
+P_back = W_O_pre @ np.linalg.solve(S_pre, W_O_pre.T) + np.eye(d) - projector
+recovered = np.abs(P_back @ w_q_num.T - W_O_pre).max() / np.abs(W_O_pre).max()
+report(f"$W_O = P W_Q^\\top$: its head differs from $-P\\nabla E$ by {step_gap:.1e} (tolerance 1e-12), its Jacobian "
+       f"asymmetry is {jacobian_asymmetry(preconditioned):.2f}; the recovered $P$ has $P W_Q^\\top = W_O$ up to "
+       f"{recovered:.1e} and smallest eigenvalue {np.linalg.eigvalsh(P_back).min():.3f} > 0.")
+assert step_gap < 1e-12 and jacobian_asymmetry(preconditioned) > 1e-3
+assert np.allclose(S_pre, S_pre.T, rtol=0, atol=1e-12 * np.abs(S_pre).max()) and np.linalg.eigvalsh(S_pre).min() > 0
+assert recovered < 1e-12 and np.linalg.eigvalsh(P_back).min() > 0
 
 # %% [markdown]
 # ## 4. Temperature and head dimension
@@ -577,6 +644,87 @@ assert max(errors.values()) < 1e-12, "CEMAttention disagrees with the worked exa
 
 # %%
 EnergyExplorer(controls=("T", "eta", "anchor", "seed"), T=4)
+
+# %% [markdown]
+# ## 11. Where this comes from: Hopfield networks to attention to CEM
+#
+# **Classical Hopfield networks** (Hopfield 1982). Binary states $\sigma \in \{-1, +1\}^N$, symmetric
+# weights $W$ (Hebbian, $W = \sum_\mu \xi_\mu \xi_\mu^\top$ with zero diagonal) and the energy
+# $E = -\frac12 \sigma^\top W \sigma$. Updating one unit at a time, $\sigma_n \leftarrow \mathrm{sign}((W\sigma)_n)$,
+# never raises $E$, so the state falls into a local minimum, ideally a stored pattern $\xi_\mu$. About
+# $0.14\,N$ random patterns can be stored (Amit, Gutfreund and Sompolinsky computed $0.138\,N$ in 1985).
+#
+# **Dense associative memories** (Krotov and Hopfield 2016). $E = -\sum_\mu F(\xi_\mu^\top \sigma)$ with a
+# fast-growing $F$: $F(z) = z^n$ stores of order $N^{n-1}$ patterns, and $F = \exp$ (Demircigil et al. 2017)
+# a number exponential in $N$.
+#
+# **Modern Hopfield networks** (Ramsauer et al. 2020). Continuous states $\xi \in \mathbb{R}^d$, stored
+# patterns $X = [x_1 \dots x_N]$ and
+# $E(\xi) = -\frac{1}{\beta}\log\sum_j e^{\beta x_j^\top \xi} + \frac12 \xi^\top \xi + \text{const}$. Its update
+# $\xi^{new} = X \operatorname{softmax}(\beta X^\top \xi)$ lowers $E$; since
+# $\nabla E = \xi - X\operatorname{softmax}(\beta X^\top \xi)$, it is one gradient step with $\eta = 1$. With
+# projections for the state and the patterns it is an attention head, the point of their title.
+#
+# **The Energy Transformer** (Hoover et al. 2023). One energy for a whole block: a multi-head attention
+# energy, a log-sum-exp of query–key scores of each token against all the others (not causal), plus a
+# Hopfield-network (dense associative memory) energy on each token. All tokens descend it together, for
+# several steps with the same weights, and the attention update uses only query and key weights.
+#
+# **What CEM adds** (`docs/paper-notes.md#what-the-paper-reports`). Each token has its **own, conditional
+# energy** $E(x \mid c_{1:i})$: it moves only $x$, the history $c_1..c_i$ stays fixed, and no token's energy
+# involves a later token, so the layer is causal and fits autoregressive language models. The tying
+# $W_V = W_K$, $W_O = W_Q^\top$ falls out of one step (sections 2 and 3); an element-wise energy gives the gated
+# MLP (notebook 02); and the paper adds D+LR interactions, learned preconditioners and $T$ recursive steps
+# inside one layer (notebook 03).
+#
+# **The check.** With $W_Q = W_K = I$ (one head, $d_h = d$, so $\beta = 1/\sqrt{d}$) the last token's history is
+# every pattern, and what one CEM step adds, $x^{(1)} - x^{(0)}$, must be the Hopfield update $\xi^{new}$ with
+# $X = [c_1 \dots c_N]$ and $\xi = x^{(0)} = c_N$; each earlier token $i$ retrieves from $c_1..c_i$ only. The
+# $\frac12 \xi^\top \xi$ term is the difference: a Hopfield step *replaces* $\xi$ by $\xi^{new}$, a CEM step *adds*
+# $\xi^{new}$ to $x^{(0)}$. **Tolerance: $10^{-12}$ relative, float64.**
+
+# %%
+d_hop, n_patterns = 4, 5                                   # pattern width d (one head, d_h = d) and N
+hop_layer = cem_core.CEMAttention(cem_core.AttentionConfig(d_model=d_hop, n_heads=1, T=1, rope=False)).double()
+with torch.no_grad():
+    hop_layer.q_proj.weight.copy_(torch.eye(d_hop))         # W_Q = I
+    hop_layer.k_proj.weight.copy_(torch.eye(d_hop))         # W_K = W_V = I
+h_hop = torch.randn(1, n_patterns, d_hop, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+patterns = hop_layer.norm(h_hop)[0].detach().numpy().T     # X = [c_1 .. c_N], (d, N)
+beta_hop = hop_layer.scale                                 # beta = 1/sqrt(d_h)
+
+
+def hopfield_update(xi: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """xi_new = X softmax(beta X^T xi), the modern Hopfield update."""
+    scores = beta_hop * X.T @ xi
+    weights = np.exp(scores - scores.max())
+    return X @ (weights / weights.sum())
+
+
+retrieved = np.stack([hopfield_update(patterns[:, i], patterns[:, :i + 1]) for i in range(n_patterns)])
+cem_update = (hop_layer(h_hop) - h_hop)[0].detach().numpy()   # x^(1) - x^(0), every token
+xi = torch.tensor(patterns[:, -1], requires_grad=True)
+X_hop = torch.from_numpy(patterns)
+E_hopfield = -torch.logsumexp(beta_hop * X_hop.T @ xi, 0) / beta_hop + xi @ xi / 2   # Ramsauer's E, less constants
+(grad_hopfield,) = torch.autograd.grad(E_hopfield, xi)
+descended = (xi - grad_hopfield).detach().numpy()         # xi - grad E: one gradient step, eta = 1
+gaps = {"CEM step": np.abs(cem_update - retrieved).max() / np.abs(retrieved).max(),
+        "gradient step": np.abs(descended - retrieved[-1]).max() / np.abs(retrieved[-1]).max()}
+report(f"One CEM step ($W_Q = W_K = I$) against the Hopfield update $X\\operatorname{{softmax}}(\\beta X^\\top \\xi)$, "
+       f"every token: {gaps['CEM step']:.1e}; $\\xi - \\nabla E$ on Ramsauer's energy against it: "
+       f"{gaps['gradient step']:.1e} (tolerance 1e-12 relative).")
+assert max(gaps.values()) < 1e-12, "one CEM step is not the modern Hopfield update"
+
+# %% [markdown]
+# **References.** J. J. Hopfield, *Neural networks and physical systems with emergent collective
+# computational abilities*, PNAS 79 (1982). D. J. Amit, H. Gutfreund, H. Sompolinsky, *Storing infinite
+# numbers of patterns in a spin-glass model of neural networks*, Phys. Rev. Lett. 55 (1985). D. Krotov,
+# J. J. Hopfield, *Dense associative memory for pattern recognition*, NeurIPS 2016, arXiv 1606.01164.
+# M. Demircigil, J. Heusel, M. Löwe, S. Upgang, F. Vermet, *On a model of associative memory with huge
+# storage capacity*, J. Stat. Phys. (2017), arXiv 1702.01929. H. Ramsauer et al., *Hopfield Networks is All
+# You Need*, ICLR 2021, arXiv 2008.02217 (2020). B. Hoover et al., *Energy Transformer*, NeurIPS 2023,
+# arXiv 2302.07253. J. Xu et al., *Revisiting Transformer Layer Parameterization Through Causal Energy
+# Minimization*, arXiv 2605.07588 (2026).
 
 # %% [markdown]
 # ## Exercises
