@@ -49,6 +49,8 @@ from nbhelpers import check_answer, matrix, numeric, proved, report, show, vecto
 
 import cem_core
 import cem_core.nn.energy
+from cem_core.ui import explore, figdata
+from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
@@ -346,8 +348,8 @@ assert error < 1e-10, "cem_core's MLP energy has a different Hessian from the Sy
 assert (energies[1] <= descent_bound + 1e-12).all(), "a step with eta < 2/L broke the descent bound"
 
 # %% [markdown]
-# With $\eta$ past $2/L$ nothing is guaranteed. Raising $\eta$ on the same layer and input, the first
-# step size at which some token's energy rises is found below; the descent bound says it must exceed
+# With $\eta$ past $2/L$ nothing is guaranteed. Trying $\eta = 0.5, 1, 2, 5, 10$ on the same layer and input,
+# the cell below reports the first at which some token's energy rises; the descent bound says it must exceed
 # $2/L$ for that token.
 
 # %%
@@ -365,6 +367,75 @@ else:
     report("No token's energy rose for these step sizes.")
 
 # %% [markdown]
+# **Bounded below, or not.** SiLU's potential stays within a constant of ReLU's, $\frac12 \max(z, 0)^2$:
+# $\Phi(z) + \Phi(-z) = z^2/2 - \pi^2/6$ (the derivative is $\varphi(z) - \varphi(-z) = z$) and $\Phi(z) \to 0$ as
+# $z \to -\infty$, so $|\Phi(z) - \frac12 \max(z, 0)^2| < \pi^2/6$ (for GELU's potential the same holds with $1/2$).
+# So $E$ stays within $\frac{\pi^2}{6}\sum_m |(Gc)_m|$ of $-\frac12 \sum_m (Gc)_m \max(u_m^\top x, 0)^2$, which at
+# $x = t v$, $t \ge 0$, is $-\frac{t^2}{2} S(v)$ with
+#
+# $$S(v) = \sum_m (Gc)_m \max(u_m^\top v, 0)^2 :$$
+#
+# **the energy is unbounded below exactly when $S(v) > 0$ for some direction $v$**, and otherwise
+# $E \ge -\frac{\pi^2}{6}\sum_m |(Gc)_m|$. A positive gate alone is not enough: with $d = 1$, $U = (1, 2)^\top$ and
+# $Gc = (1, -1)$, $E(x) = \Phi(2x) - \Phi(x) = \int_x^{2x} \varphi$ is positive except at its minimum $E(0) = 0$,
+# and $S(v) = -3 \max(v, 0)^2 \le 0$. The gates $(-1, 1)$ give $S(1) = 3 > 0$, and $E(x) \to -\infty$ like
+# $-\frac32 x^2$. The anchor of section 7 restores a minimum when $\lambda > \max_{|v| = 1} S(v)$, for which
+# $\lambda > \lambda_{\max}\big(U^\top \operatorname{diag}(\max(Gc, 0))\, U\big)$ suffices. Checked with `cem_core`'s
+# potentials on $x \in [-40, 40]$ (step 0.01). **Tolerance: $10^{-12}$ absolute, float64.**
+
+# %%
+assert sp.simplify(silu - silu.subs(z, -z) - z) == 0      # phi(z) - phi(-z) = z
+line = torch.arange(-4000, 4001, dtype=torch.float64) / 100   # x on [-40, 40], step 0.01, through 0 exactly
+far = torch.linspace(-80, 80, 16001, dtype=torch.float64)  # z = u_m x for u_m up to 2
+offsets = {name: float((potential(far) - torch.relu(far) ** 2 / 2).abs().max())
+           for name, potential in (("SiLU", cem_core.nn.energy.silu_antiderivative),
+                                   ("GELU", cem_core.nn.energy.gelu_antiderivative))}
+
+
+def energy_1d(gates) -> torch.Tensor:
+    """E(x) = -sum_m (G c)_m Phi(u_m x) on `line`, with d = 1, U = (1, 2)^T and SiLU's Phi."""
+    potentials = cem_core.nn.energy.silu_antiderivative(line[:, None] * torch.tensor([1.0, 2.0], dtype=torch.float64))
+    return -(torch.tensor(gates, dtype=torch.float64) * potentials).sum(-1)
+
+
+def S_1d(gates, v: float) -> float:
+    return sum(g_m * max(u_m * v, 0.0) ** 2 for g_m, u_m in zip(gates, (1.0, 2.0)))   # S(v)
+
+
+bounded, unbounded = energy_1d((1.0, -1.0)), energy_1d((-1.0, 1.0))
+x_min, E_min = float(line[bounded.argmin()]), float(bounded.min()) + 0.0   # + 0.0: no -0
+far_gap = float(unbounded[-1] + S_1d((-1.0, 1.0), 1.0) / 2 * line[-1] ** 2)   # E(40) + S(1) 40^2 / 2
+report(f"$Gc = (1, -1)$: $\\max_v S(v)$ = {max(S_1d((1.0, -1.0), v) for v in (-1.0, 1.0)):g}; the grid's smallest "
+       f"$E$ is {E_min:.1e} at $x$ = {x_min:g}. $Gc = (-1, 1)$: $S(1)$ = {S_1d((-1.0, 1.0), 1.0):g}, "
+       f"$E(40)$ = {float(unbounded[-1]):.1f}, off $-\\frac32 \\cdot 40^2$ by {far_gap:.2f} (at most $\\pi^2/3$). "
+       f"Largest $|\\Phi(z) - \\frac12\\max(z, 0)^2|$: SiLU {offsets['SiLU']:.4f} ($\\pi^2/6$ = {np.pi ** 2 / 6:.4f}), "
+       f"GELU {offsets['GELU']:.4f}.")
+assert offsets["SiLU"] <= np.pi ** 2 / 6 + 1e-12 and offsets["GELU"] <= 0.5 + 1e-12   # sup, approached as z -> inf
+assert max(S_1d((1.0, -1.0), v) for v in (-1.0, 1.0)) <= 0 and S_1d((-1.0, 1.0), 1.0) > 0
+assert x_min == 0 and abs(E_min) <= 1e-12 and (bounded >= -1e-12).all()
+assert abs(far_gap) <= np.pi ** 2 / 3                       # |E - (-(t^2/2) S)| <= (pi^2/6) sum_m |(G c)_m|
+
+# %% [markdown]
+# The explorer's layer of section 7 (seed 0): every token has a direction with $S(v) > 0$ (among the rows $u_m$
+# and random directions), so without the anchor its energy is unbounded below; and the bound on
+# $\max_{|v|=1} S(v)$ is below 1 for every token, so the anchor $\lambda = 1$ gives each a minimum.
+
+# %%
+controls = EnergyControls.from_values(layer="mlp", seed=0)  # the explorer's starting state
+explorer_layer = explore.build_layers(controls)[0][1]
+h_e = figdata.descent_input(controls.seq_len, controls.width, controls.seed)
+explorer_c = explorer_layer.norm(h_e)[0].detach().numpy()   # c = Norm(h), one row per token
+ups_e = explorer_layer.up_proj.weight.detach().numpy()     # U, (d_ff, d)
+gates_e = explorer_c @ explorer_layer.gate_proj.weight.detach().numpy().T   # G c per token
+directions = np.vstack([ups_e, np.random.default_rng(seed).normal(size=(2000, ups_e.shape[1]))])
+directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+S_best = (np.maximum(directions @ ups_e.T, 0) ** 2 @ gates_e.T).max(0)   # the largest S(v) found, per token
+S_bound = np.array([np.linalg.eigvalsh(ups_e.T @ np.diag(np.maximum(g_c, 0)) @ ups_e).max() for g_c in gates_e])
+report(f"Explorer layer: largest $S(v)$ found per token {', '.join(f'{v:.2f}' for v in S_best)}; bound on "
+       f"$\\max_{{|v|=1}} S(v)$ per token {', '.join(f'{v:.2f}' for v in S_bound)}.")
+assert (S_best > 0).all() and (S_bound < 1).all()
+
+# %% [markdown]
 # ## 7. Explore: the step size, more steps, the anchor
 #
 # The explorer below runs a random CEM gated MLP with the energy page's sizes (width 8, $d_{ff} = 16$,
@@ -376,12 +447,12 @@ else:
 #
 # - **$T = 1$** is this notebook's layer: one step, $\eta = 1$, $P = I$.
 # - **Raise $T$ to 16** and watch every token's energy keep falling while the update norms of most tokens
-#   grow instead of shrinking: like attention's, this energy has no minimum as soon as a gate $(Gc)_m$ is
-#   positive, since SiLU's $\Phi(z)$ grows like $z^2/2$, so those paths run off.
-# - **Set the anchor $\lambda$ to 1** (our extension, $+\frac{\lambda}{2}|x - x^{(0)}|^2$): the energy
-#   gets a minimum, and the update norms fall to zero. **Then to 2**: the steps now overshoot and the
-#   energy rises. The anchor adds $\lambda$ to the curvature, so the bound of section 6 becomes $L + \lambda$
-#   and $\eta = 1$ is no longer below $2/(L + \lambda)$.
+#   grow instead of shrinking: every token here has a direction with $S(v) > 0$ (section 6), so its energy is
+#   unbounded below, and those paths run off.
+# - **Set the anchor $\lambda$ to 1** (our extension, $+\frac{\lambda}{2}|x - x^{(0)}|^2$): here $\lambda$ exceeds
+#   $\max_{|v|=1} S(v)$, the energy gets a minimum, and the update norms shrink towards zero. **Then to 2**: the
+#   steps now overshoot and the energy rises. The anchor adds $\lambda$ to the curvature, so the guarantee of
+#   section 6 needs $\eta < 2/(L + \lambda)$, below 1 once $\lambda \ge 2$: $\eta = 1$ is no longer covered.
 # - **Change the seed** for other random weights.
 #
 # The slider stops at $\eta = 2$, where, without the anchor, these layers still descend. Section 6 says
