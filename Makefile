@@ -3,12 +3,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures notebooks notebook-outputs gp-sweep gp-study lm-sweep clean
+.PHONY: app test info figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep clean
 
-$(BIN)/.runtime: requirements.txt pyproject.toml
+$(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-assets.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
@@ -28,8 +29,14 @@ info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
 figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
 	$(BIN)/python -m cem_core figures --out figures
 
-notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterLab
-	$(BIN)/python -m jupyter lab notebooks/
+notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterLab (as root too: containers, lab machines)
+	$(BIN)/python -m jupyter lab notebooks/ $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root)
+
+slides: $(BIN)/.runtime       ## the lecture as a reveal.js deck that opens offline: build/slides/00_lecture.slides.html
+	$(BIN)/python notebooks/publish.py slides $(if $(OUT),--out $(OUT))
+
+handout: $(BIN)/.runtime      ## the lecture as a printable PDF of at most 4 pages (Debian's chromium): build/handout/
+	$(BIN)/python notebooks/publish.py handout $(if $(OUT),--out $(OUT))
 
 notebook-outputs: $(BIN)/.runtime    ## execute the notebooks and commit-ready .ipynb with outputs (prints each one's time)
 	$(BIN)/python notebooks/execute.py

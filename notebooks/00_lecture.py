@@ -32,7 +32,11 @@
 
 # %% tags=["hide-input", "slides-skip"] jupyter={"source_hidden": true}
 # On Colab, or wherever cem_core is not installed: fetch the project and install it, then go on.
-import importlib.util, os, subprocess, sys  # noqa: E401
+import importlib.util  # noqa: E401
+import os
+import subprocess
+import sys
+
 if importlib.util.find_spec("cem_core") is None:
     source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
@@ -213,7 +217,8 @@ assert (steps[0.0]["update_norms"][-1] > steps[0.0]["update_norms"][0]).all()   
 # The app's energy page shows the same figures with step playback and a guided lesson
 # ([localhost:8501](http://localhost:8501/?T=8&eta=0.5&anchor=0.5 "start the app first: make app"),
 # while `make app` runs).
-#
+
+# %% [markdown]
 # ## 5. What the evidence says (notebooks 04 and 05)
 #
 # Each claim gets its verdict from a rule fixed before the runs: pair the runs by seed, take the mean
@@ -229,7 +234,9 @@ report(summary["text"])
 summary["lm"]
 
 # %% [markdown]
-# **Takeaways.** One gradient step on a log-sum-exp energy is attention with tied weights, and one step
+# ## Takeaways
+#
+# One gradient step on a log-sum-exp energy is attention with tied weights, and one step
 # on an element-wise energy is a gated MLP with tied projections: half and two thirds of the weights.
 # The energy view makes more steps, preconditioners and diagonals natural, and tells you when a step
 # lowers the energy. Whether they pay off is an empirical question; at our scale most of the paper's

@@ -94,8 +94,8 @@ def code(name: str) -> str:
 
 
 def test_every_numbered_notebook_is_here():
-    assert NAMES == ["00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space", "04_gp_recursion",
-                     "05_what_the_evidence_says"]
+    assert NAMES == ["00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space",
+                     "04_gp_recursion", "05_what_the_evidence_says"]
 
 
 # -- structure (static) ----------------------------------------------------------------------------

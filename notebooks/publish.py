@@ -1,0 +1,176 @@
+"""Publish the lecture (notebooks/00_lecture.ipynb, with its committed outputs) as a reveal.js deck and as a
+printable handout, both offline.
+
+    make slides    (= .venv/bin/python notebooks/publish.py slides)   ->  build/slides/00_lecture.slides.html
+    make handout   (= .venv/bin/python notebooks/publish.py handout)  ->  build/handout/00_lecture.pdf
+
+The deck is nbconvert's reveal template without its CDN scripts (templates/cem_slides): reveal.js comes from
+the files the sphinx-revealjs package ships and MathJax from jupyter-server-mathjax's, both copied beside the
+deck (requirements-assets.txt), so it opens from a USB stick in a lecture hall. A Markdown cell that starts a
+``#``/``##`` heading starts a slide, ``###`` a sub-slide, and so do a cell with a figure or a table and a
+Markdown cell after code (the slide would overflow); cells tagged ``slides-skip`` are left out and
+``hide-input`` cells show their outputs only.
+
+The handout keeps the Markdown and the cells tagged ``handout`` (the derivations, the key figure, the
+exercises, the verdicts), outputs only, and prints them to A4 with Debian's chromium
+(``chromium --headless --print-to-pdf``), at most ``HANDOUT_PAGES`` pages.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter, SlidesExporter
+from nbconvert.preprocessors import TagRemovePreprocessor
+
+NOTEBOOKS = Path(__file__).resolve().parent
+LECTURE = NOTEBOOKS / "00_lecture.ipynb"
+TEMPLATES = NOTEBOOKS / "templates"
+BUILD = NOTEBOOKS.parent / "build"
+HANDOUT_PAGES = 4
+MATHJAX = """\
+<script type="text/x-mathjax-config">
+MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true},
+                   messageStyle: "none", showMathMenu: false,
+                   "HTML-CSS": {availableFonts: [], imageFont: null, preferredFont: null, webFont: "STIX-Web"}});
+</script>
+<script src="mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"></script>"""
+
+
+class PublishError(RuntimeError):
+    """Something the publishing needs is missing; the message says what to do."""
+
+
+def package_folder(module: str, inside: str) -> Path:
+    """The folder ``inside`` of an installed package, found without importing it (sphinx-revealjs is
+    installed without Sphinx: only its reveal.js files are used)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise PublishError(f"the package {module!r} is not installed: run `make slides` (or "
+                           f"`pip install --no-deps -r requirements-assets.txt`)")
+    folder = Path(spec.submodule_search_locations[0]) / inside
+    if not folder.is_dir():
+        raise PublishError(f"{folder} is missing: reinstall {module!r} from requirements-assets.txt")
+    return folder
+
+
+def copy_assets(out: Path, reveal: bool) -> None:
+    """reveal.js (for a deck) and MathJax beside the page, under the relative paths the templates use."""
+    assets = {"mathjax": package_folder("jupyter_server_mathjax", "static")}
+    if reveal:
+        assets["reveal.js"] = package_folder("sphinx_revealjs", "_static/revealjs")
+    for name, folder in assets.items():
+        shutil.rmtree(out / name, ignore_errors=True)
+        shutil.copytree(folder, out / name, ignore=shutil.ignore_patterns("*.map", "*.scss", "*.ts"))
+
+
+def lecture() -> nbformat.NotebookNode:
+    if not LECTURE.exists():
+        raise PublishError(f"{LECTURE} is missing: run `make notebook-outputs`")
+    return nbformat.read(LECTURE, as_version=4)
+
+
+def tags(cell) -> list[str]:
+    return cell.metadata.get("tags", [])
+
+
+def _has_figure_or_table(cell) -> bool:
+    return any({"image/png", "text/html"} & set(out.get("data", {})) for out in cell.get("outputs", []))
+
+
+def slide_types(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Set each cell's slideshow type from the notebook's structure (module docstring)."""
+    previous = None                                  # the type of the last cell shown
+    for cell in nb.cells:
+        text, markdown = cell.source.lstrip(), cell.cell_type == "markdown"
+        if "slides-skip" in tags(cell):
+            kind = "skip"
+        elif markdown and text.startswith(("# ", "## ")):
+            kind = "slide"
+        elif (markdown and (text.startswith("### ") or previous == "code")) or _has_figure_or_table(cell):
+            kind = "subslide"
+        else:
+            kind = "-"
+        cell.metadata["slideshow"] = {"slide_type": kind}
+        previous = cell.cell_type if kind != "skip" else previous
+    return nb
+
+
+def slides(out: Path) -> Path:
+    """The reveal.js deck in ``out`` (with reveal.js and MathJax beside it); returns the deck's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    exporter = SlidesExporter(template_name="cem_slides", extra_template_basedirs=[str(TEMPLATES)],
+                              reveal_url_prefix="reveal.js", reveal_theme="white", reveal_transition="none",
+                              reveal_scroll=True)
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"hide-input"}), enabled=True)
+    body, _ = exporter.from_notebook_node(slide_types(lecture()), resources={"local_mathjax": MATHJAX})
+    copy_assets(out, reveal=True)
+    deck = out / "00_lecture.slides.html"
+    deck.write_text(body, encoding="utf-8")
+    return deck
+
+
+def handout_notebook() -> nbformat.NotebookNode:
+    """The lecture's Markdown and its ``handout`` cells (outputs only), nothing else."""
+    nb = copy.deepcopy(lecture())
+    nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or "handout" in tags(c)]
+    return nb
+
+
+def chromium() -> str:
+    found = shutil.which(os.environ.get("CHROMIUM") or "chromium") or shutil.which("chromium-browser")
+    if not found:
+        raise PublishError("the handout is printed by Debian's chromium, which is not installed: "
+                           "`sudo apt install chromium` (or set CHROMIUM to a Chromium binary)")
+    return found
+
+
+def print_pdf(page: Path, pdf: Path, timeout: float = 120) -> None:
+    """Print ``page`` to ``pdf`` with headless chromium, after its scripts (MathJax) have run."""
+    with tempfile.TemporaryDirectory() as profile:
+        command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                   "--no-pdf-header-footer", "--virtual-time-budget=30000", "--run-all-compositor-stages-before-draw",
+                   f"--print-to-pdf={pdf}", page.as_uri()]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not pdf.exists():
+        raise PublishError(f"chromium could not print {page}: {done.stderr.strip()[-500:]}")
+
+
+def handout(out: Path) -> Path:
+    """The printable handout, ``out``/00_lecture.pdf (and the page it was printed from); returns the PDF."""
+    out.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter(template_name="cem_handout", extra_template_basedirs=[str(TEMPLATES)], exclude_input=True)
+    body, _ = exporter.from_notebook_node(handout_notebook(), resources={"local_mathjax": MATHJAX})
+    copy_assets(out, reveal=False)
+    page = out / "00_lecture.handout.html"
+    page.write_text(body, encoding="utf-8")
+    pdf = out / "00_lecture.pdf"
+    pdf.unlink(missing_ok=True)
+    print_pdf(page, pdf)
+    return pdf
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("slides", "handout"))
+    parser.add_argument("--out", type=Path, help="output folder (default build/slides or build/handout)")
+    args = parser.parse_args(argv)
+    try:
+        made = (slides if args.what == "slides" else handout)(args.out or BUILD / args.what)
+    except PublishError as error:
+        print(f"make {args.what}: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.what}: {made}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
