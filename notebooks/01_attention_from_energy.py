@@ -184,7 +184,7 @@ proved(r"W_O \sum_j a_j W_V c_j - \big(-\nabla_x E\big) = \big(W_O W_V - W_Q^\to
 # As the history varies, $\sum_j a_j c_j$ reaches every direction of $\mathbb{R}^d$, so a head is a
 # plain gradient step on this energy ($P = I$) exactly when $W_O W_V = W_Q^\top W_K$. The paper's tying
 # $W_V = W_K$, $W_O = W_Q^\top$ satisfies it with no redundant parameters. **If $W_Q$ and $W_K$ have full
-# rank $d_h$** (random and trained weights do), every other solution is $W_V = M W_K$,
+# rank $d_h$** (random weights do, almost surely), every other solution is $W_V = M W_K$,
 # $W_O = W_Q^\top M^{-1}$ for an invertible $d_h \times d_h$ matrix $M$, a mere change of basis inside the
 # head: $W_O W_V$ then has rank $d_h$, so $W_O$ is injective and $W_V$ has the row space of $W_K$, that is
 # $W_V = M W_K$; and $W_O M W_K = W_Q^\top W_K$ gives $W_O M = W_Q^\top$, as $W_K$ has full row rank. SymPy

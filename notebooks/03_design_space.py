@@ -62,7 +62,8 @@ from nbhelpers import check_answer, matrix, proved, report, show, show_figure, v
 
 import cem_core
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import figdata, plots
+from cem_core.ui import explore, figdata, plots
+from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
@@ -593,7 +594,8 @@ for eta_value, first_error, steps, shrink in checks:
 # %% [markdown]
 # The plain and the anchored energy side by side, with the same weights (`figdata.energy_descent`,
 # $\eta = 0.5 < 2/\lambda$ for $\lambda = 1$): without the anchor the radius $|x^{(t)}|$ grows and the steps
-# do not shrink; with it the steps shrink to zero, because this $\eta$ is below $2/\lambda$.
+# do not shrink; with it the steps shrink by more than a factor 100 in $T$ steps (asserted below), because this
+# $\eta$ is below $2/\lambda$.
 
 # %%
 descent = figdata.energy_descent(T=T, d_model=d_model, n_heads=n_heads, n_tokens=n_tokens, seed=seed)
@@ -655,7 +657,7 @@ proved(r"-\nabla_x E = W_Q^\top \sum_{j} a_j W_K c_j + \delta \odot \Big(\sum_{j
 # %% [markdown]
 # **Bounded below.** With $\delta > 0$ the quadratic $\frac12 x^\top D x$ outgrows the log-sum-exp's linear
 # growth along every ray, so the energy has a minimum and the steps can settle; the bilinear form and plain
-# attention have none (section 2). `cem_core` keeps $\delta = \mathrm{softplus}(p) > 0$.
+# attention have none (section 3). `cem_core` keeps $\delta = \mathrm{softplus}(p) > 0$.
 #
 # Against `CEMAttention(diagonal="per_head", diagonal_form="distance")`: the SymPy side differentiates the
 # distance-form energy of a general $A_k$ and $\delta_k$ over all positions with the causal mask
@@ -753,8 +755,8 @@ assert error < 1e-10, "CEMBlock (T = 1) is not the parallel block of its two ter
 # The explorer below puts the energy page's controls in the notebook: one attention layer of this
 # notebook's size ($d = 8$, two heads, six tokens), with the preconditioner's low-rank factors drawn
 # at the large scale `p_scale = 3` (fixed here; the app has a control for it). Each change redraws the
-# energy of every token per step, the step lengths and one token's landscape, and the link under the
-# figure opens the same state in the app. Things to try:
+# figure, with the energy of every token per step and one token's landscape, and the link under the
+# figure opens the same state in the app; the cell after it computes the runs named here. Things to try:
 #
 # - **The paper's preconditioner can make the energy rise.** It starts at `dlr`, the paper's
 #   $\mathrm{diag}(\mathrm{softplus}\,p) + UV^\top + VU^\top$, with seed 2: the first token's energy rises at
@@ -763,16 +765,53 @@ assert error < 1e-10, "CEMBlock (T = 1) is not the parallel block of its two ter
 #   $\eta$ is.
 #   At seed 0 `dlr` is indefinite as well, yet the energy falls: not guaranteed to descend is not bound
 #   to ascend.
-# - **The anchor converges only for small steps.** Choose `none`, anchor $\lambda = 1.5$ and $T = 16$: the
-#   steps shrink to zero at $\eta = 1.2$, below $2/\lambda \approx 1.33$, and blow up at $\eta = 1.5$. With the
-#   anchor at 0 no $\eta$ makes them converge: the energy falls without end and the radius keeps growing.
-# - **Recursion.** Raise $T$ with the anchor at 0 and watch the steps: they do not shrink.
+# - **The anchor converges only for small steps.** Choose `none`, anchor $\lambda = 1.5$ and $T = 16$: at
+#   $\eta = 1.2$, below $2/\lambda \approx 1.33$, the steps shrink geometrically (the first token's by
+#   $|1 - \eta\lambda| = 0.8$ per step), and at $\eta = 1.5$ they grow. With the anchor at 0 no $\eta$ makes
+#   them converge: the energy falls without end and the radius keeps growing.
+# - **Recursion.** Raise $T$ with the anchor at 0 and watch the path: its steps do not shrink.
 #
 # Where widgets do not run (GitHub, nbviewer) the cell shows the figure of its starting state.
 
 # %%
 EnergyExplorer(controls=("T", "eta", "anchor", "preconditioner", "seed"),
                T=4, preconditioner="dlr", p_scale=3.0, seed=2, seq_len=6)
+
+# %% [markdown]
+# The runs these bullets name, from the explorer's own data (`cem_core.ui.explore`, the cell above's fixed
+# values): which energies rise, and the step lengths $|x^{(t+1)} - x^{(t)}|$, the first and the last step,
+# largest over the tokens. The first token's steps must shrink by exactly $|1 - \eta\lambda|$ per step
+# (section 4). **Tolerance: $10^{-9}$ relative, float64.**
+
+# %%
+def explorer_run(**values) -> dict:
+    """The explorer's first phase for its fixed values (p_scale 3, six tokens) and these."""
+    return explore.explore(EnergyControls.from_values(p_scale=3.0, seq_len=6, **values))["phases"][0]
+
+
+P_runs = {(kind, s_): explorer_run(T=4, preconditioner=kind, seed=s_)   # the explorer at T = 4, eta = 1
+          for kind in ("dlr", "psd", "none") for s_ in (2, 0)}
+assert P_runs["dlr", 2]["rose"][:, 0].all()               # dlr, seed 2: the first token's energy rises at every step
+assert not any(P_runs[kind, s_]["rose"].any() for kind in ("psd", "none") for s_ in (2, 0))   # ours and P = I: never
+assert not P_runs["dlr", 0]["rose"].any() and (P_runs["dlr", 0]["eigenvalues"] < 0).any()     # indefinite, yet falls
+step_rows = ["| anchor $\\lambda$ | $\\eta$ | first step | last step | first token: last / first | "
+             "$\\vert 1 - \\eta\\lambda \\vert^{T-1}$ |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+for anchor_v, eta_v in ((1.5, 1.2), (1.5, 1.5), (0.0, 1.2), (0.0, 1.5)):
+    lengths = explorer_run(T=16, eta=eta_v, anchor=anchor_v, preconditioner="none", seed=2)["update_norms"]  # (T, n)
+    factor = abs(1 - eta_v * anchor_v) ** (len(lengths) - 1)   # the first token's x* + (1 - eta lambda)^t (x0 - x*)
+    first_ratio = lengths[-1, 0] / lengths[0, 0]
+    step_rows.append(f"| {anchor_v:g} | {eta_v:g} | {lengths[0].max():.3g} | {lengths[-1].max():.3g} | "
+                     f"{first_ratio:.4g} | {factor:.4g} |")
+    assert abs(first_ratio - factor) <= 1e-9 * factor, "the first token's steps do not shrink by |1 - eta lambda|"
+    if anchor_v == 0:
+        assert (lengths[-1] >= (1 - 1e-9) * lengths[0]).all()   # no anchor: the steps do not shrink
+    elif eta_v < 2 / anchor_v:
+        assert (lengths[-1] < 0.1 * lengths[0]).all()            # below 2/lambda: shrinking, every token
+    else:
+        assert (lengths[-1] > lengths[0]).all()                  # above 2/lambda: growing, every token
+report("`dlr` at seed 2 raises the first token's energy at every step; `psd` and `none` raise no energy at seeds 2 and "
+       "0; `dlr` at seed 0 has a negative eigenvalue and raises none. Step lengths ($T = 16$, $P = I$, seed 2):\n\n"
+       + "\n".join(step_rows))
 
 # %% [markdown]
 # ## Exercises
@@ -841,4 +880,4 @@ check_answer(answer, check, "anchor-step-limit",
 # the paper's preconditioner is not guaranteed to be positive definite, and where it is not, a step can
 # ascend. Recursion is attention of an updated query over fixed keys and values; with a positive
 # definite $P$ it always lowers the attention energy but has nowhere to converge to, unless an anchor
-# adds a minimum, and then only steps with $\eta < 2/\lambda$ (for $P = I$) reach it.
+# adds a minimum; near it steps with $\eta < 2/\lambda$ (for $P = I$) converge, and for the first tokens only those.
