@@ -30,19 +30,17 @@
 #
 # Five minutes are left for the lineage and questions.
 
-# %% tags=["hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# On Colab, or wherever cem_core is not installed: fetch the project and install it, then go on.
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
 import importlib.util  # noqa: E401
 import os
+import runpy
 import subprocess
-import sys
 
 if importlib.util.find_spec("cem_core") is None:
     source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-e", "cem-lab[app,notebooks]"], check=True)
-    sys.path[:0] = [os.path.abspath("cem-lab"), os.path.abspath("cem-lab/notebooks")]
-    os.chdir("cem-lab/notebooks")
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters", "slides-skip"]
 d = 2          # width of the symbolic derivations (small: every entry is a symbol)
@@ -215,7 +213,7 @@ assert (steps[0.0]["update_norms"][-1] > steps[0.0]["update_norms"][0]).all()   
 
 # %% [markdown]
 # The app's energy page shows the same figures with step playback and a guided lesson
-# ([localhost:8501](http://localhost:8501/?T=8&eta=0.5&anchor=0.5 "start the app first: make app"),
+# ([localhost:8501](http://localhost:8501/?T=8&eta=0.5&anchor=0.5 "needs the app: run make app first"),
 # while `make app` runs).
 
 # %% [markdown]

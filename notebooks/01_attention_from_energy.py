@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
@@ -39,6 +39,18 @@
 #    in an interactive explorer and in the app;
 # 8. place CEM in its lineage: Hopfield networks, dense associative memories, modern Hopfield networks
 #    (whose update is attention) and the Energy Transformer.
+
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
+import importlib.util  # noqa: E401
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters"]
 n_ctx = 3      # history length i: the token we differentiate sees c_1..c_i
@@ -593,8 +605,10 @@ show_figure(plots.mpl_worked_example(example))
 #
 # The app's energy page draws the same picture for a random layer of the same sizes, on top of the
 # energy's contours (it calls the blue points *key tips*):
-# [the energy page at width 2, one head, three tokens, $T = 1$, $\eta = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=1&width=2&seq_len=3&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
-# Start the app with `make app` (it serves http://localhost:8501).
+# [the energy page at width 2, one head, three tokens, $T = 1$, $\eta = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=1&width=2&seq_len=3&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first").
+# Start the app with `make app` (it serves [localhost:8501](http://localhost:8501/
+# "needs the app: run make app first")).
 #
 # **Against `CEMAttention`.** The same weights in a layer ($T = 1$, $\eta = 1$, $P = I$, RoPE off), fed
 # $h_j = c_j$: what it adds to token 3 must be $u$, and its attention weights $a_{3j}$ must be the $a_j$
@@ -638,9 +652,11 @@ assert max(errors.values()) < 1e-12, "CEMAttention disagrees with the worked exa
 # - **Change the seed** for other random weights, and $\eta$ for longer or shorter steps.
 #
 # Under the figure, a link opens the explorer's current state on the app's energy page (start the app
-# with `make app`), for example [$T = 16$ with the anchor $\lambda = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=1.0&diagonal=none&preconditioner=none&rank=2);
+# with `make app`), for example [$T = 16$ with the anchor $\lambda = 1$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=1.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first");
 # the app also turns on RoPE (section 8), as in
-# [one step with RoPE](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=true&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
+# [one step with RoPE](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=true&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first").
 
 # %%
 EnergyExplorer(controls=("T", "eta", "anchor", "seed"), T=4)

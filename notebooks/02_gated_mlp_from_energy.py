@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
@@ -35,6 +35,18 @@
 # 6. derive the energy's Hessian, show that the energy is **neither convex nor concave** in general,
 #    and give a step size $\eta < 2/L$ under which a step is guaranteed to lower it;
 # 7. explore the step size, the number of steps and the anchor in an interactive explorer and in the app.
+
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
+import importlib.util  # noqa: E401
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters"]
 d = 3          # residual width
@@ -457,9 +469,12 @@ assert (S_best > 0).all() and (S_bound < 1).all()
 #
 # The slider stops at $\eta = 2$, where, without the anchor, these layers still descend. Section 6 says
 # a large enough step can raise the energy; the app's energy page goes up to $\eta = 20$, where it does, and says why:
-# [the MLP at $\eta = 20$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=20.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2).
-# This notebook's single step is [the MLP at $T = 1$, $\eta = 1$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2),
-# and the overshooting anchor is [$\lambda = 2$ at $T = 16$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=2.0&diagonal=none&preconditioner=none&rank=2).
+# [the MLP at $\eta = 20$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=20.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first").
+# This notebook's single step is [the MLP at $T = 1$, $\eta = 1$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=1&eta=1.0&anchor=0.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first"),
+# and the overshooting anchor is [$\lambda = 2$ at $T = 16$](http://localhost:8501/?layer=mlp&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=2.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first").
 # Start the app with `make app`; under the figure, a link opens the explorer's current state there.
 
 # %%

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
@@ -24,8 +24,9 @@
 # one layer. We add a fourth, not in the paper: an **anchor** term that gives the energy a minimum.
 # This notebook works out what each buys and what each costs, and checks every derivation
 # against `cem_core`. The app shows the same layers interactively (start it with `make app`): links
-# along the way open its [energy page](http://localhost:8501/) and its
-# [design page](http://localhost:8501/design) in the states this notebook looks at, and an
+# along the way open its [energy page](http://localhost:8501/ "needs the app: run make app first") and its
+# [design page](http://localhost:8501/design
+# "needs the app: run make app first") in the states this notebook looks at, and an
 # explorer at the end (section 6) puts the energy page's controls inside the notebook.
 #
 # **Learning goals.** After this notebook you can
@@ -39,6 +40,18 @@
 # 4. find the fixed point of the anchored energy and the step sizes for which the steps reach it;
 # 5. derive the distance-form diagonal's update and the joint block's, and say why one is bounded below
 #    and the other is a parallel block at $T = 1$.
+
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
+import importlib.util  # noqa: E401
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters"]
 d = 3          # width of the symbolic rank argument
@@ -128,8 +141,10 @@ report(f"`cem_core.AttentionConfig` at $d = {d_model}$, $H = {n_heads}$ counts t
 
 # %% [markdown]
 # The app's design page tabulates the same counts, and the FLOPs, at model sizes you choose: with
-# [one diagonal per head](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=per_head&ds_preconditioner=psd&ds_rank=4)
-# or [one shared by all heads](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=shared&ds_preconditioner=psd&ds_rank=4)
+# [one diagonal per head](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=per_head&ds_preconditioner=psd&ds_rank=4
+# "needs the app: run make app first")
+# or [one shared by all heads](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=1.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=shared&ds_preconditioner=psd&ds_rank=4
+# "needs the app: run make app first")
 # (start the app with `make app`).
 #
 # **The D+LR update, derived.** With $A = \mathrm{diag}(\delta) + W_Q^\top W_K$ one head's energy is
@@ -408,12 +423,17 @@ show_figure(plots.mpl_preconditioner_spectra(spectra))
 
 # %% [markdown]
 # **In the app** (`make app`): the design page draws these spectra at the size and scale you choose, e.g.
-# [the paper's form at low-rank scale 2](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=dlr&ds_rank=4)
-# (negative eigenvalues) against [ours at the same scale](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=psd&ds_rank=4).
+# [the paper's form at low-rank scale 2](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=dlr&ds_rank=4
+# "needs the app: run make app first")
+# (negative eigenvalues) against [ours at the same scale](http://localhost:8501/design?ds_d_model=768&ds_n_layers=12&ds_n_heads=12&ds_d_ff=2048&ds_vocab_size=32000&ds_seq_len=1024&ds_p_scale=2.0&ds_seed=0&ds_T=1&ds_eta_mode=fixed&ds_diagonal=none&ds_preconditioner=psd&ds_rank=4
+# "needs the app: run make app first").
 # The energy page runs the steps: a layer of this notebook's size ($d = 8$, two heads, six tokens) with
-# [the paper's preconditioner at factor scale 3, seed 2](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
-# raises the first token's energy at every step, and [ours with the same factors' scale](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=psd&rank=2)
-# lowers it. With [seed 0](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2)
+# [the paper's preconditioner at factor scale 3, seed 2](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2
+# "needs the app: run make app first")
+# raises the first token's energy at every step, and [ours with the same factors' scale](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=2&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=psd&rank=2
+# "needs the app: run make app first")
+# lowers it. With [seed 0](http://localhost:8501/?layer=attention&p_scale=3.0&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&preconditioner=dlr&rank=2
+# "needs the app: run make app first")
 # the paper's $P$ is indefinite too, yet the energy falls: an indefinite $P$ *can* make a step ascend, it
 # need not.
 #
@@ -621,9 +641,12 @@ for anchor in (0.0, 1.0):
 
 # %% [markdown]
 # **In the app** (`make app`): the energy page with exactly the layer and input of the descent figure
-# above ($d = 8$, two heads, six tokens, seed 0, $T = 12$), [anchored with $\lambda = 1$ at $\eta = 0.5$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
-# (converges), [at $\eta = 2.5 > 2/\lambda$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=2.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2)
-# (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2)
+# above ($d = 8$, two heads, six tokens, seed 0, $T = 12$), [anchored with $\lambda = 1$ at $\eta = 0.5$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first")
+# (converges), [at $\eta = 2.5 > 2/\lambda$](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=2.5&anchor=1.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first")
+# (diverges), and [without the anchor](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=6&seed=0&rope=false&token=255&heat_head=0&T=12&eta=0.5&anchor=0.0&diagonal=none&preconditioner=none&rank=2
+# "needs the app: run make app first")
 # (runs off).
 #
 # ## 5. The block as one energy, and a diagonal for distances
@@ -746,8 +769,10 @@ assert error < 1e-10, "CEMBlock (T = 1) is not the parallel block of its two ter
 
 # %% [markdown]
 # From $T = 2$ on the terms interact inside the layer. The energy page shows the joint block as the layer
-# "Block as one energy" ([at $T = 4$](http://localhost:8501/?layer=joint&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&diagonal_form=bilinear&preconditioner=none&rank=2));
-# the distance form [settles where the bilinear one runs off](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=0.0&diagonal=shared&diagonal_form=distance&preconditioner=none&rank=2).
+# "Block as one energy" ([at $T = 4$](http://localhost:8501/?layer=joint&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=4&eta=1.0&anchor=0.0&diagonal=none&diagonal_form=bilinear&preconditioner=none&rank=2
+# "needs the app: run make app first"));
+# the distance form [settles where the bilinear one runs off](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=0.0&diagonal=shared&diagonal_form=distance&preconditioner=none&rank=2
+# "needs the app: run make app first").
 # The GP factor study (README) measures both.
 #
 # ## 6. Explore

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
@@ -22,7 +22,8 @@
 # that claim: the committed sweep in `results/gp-default/` (one-layer models trained on fresh
 # functions; Llama attention vs CEM attention at $T \in \{1, 2, 4, 8\}$, three seeds), always
 # reported against the **Bayes-optimal predictor**, the exact GP posterior mean. Then it trains one
-# tiny model live. The app's [GP page](http://localhost:8501/gp) shows the same sweep, the factor study
+# tiny model live. The app's [GP page](http://localhost:8501/gp
+# "needs the app: run make app first") shows the same sweep, the factor study
 # and a model trained live in the browser (start the app with `make app`).
 #
 # **Learning goals.** After this notebook you can
@@ -34,6 +35,18 @@
 # 4. train a small CEM model and compare it with the optimum yourself;
 # 5. say what the committed sweep shows about recursion at depth 1, and where to look for the
 #    conditions under which it might help.
+
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
+import importlib.util  # noqa: E401
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters"]
 results_path = "../results/gp-default/results.json"   # the committed default sweep (from notebooks/)
@@ -187,7 +200,7 @@ report(recursion_finding(records))
 # training, the interleaved token format, no MLP, 64 points, $d_x = 2$, learned step sizes per step, the
 # preconditioners, depth and looping at equal compute) and gives each condition a verdict by a rule fixed
 # before it ran: `cem_core/experiments/gp_study.py`, results in `results/gp-study/` (`make gp-study`), shown
-# on the app's [GP page](http://localhost:8501/gp). Notebook
+# on the app's [GP page](http://localhost:8501/gp "needs the app: run make app first"). Notebook
 # [`05_what_the_evidence_says`](05_what_the_evidence_says.ipynb) weighs this sweep, the factor study and the
 # language-model runs against the paper's claims.
 
@@ -199,7 +212,8 @@ report(recursion_finding(records))
 # defaults it is far from converged: the sweep trains for 2,000 steps.
 #
 # The app's GP page trains the same kind of model in the browser (a larger one: width 32, four heads,
-# at least 50 steps); [this link](http://localhost:8501/gp?gp_kernel=rbf&gp_seed=0&gp_context=8&gp_steps=50&gp_T=2&gp_diagonal=none)
+# at least 50 steps); [this link](http://localhost:8501/gp?gp_kernel=rbf&gp_seed=0&gp_context=8&gp_steps=50&gp_T=2&gp_diagonal=none
+# "needs the app: run make app first")
 # opens it with this cell's settings ($T = 2$, no diagonal, seed 0, RBF kernel) and the fewest steps it
 # offers; raise the steps there to watch the ratio fall.
 

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
@@ -29,8 +29,9 @@
 #   (docs/design.md#56-the-gp-factor-study);
 # - `results/lm-default/`: the paper's eight language-modelling claims in miniature.
 #
-# The app shows the same evidence, interactively: the GP page http://localhost:8501/gp and the
-# language-model page http://localhost:8501/lm (start it with `make app`).
+# The app shows the same evidence, interactively: the [GP page](http://localhost:8501/gp
+# "needs the app: run make app first") and the
+# [language-model page](http://localhost:8501/lm "needs the app: run make app first") (start it with `make app`).
 #
 # **Learning goals.** After this notebook you can
 #
@@ -43,6 +44,18 @@
 # 4. read the step diagnostics of a trained layer (energy, attention entropy, the error read out after
 #    each step) as an explanation;
 # 5. read the language-model claims table with its caveats (size, data, compute).
+
+# %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
+# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
+import importlib.util  # noqa: E401
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
 
 # %% tags=["parameters"]
 gp_sweep_path = "../results/gp-default/results.json"   # the committed GP sweep (paths from notebooks/)
@@ -748,6 +761,7 @@ report("\n".join(summary))
 # %% [markdown]
 # **Takeaway.** A verdict is only as good as the rule behind it, and the rule has to be fixed before
 # the runs: paired by seed, decided at two standard errors, with the tolerance of "comparable" stated in
-# advance. The app's GP page (http://localhost:8501/gp) and language-model page
-# (http://localhost:8501/lm) show the same records interactively; `make gp-study` resumes the study and
+# advance. The app's [GP page](http://localhost:8501/gp "needs the app: run make app first") and
+# [language-model page](http://localhost:8501/lm "needs the app: run make app first") (with `make app`)
+# show the same records interactively; `make gp-study` resumes the study and
 # this notebook reads whatever it has finished.

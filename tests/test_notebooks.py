@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -99,6 +100,41 @@ def test_every_numbered_notebook_is_here():
 
 
 # -- structure (static) ----------------------------------------------------------------------------
+
+
+def test_every_notebook_starts_with_the_same_colab_setup_cell():
+    """The first code cell of each notebook installs the project where cem_core is missing (Colab), the same
+    cell everywhere, hidden in JupyterLab and left out of the slides."""
+    firsts = []
+    for name in NAMES:
+        nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert {"colab-setup", "hide-input", "slides-skip"} <= set(tags(first)), name
+        assert first.metadata.get("jupyter", {}).get("source_hidden") is True, name
+        firsts.append(first.source)
+    assert len(set(firsts)) == 1
+
+
+@pytest.mark.slow                       # a virtual environment and pip
+def test_the_colab_cell_installs_the_project_where_cem_core_is_missing(tmp_path):
+    """Run as a student's first cell by a Python without cem_core (a fresh virtual environment): it clones the
+    project (here from this repository), pip installs the clone (without dependencies here, which Colab
+    has), and leaves the notebook in the clone's notebooks folder with cem_core and nbhelpers importable
+    from there; where cem_core imports it does nothing."""
+    cell = next(c.source for c in jupytext.read(NOTEBOOKS / "00_lecture.py").cells if "colab-setup" in tags(c))
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    probe = cell + ("\nimport importlib.util, os\nprint(importlib.util.find_spec('cem_core').origin)"
+                    "\nprint(importlib.util.find_spec('nbhelpers').origin)\nprint(os.getcwd())")
+    env = {**os.environ, "CEM_LAB_SOURCE": str(ROOT), "CEM_LAB_EXTRAS": "", "CEM_LAB_PIP_FLAGS": "--no-deps"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    clone = (tmp_path / "cem-lab").resolve()
+    assert done.stdout.split() == [str(clone / "cem_core" / "__init__.py"), str(clone / "notebooks" / "nbhelpers.py"),
+                                   str(clone / "notebooks")]
+    again = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert again.returncode == 0 and not (tmp_path / "cem-lab" / "cem-lab").exists()    # installed: nothing to do
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -124,6 +124,17 @@ def test_every_notebook_links_to_the_app_in_a_state_the_app_accepts():
                 PAGE_CONTROLS[path].from_query(dict(parse_qsl(query, strict_parsing=True)))   # raises if refused
 
 
+def test_every_app_link_in_the_notebooks_says_it_needs_the_app():
+    """Outside the machine that runs `make app` (GitHub, nbviewer, a classroom) a link to localhost is dead:
+    every Markdown link to the app says on hover how to start it, and no bare app URL is left."""
+    for source in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")):
+        markdown = "\n".join(line for line in source.read_text().splitlines() if line.startswith("#"))
+        urls = re.findall(re.escape(links.APP_ADDRESS) + r"[^\s)\"]*", markdown)
+        hinted = re.findall(r"\]\(" + re.escape(links.APP_ADDRESS) +   # the title may start the next line
+                            r"[^\s)\"]*\s+(?:# )?\"needs the app: run make app first\"\)", markdown)
+        assert urls and len(hinted) == len(urls), f"{source.name}: {len(urls) - len(hinted)} app links without the hint"
+
+
 @pytest.mark.slow                      # every app page
 def test_every_app_page_links_to_the_notebooks_behind_it():
     from conftest import run_page

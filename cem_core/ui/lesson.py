@@ -67,7 +67,7 @@ STEPS = (
          "no minimum. Press ▶ to watch x⁽ᵗ⁾ walk across the landscape.",
          points_at="energy", uses=("T",), course="runs off", phrases=("fell at every step", "run off", "no minimum")),
     Step("The anchor gives a minimum",
-         "Set the anchor λ to 1 and T to 16: the update norm goes to zero and the trajectory stops on the "
+         "Set the anchor λ to 1 and T to 16: the update norm shrinks towards zero and the trajectory stops on the "
          "landscape; the note says the iterates settle into a minimum.",
          state={"anchor": 1.0, "T": 16}, points_at="norm", course="settles", phrases=("settle into a minimum",)),
     Step("Recursion depth",
