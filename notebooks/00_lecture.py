@@ -77,9 +77,10 @@ beta = sp.Symbol("beta", positive=True)
 # ## 1. The causal interaction energy (notebook 01)
 #
 # Token $i$ has a state $x$ and sees the context $c_1, \dots, c_i$ (the normalised inputs). Its energy
-# is low when its query $W_Q x$ aligns with the keys $W_K c_j$:
+# is low when its query ${\color{#1f77b4}W_Q} x$ (blue) aligns with the keys ${\color{#d62728}W_K c_j}$ (red):
 #
-# $$E_i(x \mid c_{1..i}) = -\frac{1}{\beta}\log\sum_{j \le i} \exp\big(\beta\,(W_Q x)^\top (W_K c_j)\big).$$
+# $$E_i(x \mid c_{1..i}) = -\frac{1}{\beta}\log\sum_{j \le i}
+#   \exp\big(\beta\,({\color{#1f77b4}W_Q} x)^\top ({\color{#d62728}W_K c_j})\big).$$
 #
 # One gradient step from $x^{(0)} = c_i$ with step size 1 gives the layer's update $-\nabla_x E_i$.
 # SymPy differentiates it entry by entry, at width $d = 2$ and three tokens.
@@ -93,11 +94,12 @@ weights = [sp.exp(beta * s) / sum(sp.exp(beta * t) for t in scores) for s in sco
 attention = W_Q.T * sum((a * W_K * c_j for a, c_j in zip(weights, c)), sp.zeros(d, 1))  # W_O sum_j a_ij W_V c_j
 update = -sp.Matrix([sp.diff(E, x_k) for x_k in x])                      # -grad_x E_i
 assert sp.simplify(update - attention) == sp.zeros(d, 1)
-proved(r"-\nabla_x E_i = W_Q^\top \sum_{j \le i} a_{ij}\, W_K c_j, \qquad a_{ij} = "
-       r"\mathrm{softmax}_j\big(\beta\, (W_Q x)^\top W_K c_j\big)")
+proved(r"-\nabla_x E_i = {\color{#1f77b4}W_Q^\top} \sum_{j \le i} a_{ij}\, {\color{#d62728}W_K c_j}, \qquad "
+       r"a_{ij} = \mathrm{softmax}_j\big(\beta\, ({\color{#1f77b4}W_Q} x)^\top {\color{#d62728}W_K c_j}\big)")
 
 # %% [markdown]
-# That is one attention head with values $W_V = W_K$ and output $W_O = W_Q^\top$. The real layer
+# That is one attention head whose values are the keys, $W_V = {\color{#d62728}W_K}$, and whose output is the query
+# matrix transposed, $W_O = {\color{#1f77b4}W_Q^\top}$: the colours show the tying. The real layer
 # (`cem_core.CEMAttention`, $\beta = 1/\sqrt{d_h}$, RMSNorm in front) must agree with the formula at
 # random weights. **Tolerance: $10^{-10}$, float64.**
 
@@ -159,10 +161,10 @@ gate, up = G * c_mlp, U * x_c                                          # (Gc)_m 
 E_mlp = -sum(gate[m] * Phi(up[m]) for m in range(d_ff))               # E(x | c) = -sum_m (Gc)_m Phi((Ux)_m)
 mlp = U.T * sp.Matrix([phi(up[m]) * gate[m] for m in range(d_ff)])    # down = U^T of phi(Ux) * Gc
 assert sp.simplify(-sp.Matrix([sp.diff(E_mlp, x_k) for x_k in x_c]) - mlp) == sp.zeros(d, 1)
-proved(r"-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big)")
+proved(r"-\nabla_x E = {\color{#2ca02c}U^\top}\big(\varphi({\color{#2ca02c}U}x) \odot Gc\big)")
 
 # %% [markdown]
-# One step from $x^{(0)} = c$ is SwiGLU with the down projection tied to the up projection: two
+# One step from $x^{(0)} = c$ is SwiGLU with the down projection tied to the up projection (green): two
 # matrices instead of three. `cem_core.CEMGatedMLP` agrees with the formula. **Tolerance: $10^{-10}$, float64.**
 
 # %% tags=["compare-lecture-mlp"]

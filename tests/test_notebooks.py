@@ -43,7 +43,7 @@ def _pinned(path: Path) -> set[str]:
     return {_distribution(line) for line in lines if line and not line.startswith("-")}
 
 
-def test_only_modules() -> list[str]:
+def dev_only_modules() -> list[str]:
     """The top-level modules of the packages that only `make test` installs: those of requirements-dev.txt
     that requirements.txt does not pull in, directly or through its dependencies (scipy, transformers,
     scikit-learn, playwright, pytest, ruff, ...)."""
@@ -70,7 +70,7 @@ def student_env(tmp_path_factory):
     `make notebooks` builds (requirements.txt only): a stub module for each, first on PYTHONPATH, raises
     ModuleNotFoundError."""
     stubs = tmp_path_factory.mktemp("student-env")
-    for module in test_only_modules():
+    for module in dev_only_modules():
         (stubs / f"{module}.py").write_text(
             f"raise ModuleNotFoundError({f'No module named {module!r} (a test-only package, blocked)'!r}, "
             f"name={module!r})\n")
@@ -80,7 +80,7 @@ def student_env(tmp_path_factory):
 def test_the_student_environment_blocks_the_test_only_packages(student_env):
     """The blocked list is what only `make test` installs; a kernel started with student_env cannot import
     scipy, while sympy and torch (runtime) still import."""
-    blocked = test_only_modules()
+    blocked = dev_only_modules()
     assert {"scipy", "sklearn", "transformers", "playwright", "pytest"} <= set(blocked)
     assert not {"sympy", "torch", "numpy", "nbformat", "jupytext", "ipywidgets"} & set(blocked)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
