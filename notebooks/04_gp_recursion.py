@@ -38,7 +38,7 @@
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
 # Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util  # noqa: E401
+import importlib.util
 import os
 import runpy
 import subprocess

@@ -352,6 +352,7 @@ def test_the_lesson_end_to_end(app, browser, tmp_path):
     page.locator(".st-key-lesson-bar").get_by_role("button", name="Back").click()
     _check_lesson_step(page, len(lesson.STEPS) - 2, records)             # Back sets the step before, whole
     page.locator(".st-key-lesson-bar").get_by_role("button", name="End").click()
+    page.locator(".st-key-lesson-bar").wait_for(state="detached", timeout=30000)   # the rerun may start late
     settle(page)
     assert page.locator(".st-key-lesson-bar").count() == 0 and "lesson" not in _query(page)
     page.close()
