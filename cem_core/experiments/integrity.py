@@ -8,21 +8,28 @@ and checksums of the files a run depends on.
 - `identity_differences(recorded, wanted)`: the dotted names of the fields that differ between
   two identity records, for refusals that say exactly what changed.
 - `foreign_files(folder, own)`: what in a folder belongs to no run of the kind that claims it.
+- `temporary_files(folder)`: the temporaries an interrupted atomic write of ours left behind, named
+  ``.NAME.cem-tmp-XXXX`` (never a user's ``*.tmp``) and regular files (never a link): the only files
+  a run ever removes besides its own outputs.
 - `json_hash(value)`, `file_sha256(path)`: the hash that identifies a configuration, and the
   checksum recorded when a file is written and verified when it is read.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from fnmatch import fnmatch
 from pathlib import Path
 
 LOCK_NAME = ".lock"
+TEMPORARY_MARK = ".cem-tmp-"     # atomic_write's temporaries: "." + NAME + TEMPORARY_MARK + a unique suffix
+TEMPORARY_GLOB = f".*{TEMPORARY_MARK}*"
 LOCK_OFFSET = 1 << 20     # Windows locks a byte range: one far past the holder's note, which stays readable
 
 
@@ -74,10 +81,22 @@ class FolderLock:
     def acquire(self) -> "FolderLock":
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # never through a link: a planted .lock -> a user's file would have that file truncated
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as err:                   # a file where the folder or a parent should be, no permission
-            reason = "it is a file, not a folder" if self.folder.is_file() else err.strerror or str(err)
+            if err.errno == errno.ELOOP or self.path.is_symlink():
+                reason = f"its {LOCK_NAME} is a symbolic link, which a run never follows; remove the link"
+            elif self.path.is_dir():
+                reason = f"its {LOCK_NAME} is not a regular file but a folder; remove it"
+            elif self.folder.is_file():
+                reason = "it is a file, not a folder"
+            else:
+                reason = err.strerror or str(err)
             raise ValueError(f"out={str(self.folder)!r} is invalid: {reason} (the {self.what}'s folder)") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError(f"out={str(self.folder)!r} is invalid: its {LOCK_NAME} is not a regular file; "
+                             f"remove it (the {self.what}'s folder)")
         try:
             self._wait_for(fd)
             os.ftruncate(fd, 0)
@@ -182,8 +201,13 @@ def short_repr(value) -> str:
 def foreign_files(folder: Path, own: tuple[str, ...]) -> list[str]:
     """Names in `folder` that match none of the glob patterns `own` (nor the lock or a temporary
     file): what another tool, or another kind of run, left there."""
-    own = (*own, LOCK_NAME, "*.tmp")
+    own = (*own, LOCK_NAME, TEMPORARY_GLOB)
     return sorted(p.name for p in Path(folder).iterdir() if not any(fnmatch(p.name, pattern) for pattern in own))
+
+
+def temporary_files(folder) -> list[Path]:
+    """The leftover temporaries of our atomic writes in `folder` (module docstring), oldest name first."""
+    return sorted(p for p in Path(folder).glob(TEMPORARY_GLOB) if p.is_file() and not p.is_symlink())
 
 
 def json_hash(value) -> str:

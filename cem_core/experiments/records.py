@@ -10,10 +10,16 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .integrity import TEMPORARY_MARK
+
+_UMASK = os.umask(0)              # read once (os.umask can only be read by setting it), then put back
+os.umask(_UMASK)
 
 
 def provenance() -> dict:
@@ -37,12 +43,23 @@ def package_version() -> str:
 
 def atomic_write(path, write) -> None:
     """Call write(tmp_path), flush it to disk, then rename tmp_path onto path (and flush the
-    folder), so that neither a crash nor a power cut leaves a half-written or empty file."""
+    folder), so that neither a crash nor a power cut leaves a half-written or empty file.
+
+    tmp_path is a new file of our own (O_EXCL, a unique name ``.NAME.cem-tmp-XXXX`` in path's folder), so
+    nothing planted there (a link, a user's NAME.tmp) is ever written through or replaced; a write that
+    fails removes it, keeping the previous file whole."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    _fsync(tmp, os.O_RDWR)
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}{TEMPORARY_MARK}")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)          # the permissions of an ordinary new file, not mkstemp's 0600
+        write(tmp)
+        _fsync(tmp, os.O_RDWR)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     if os.name == "posix":                   # a folder can be opened and synced on POSIX only
         _fsync(path.parent, os.O_RDONLY)
 

@@ -28,6 +28,7 @@ from cem_core.experiments.integrity import (
     foreign_files,
     identity_differences,
     json_hash,
+    temporary_files,
 )
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 
@@ -75,10 +76,9 @@ def claim(out: Path, identity: dict, defaults: dict) -> dict:
 
     Refuses (ValueError) a folder whose run.json records another identity, naming the fields that
     differ (a field the record lacks, because it was added to the configuration later, counts as
-    its value in `defaults`), and a folder without run.json that is not empty. Leftover temporary
-    files of an interrupted write are removed."""
-    for tmp in out.glob("*.tmp"):
-        tmp.unlink()
+    its value in `defaults`), and a folder without run.json that is not empty. Once the folder is
+    known to be this run's, the leftover temporaries of its interrupted writes are removed (ours only:
+    `integrity.temporary_files`; a user's *.tmp is never touched)."""
     path = out / RUN_FILE
     if not path.exists():
         stray = foreign_files(out, ())
@@ -86,6 +86,7 @@ def claim(out: Path, identity: dict, defaults: dict) -> dict:
             raise ValueError(f"{out} is not empty ({', '.join(stray[:6])}) and holds no {RUN_FILE} saying which run "
                              f"made it (a run from before run identities were recorded, another kind of run, or "
                              f"other files): choose a new or empty folder with --out")
+        _remove_temporaries(out)
         record = {"identity": identity, "identity_hash": identity_hash(identity), "tokenizer_sha256": None,
                   "provenance": provenance()}
         atomic_write_text(path, json.dumps(record, indent=1))
@@ -97,7 +98,13 @@ def claim(out: Path, identity: dict, defaults: dict) -> dict:
     if identity_differences(recorded, identity):
         raise ValueError(f"{out} holds another run: {describe_differences(recorded, identity)}; "
                          f"{_fresh_start_hint(out)}")
+    _remove_temporaries(out)
     return record
+
+
+def _remove_temporaries(out: Path) -> None:
+    for tmp in temporary_files(out):
+        tmp.unlink(missing_ok=True)
 
 
 def _with_defaults(recorded: dict, defaults: dict) -> dict:
