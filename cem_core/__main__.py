@@ -232,7 +232,7 @@ def gp_train(args) -> int:
 
     from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
     from cem_core.experiments.gp_sweep import RunSpec, run_label, run_spec
-    from cem_core.experiments.records import atomic_write_text
+    from cem_core.experiments.records import atomic_write_text, check_new_output
 
     cem = cem_options(args)
     spec = RunSpec(
@@ -245,9 +245,8 @@ def gp_train(args) -> int:
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
     if eval_Ts and args.attention != "cem" and args.mlp != "cem":
         raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
-    if args.out and (Path(args.out).exists() or not Path(args.out).resolve().parent.is_dir()):
-        raise ValueError(f"out={args.out!r} is invalid: must be a new file in an existing folder (the run record "
-                         "is never written over another file)")
+    if args.out:
+        check_new_output("out", args.out)                         # before training: the record is never lost
     bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
 
     def progress(step, loss):
@@ -331,8 +330,11 @@ def lm_train(args) -> int:
 
 def lm_compare(args) -> int:
     from cem_core.experiments.lm.compare import compare, table, write_json
-    data = _lm_data(args)
+    from cem_core.experiments.records import check_new_output
     out = args.out or f"runs/lm/{args.preset}/compare"
+    if args.json:                                                 # before any training; its own table may exist
+        check_new_output("json", args.json, own=Path(out) / "compare.json", run_folder=out)
+    data = _lm_data(args)
     records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
                       **_lm_overrides(args))
     print(table(records, data))

@@ -116,3 +116,39 @@ def test_atomic_write_text_keeps_the_umask_permissions(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+
+
+# -- output flags: checked before any work, never over a file the command did not make ----------------
+
+
+def test_bench_json_onto_an_existing_file_is_refused_before_measuring(tmp_path, capsys):
+    """`bench --json` onto the committed results (or any file) used to overwrite it after the run."""
+    target = keep(tmp_path / "results.json", "[1, 2, 3]")
+    assert main(["bench", "--json", str(target), "--repeats", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert "the file exists" in err and "time B/A" not in out                  # refused before any measurement
+    assert target.read_text() == "[1, 2, 3]"
+
+
+def test_lm_compare_json_inside_a_run_folder_is_refused_before_training(tmp_path, capsys):
+    """`lm compare --json` pointed inside its own run used to overwrite llama/checkpoints.json after training."""
+    out = tmp_path / "compare"
+    FolderLock(out, "comparison").acquire().release()                  # a comparison's folder, with its .lock
+    FolderLock(out / "llama", "LM run").acquire().release()             # and its llama run, with its record
+    claim(out / "llama", {"variant": "llama"}, {})
+    checkpoints = keep(out / "llama" / "checkpoints.json", '[{"step": 5}]')
+    before = sorted(os.listdir(out / "llama"))
+    for json_path, why in ((checkpoints, "the file exists"), (out / "llama" / "new.json", "the folder of a run"),
+                           (out / "notes.json", "the folder of a run")):
+        assert main(["lm", "compare", "--preset", "cpu-tiny", "--out", str(out), "--json", str(json_path)]) == 2
+        printed, err = capsys.readouterr()
+        assert why in err and "perplexity" not in printed, err
+    assert checkpoints.read_text() == '[{"step": 5}]' and sorted(os.listdir(out / "llama")) == before
+    assert not (out / "notes.json").exists()
+
+
+@pytest.mark.parametrize("where", ["a missing folder", "a file as folder"])
+def test_an_output_in_no_folder_is_refused_before_the_work(tmp_path, capsys, where):
+    parent = tmp_path / "nowhere" if where == "a missing folder" else keep(tmp_path / "file")
+    assert main(["gp", "train", "--steps", "2", "--out", str(parent / "rec.json")]) == 2
+    assert "not an existing folder" in capsys.readouterr().err

@@ -33,7 +33,7 @@ from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, M
 from cem_core.nn.validate import check_choice
 
 from .lm.train import PRESETS, LMTrainConfig, train_step
-from .records import atomic_write_text, provenance
+from .records import atomic_write_text, check_new_output, provenance
 from .schedule import adamw
 
 
@@ -387,6 +387,8 @@ def main(args) -> int:
                     d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
                     compile=args.compile, lm_preset=args.lm_preset)
     AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
+    if args.json:
+        check_new_output("json", args.json)                               # before the measurements
     records = run(c)
     print(format_table(records, c))
     if args.json:

@@ -30,6 +30,9 @@ from pathlib import Path
 LOCK_NAME = ".lock"
 TEMPORARY_MARK = ".cem-tmp-"     # atomic_write's temporaries: "." + NAME + TEMPORARY_MARK + a unique suffix
 TEMPORARY_GLOB = f".*{TEMPORARY_MARK}*"
+# a run's or sweep's folder holds LOCK_NAME and one of these (the LM run record and checkpoint manifest, a
+# sweep's manifest, a comparison's table): a bare .lock may be another tool's (pytest keeps one in its basetemp)
+RUN_MARKERS = ("run.json", "checkpoints.json", "sweep.json", "compare.json")
 LOCK_OFFSET = 1 << 20     # Windows locks a byte range: one far past the holder's note, which stays readable
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .integrity import TEMPORARY_MARK
+from .integrity import LOCK_NAME, RUN_MARKERS, TEMPORARY_MARK
 
 _UMASK = os.umask(0)              # read once (os.umask can only be read by setting it), then put back
 os.umask(_UMASK)
@@ -62,6 +62,32 @@ def atomic_write(path, write) -> None:
         raise
     if os.name == "posix":                   # a folder can be opened and synced on POSIX only
         _fsync(path.parent, os.O_RDONLY)
+
+
+def check_new_output(flag: str, path, own=None, run_folder=None) -> Path:
+    """A file a command writes at its end (``--json``, ``gp train --out``), checked before any work starts: a
+    new file (a command never writes over a file it did not make; ``own``, the command's own file such as a
+    comparison's compare.json, may exist), in an existing, writable folder that is neither the command's own
+    ``run_folder`` nor a run's or sweep's folder (LOCK_NAME and a RUN_MARKERS file, here or up to two
+    folders up, as deep as runs nest): the files there belong to that run."""
+    path = Path(path)
+    if own is not None and os.path.realpath(path) == os.path.realpath(own):
+        return path
+    if path.exists() or path.is_symlink():
+        raise ValueError(f"{flag}={str(path)!r} is invalid: the file exists, and a command never writes over a file "
+                         f"it did not make; choose a new name")
+    folder = Path(os.path.realpath(path)).parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag}={str(path)!r} is invalid: {folder} is not an existing folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag}={str(path)!r} is invalid: the folder {folder} is not writable")
+    mine = Path(os.path.realpath(run_folder)) if run_folder is not None else None
+    runs = [f for f in (folder, *folder.parents[:2])
+            if f == mine or (f / LOCK_NAME).is_file() and any((f / m).exists() for m in RUN_MARKERS)]
+    if runs:
+        raise ValueError(f"{flag}={str(path)!r} is invalid: it is inside {runs[0]}, the folder of a run or sweep, "
+                         f"whose files are that run's; write it elsewhere")
+    return path
 
 
 def _fsync(path: Path, flags: int) -> None:
