@@ -125,12 +125,12 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
     else:
         lines.append(f"**GP regression**: no study results at `{gp_study_path}` yet.")
     lm = lm_sweep.load_results(lm_sweep_path) if Path(lm_sweep_path).exists() else []
-    table = pd.DataFrame(lm_sweep.claim_rows(lm) if lm else [], columns=["#", "claim", "verdict"])
+    claims = lm_sweep.claim_rows(lm) if lm else []
+    table = pd.DataFrame(claims, columns=["#", "claim", "verdict"]).set_index("#")
     if lm:
-        paper = [r["verdict"] for r in lm_sweep.claim_rows(lm) if not r["claim"].startswith("(ours)")]
+        paper = [r["verdict"] for r in claims if not r["claim"].startswith("(ours)")]
         lines.append(f"**Language models** ({len(lm)} runs, small models on a small corpus): of the paper's "
                      f"{len(paper)} claims, {counted(paper)}.")
-        table = table[["#", "claim", "verdict"]].set_index("#")
     else:
         lines.append(f"**Language models**: no runs at `{lm_sweep_path}` yet.")
     return {"text": "\n\n".join(lines), "lm": table}

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+from execute import tags
 from nbconvert import HTMLExporter, SlidesExporter
 from nbconvert.preprocessors import TagRemovePreprocessor
 
@@ -76,10 +77,6 @@ def lecture() -> nbformat.NotebookNode:
     if not LECTURE.exists():
         raise PublishError(f"{LECTURE} is missing: run `make notebook-outputs`")
     return nbformat.read(LECTURE, as_version=4)
-
-
-def tags(cell) -> list[str]:
-    return cell.metadata.get("tags", [])
 
 
 def _has_figure_or_table(cell) -> bool:
