@@ -14,6 +14,17 @@ from cem_core.ui import interactive, jobs, links
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
+# Markdown's punctuation (CommonMark lets a backslash escape any of it): a value from a URL, a path or an error
+# is shown as itself, never as emphasis, a link, an image, maths or a colour directive
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\\[-`{-~])")
+# GFM turns an address in text into a link after the escapes are read (remark-gfm), unless the character before
+# it is a letter-like one: a word joiner (U+2060, invisible) before a scheme or www., and after an @
+AUTOLINKED = re.compile(r"(?i)\b(?=(?:https?|ftp|mailto|xmpp)\\:|www\\\.)|(?<=@)")
+
+
+def plain(text: str) -> str:
+    """`text` as literal text in Streamlit's Markdown (st.error, st.markdown, ...)."""
+    return AUTOLINKED.sub("\u2060", MARKDOWN_PUNCTUATION.sub(r"\\\1", text))
 
 
 @st.cache_data(show_spinner=False)
@@ -80,7 +91,7 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> tuple[str
         try:
             controls = cls.from_query(dict(st.query_params))
         except ValueError as err:
-            st.error(f"The link's settings could not be used: {err}. Showing the defaults instead.")
+            st.error(f"The link's settings could not be used: {plain(str(err))}. Showing the defaults instead.")
             controls = cls()
         st.session_state[kept] = controls.values()
     values = st.session_state[kept]
@@ -171,8 +182,8 @@ def run_safely(body) -> None:
     try:
         body()
     except ValueError as err:
-        st.error(str(err))
+        st.error(plain(str(err)))
     except Exception as err:  # noqa: BLE001 - the app never shows a traceback
         log.exception("page failed")
-        st.error(f"Something went wrong on our side ({type(err).__name__}: {err}). "
+        st.error(f"Something went wrong on our side ({type(err).__name__}: {plain(str(err))}). "
                  "Please report it with the link of this page.")

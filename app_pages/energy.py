@@ -22,6 +22,7 @@ from app_pages.common import (
 from app_pages.playback import playback
 from cem_core.ui import interactive
 from cem_core.ui import playback as steps
+from cem_core.ui.cache import SizedCache
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
@@ -33,22 +34,36 @@ PRESENT_HEIGHT = 300           # presentation mode: the step's two plots, larger
 PRESENT_FONTS = 1.25
 PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a lesson step
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
+# the computed states kept (`computed`): about three of the largest (72 MB each: the attention weights of 16 steps x
+# 8 heads x 256 x 256 tokens, and their figures), hundreds of ordinary ones
+CACHE_BYTES = 256 * 2 ** 20
 PAIRS = {"energy": ("energy", "norm"), "norm": ("energy", "norm"), "note": ("energy", "norm"),
          "landscape": ("landscape", "heatmap"), "heatmap": ("landscape", "heatmap")}
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def descent(controls: EnergyControls):
-    """The page's data and its diagnoses for one state. A resource cache: a revisited state costs no
+@st.cache_resource(show_spinner=False)
+def computed() -> SizedCache:
+    """The states computed so far, shared by every session, within CACHE_BYTES: a revisited state costs no
     recomputation and no unpickling (the arrays are never mutated)."""
-    data = explore(controls)
-    return data, diagnose(controls, data)
+    return SizedCache(CACHE_BYTES)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
+def descent(controls: EnergyControls):
+    """The page's data and its diagnoses for one state."""
+    def make():
+        data = explore(controls)
+        return data, diagnose(controls, data)
+
+    return computed().get(("descent", controls), make)
+
+
 def phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list[dict]:
     """Per phase, the playback component's arguments and the figures (for the downloads). The pinned state's
     curves and path are drawn faint on a phase of the same layer."""
+    return computed().get(("views", controls, pinned), lambda: _phase_views(controls, pinned))
+
+
+def _phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list[dict]:
     data, _ = descent(controls)
     pinned_phases = {} if pinned is None else {p["name"]: p for p in descent(pinned)[0]["phases"]}
     names = None if pinned is None else (controls.changes(pinned), pinned.changes(controls))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import gp_sweep_records, url_switch, url_toggle
+from app_pages.common import gp_sweep_records, plain, url_switch, url_toggle
 from cem_core.ui import lesson
 
 LESSON = "lesson"              # session key: the index of the lesson step, or None
@@ -55,7 +55,7 @@ def start(pages: dict) -> None:
     wanted = st.query_params.get("lesson")        # a link's step; a button's step (GOTO) comes before it
     if GOTO not in st.session_state and wanted is not None and wanted != st.session_state.get(APPLIED):
         if not wanted.isdigit() or not 1 <= int(wanted) <= len(lesson.STEPS):
-            st.error(f"The link's lesson step {wanted!r} does not exist: the lesson has steps 1 to "
+            st.error(f"The link's lesson step {plain(repr(wanted))} does not exist: the lesson has steps 1 to "
                      f"{len(lesson.STEPS)}.")
             st.session_state[APPLIED] = wanted
         else:

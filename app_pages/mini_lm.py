@@ -11,6 +11,7 @@ from app_pages.common import (
     job_board,
     keep_controls,
     notebook_links,
+    plain,
     restore_controls,
     run_safely,
     show_figure,
@@ -31,10 +32,10 @@ def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
     presets = list(PRESETS) if HAS_GPU else ["cpu-tiny"]
     restore_controls("lm", jobs.JobSpec, KEYS)
-    choices = board.data_choices()
+    choices, skipped = board.data_entries()
     if st.session_state[KEYS["data"]] not in choices:               # a link naming a folder that is not here
-        st.error(f"The link's data={st.session_state[KEYS['data']]!r} is not a shard folder of "
-                 f"{board.data_dir}; showing the demo corpus instead.")
+        st.error(plain(f"The link's data={st.session_state[KEYS['data']]!r} is not a shard folder of "
+                       f"{board.data_dir}; showing the demo corpus instead."))
         st.session_state[KEYS["data"]] = "demo"
     c1, c2, c3 = st.columns(3)
     preset = c1.selectbox("preset", presets, key=KEYS["preset"], help="The paper-sized presets need a GPU.")
@@ -46,6 +47,9 @@ def launcher(board: jobs.JobBoard) -> None:
     keep_controls("lm", spec)
     if data == "demo":
         st.caption(f"Data: {DEMO_LABEL}.")
+    if skipped:
+        st.caption(plain(f"Not offered from {board.data_dir}: {'; '.join(skipped[:4])}"
+                         + (f" (and {len(skipped) - 4} more)" if len(skipped) > 4 else "") + "."))
     if not HAS_GPU:
         st.caption("No GPU here: the cpu-tiny preset only.")
     if variants:
@@ -57,7 +61,7 @@ def launcher(board: jobs.JobBoard) -> None:
         try:
             board.start(spec)
         except ValueError as err:                      # another run is going (or just started elsewhere)
-            st.warning(str(err))
+            st.warning(plain(str(err)))
             return
         st.rerun()
 
@@ -71,12 +75,16 @@ def run_estimate(preset: str, variant: str) -> float:
 
 @st.fragment(run_every=2.0)
 def live(board: jobs.JobBoard, job: dict) -> None:
+    run_safely(lambda: watch(board, job))            # a fragment reruns alone: it needs its own guard
+
+
+def watch(board: jobs.JobBoard, job: dict) -> None:
     state = jobs.progress(job)
     now = board.current()
     running = bool(now and now.get("pid") == job["pid"] and now["running"])
     st.subheader("The run")
-    st.markdown(f"**Started {job['started']}** ({', '.join(job['spec']['variants'])}, preset "
-                f"{job['spec']['preset']}, data {job['spec']['data']}): "
+    st.markdown(f"**Started {plain(job['started'])}** ({plain(', '.join(job['spec']['variants']))}, preset "
+                f"{plain(job['spec']['preset'])}, data {plain(job['spec']['data'])}): "
                 + ("running." if running else "finished." if state["table"] else "stopped."))
     where = state["standing"]
     if where is not None and running:
@@ -88,6 +96,8 @@ def live(board: jobs.JobBoard, job: dict) -> None:
         st.progress(0.0, text="preparing the data and the model…")
     if running and st.button("Stop the run", icon=":material/stop:"):
         board.stop()
+    for problem in state["problems"]:
+        st.warning(plain(problem))
     if state["curves"]:
         loss = {v: ([r["step"] for r in rs], [r["loss"] for r in rs]) for v, rs in state["curves"].items()}
         ppl = {v: ([r["step"] for r in rs if "val_ppl" in r], [r["val_ppl"] for r in rs if "val_ppl" in r])
@@ -109,7 +119,7 @@ def live(board: jobs.JobBoard, job: dict) -> None:
         if "data_stats" in state["table"][0]:                          # runs from before the counts were kept lack them
             st.caption(data_line(state["table"][0]["data_stats"]))
         for r in state["table"]:
-            st.markdown(f"**{r['variant']}** sample: `{r['sample'][:300]!s}`")
+            st.markdown(f"**{plain(r['variant'])}** sample: {plain(r['sample'][:300])}")
         explain("The CEM variants use about half of Llama's attention weights and two thirds of its MLP weights. "
                 "The paper reports that at full scale they reach Llama's perplexity and that T = 2 helps; a "
                 "short CPU run only shows that the comparison runs.")
@@ -157,7 +167,7 @@ def body() -> None:
     board = job_board()
     job = board.current()
     if job is not None and job["status"] in ("stale", "corrupt"):
-        st.warning(stale_message(job))
+        st.warning(plain(stale_message(job)))
         board.clear()
         job = None
     if job is not None:

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import socket
 from pathlib import Path
@@ -149,6 +150,12 @@ def child_env(**extra: str) -> dict:
 
 APP_PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py",
              "gp": "app_pages/gp_recursion.py", "lm": "app_pages/mini_lm.py"}
+
+
+def shown(markdown: str) -> str:
+    """The text Streamlit shows for Markdown written by app_pages.common.plain: its backslash escapes read and
+    its word joiners (which keep addresses from turning into links) dropped."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
 
 def run_page(page: str, query: dict | None = None, timeout: float = 120):

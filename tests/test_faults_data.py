@@ -235,3 +235,73 @@ def test_skip_counts_count_each_record_once_however_many_passes(tmp_path):
     stream = batches(config, tokenizer, "train", seq_len=32, batch_size=4, stats=stats)
     list(islice(stream, 3 * per_pass + 1))                            # into the fourth pass
     assert per_pass > 0 and (stats.malformed, stats.documents) == (2, 40)
+
+
+# --- issue 25: inputs that used to end in a traceback ------------------------------------------
+
+def test_a_line_nested_too_deep_to_parse_is_a_malformed_record(tmp_path):
+    """A line nested 100,000 deep used to end the run with a RecursionError traceback."""
+    shard = tmp_path / "deep.jsonl"
+    shard.write_bytes(_record("before") + b"[" * 100_000 + b"]" * 100_000 + b"\n" + _record("after"))
+    stats = DataStats()
+    assert sorted(_read_all(_local(shard, validation_fraction=0.5), stats)) == ["after", "before"]
+    assert stats.malformed == 2                   # once for each split (a hash split reads every record for each)
+
+
+def test_a_zst_written_with_a_long_window_is_read(tmp_path):
+    """`zstd --long=30` writes frames asking for a 2^30-byte window: they used to be called "truncated or
+    corrupt" (the library's default limit is 2^27)."""
+    texts = _texts(50)
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=30, enable_ldm=True)
+    shard = tmp_path / "long.jsonl.zst"
+    shard.write_bytes(_zstd(b"".join(_record(t) for t in texts), compression_params=params))
+    assert zstandard.get_frame_parameters(shard.read_bytes()).window_size == 2 ** 30
+    assert sorted(_read_all(_local(shard))) == sorted(texts)
+
+
+def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path):
+    """The frame's checksum (the zstd command line writes one) is verified when a shard is checked whole."""
+    from cem_core.experiments.lm.data import check_shard
+
+    whole = _zstd(b"".join(_record(t) for t in _texts(100)), write_checksum=True)
+    shard = tmp_path / "sum.jsonl.zst"
+    shard.write_bytes(whole[:-4] + bytes(b ^ 0xFF for b in whole[-4:]))      # the checksum, flipped
+    with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt")):
+        check_shard(shard)
+    shard.write_bytes(whole)
+    assert check_shard(shard)["bytes"] == len(whole)
+
+
+def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, monkeypatch):
+    """A shard or subfolder the user may not read (mode 000) used to end in a PermissionError traceback, and a
+    subfolder was skipped silently. The test makes them unreadable for the reader itself: it runs as root in CI,
+    whom permissions do not stop."""
+    import builtins
+    import os
+
+    from cem_core.experiments.lm import data
+
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "a.jsonl").write_bytes(_record("readable"))
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "b.jsonl").write_bytes(_record("private"))
+    real_scandir, real_open = os.scandir, builtins.open
+
+    def scandir(path="."):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(ValueError, match=r"path=.* cannot be read: .*locked: Permission denied"):
+        _read_all(_local(tmp_path))
+    monkeypatch.setattr(os, "scandir", real_scandir)
+
+    def unreadable(file, *args, **kwargs):
+        if str(file).endswith("b.jsonl"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(data, "open", unreadable, raising=False)
+    with pytest.raises(ValueError, match=r"b\.jsonl.* cannot be read \(Permission denied\)"):
+        _read_all(_local(tmp_path))

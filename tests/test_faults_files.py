@@ -152,3 +152,85 @@ def test_an_output_in_no_folder_is_refused_before_the_work(tmp_path, capsys, whe
     parent = tmp_path / "nowhere" if where == "a missing folder" else keep(tmp_path / "file")
     assert main(["gp", "train", "--steps", "2", "--out", str(parent / "rec.json")]) == 2
     assert "not an existing folder" in capsys.readouterr().err
+
+
+# -- the data itself is part of a run's identity ----------------------------------------------------------
+
+LM_TINY = ["--variant", "llama", "--steps", "2", "--batch-size", "4", "--seq-len", "16"]   # cpu-tiny, cut short
+
+
+def lm_train(capsys, data: str, out: Path) -> tuple[int, str]:
+    code = main(["lm", "train", *LM_TINY, "--data", data, "--out", str(out)])
+    return code, capsys.readouterr().err
+
+
+def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatch, capsys, one_thread):
+    """Another Python build's standard library is another demo corpus: a resume used to go on silently on it,
+    so one metrics.jsonl held two corpora. The demo text's sha256 is now recorded and compared."""
+    from cem_core.experiments.lm import data
+
+    def stdlib(version: str) -> Path:                # a standard library of this build: its module files
+        root = tmp_path / f"python-{version}"
+        root.mkdir(exist_ok=True)
+        for i in range(40):
+            (root / f"mod{i}.py").write_text(f'"""Module {i} of Python {version}."""\n' + f"x_{i} = {i}\n" * 40)
+        return root
+
+    def run_on(version: str) -> tuple[int, str]:
+        monkeypatch.setattr(data, "_stdlib_root", lambda: stdlib(version))
+        data.demo_corpus.cache_clear()
+        return lm_train(capsys, "demo", tmp_path / "run")
+
+    try:
+        assert run_on("3.11.7")[0] == 0
+        metrics = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+        code, err = run_on("3.11.2")
+        assert code == 2 and "data_content.demo_sha256" in err and "another Python build" in err, err
+        assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
+        assert run_on("3.11.7")[0] == 0                  # the same corpus again resumes
+    finally:
+        data.demo_corpus.cache_clear()
+
+
+@pytest.mark.parametrize("change", ["rewritten", "added", "removed"])
+def test_a_resume_on_changed_shards_is_refused_naming_the_shard(tmp_path, capsys, one_thread, change):
+    """A local shard's size and sha256 are part of the run: a shard rewritten, added or removed since the run
+    began used to be read silently on resume."""
+    from conftest import shard_corpus
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    shard_corpus(folder, name="a.jsonl")
+    shard_corpus(folder, name="b.jsonl", n_docs=200)
+    assert lm_train(capsys, str(folder), tmp_path / "run")[0] == 0
+    if change == "rewritten":
+        with open(folder / "b.jsonl", "a") as f:
+            f.write('{"text": "one more document"}\n')
+    elif change == "added":
+        shard_corpus(folder, name="c.jsonl", n_docs=20)
+    else:
+        (folder / "b.jsonl").unlink()
+    code, err = lm_train(capsys, str(folder), tmp_path / "run")
+    name = "c.jsonl" if change == "added" else "b.jsonl"
+    assert code == 2 and f"data_content.shards['{name}']" in err, err
+    assert {"rewritten": "has changed", "added": "a new shard", "removed": "the shard is gone"}[change] in err
+
+
+def test_a_half_truncated_zst_is_refused_even_for_a_two_step_run(tmp_path, capsys, one_thread):
+    """A short run reads only the first documents: a shard cut at half its bytes used to be accepted, its
+    break never reached. Every shard is now read whole before training; run.json is not written."""
+    import io
+    import json
+
+    import zstandard
+
+    text = "".join(json.dumps({"text": f"document {i}: " + os.urandom(40).hex()}) + "\n" for i in range(3000))
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(out, closefd=False) as writer:
+        writer.write(text.encode())
+    shard = tmp_path / "shards" / "part.jsonl.zst"
+    shard.parent.mkdir()
+    shard.write_bytes(out.getvalue()[:len(out.getvalue()) // 2])
+    code, err = lm_train(capsys, str(shard.parent), tmp_path / "run")
+    assert code == 2 and f"{shard} is truncated or corrupt" in err and "checking the whole shard" in err, err
+    assert not (tmp_path / "run" / "run.json").exists()

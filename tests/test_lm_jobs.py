@@ -16,7 +16,7 @@ def test_data_choices_are_only_the_configured_folder(board, tmp_path):
     for bad in ("empty", "missing", ".."):
         with pytest.raises(ValueError, match="^data="):
             board.data_folder(bad)
-    with pytest.raises(ValueError, match="^data='empty' is invalid: no"):
+    with pytest.raises(ValueError, match="^data='empty' is invalid: the folder holds no"):
         board.start(jobs.JobSpec(data="empty"))
     command = board.command(jobs.JobSpec(data="wiki"), tmp_path)
     assert command[command.index("--data") + 1] == str(tmp_path / "data" / "wiki")

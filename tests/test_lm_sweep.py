@@ -11,7 +11,7 @@ from cem_core.__main__ import main
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import json_hash
 from cem_core.experiments.lm import sweep
-from cem_core.experiments.lm.data import DataConfig
+from cem_core.experiments.lm.data import DataConfig, content_sha256
 from cem_core.nn.model import LanguageModel, ModelConfig
 
 QUICK_DATA = sweep.default_data("quick")
@@ -114,7 +114,7 @@ def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     out = tmp_path / "sweep"
     assert main(["lm", "sweep", "--preset", "quick", "--data", data.path, "--out", str(out), "--jobs", "1"]) == 0
     manifest = json.loads((out / sweep.MANIFEST).read_text())
-    assert manifest["data"]["source"] == "path" and manifest["data_sha256"] is None
+    assert manifest["data"]["source"] == "path" and manifest["data_sha256"] == content_sha256(data)   # the shards
     assert "local SlimPajama-format shards" in manifest["data_label"]
     assert len(sweep.load_results(out / "results.json")) == 2 * len(sweep.VARIANTS)
     capsys.readouterr()

@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 
 from cem_core.experiments.integrity import FolderLock
-from cem_core.experiments.lm.data import find_shards
+from cem_core.experiments.lm.data import shard_files
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
 from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, train_flops_per_token
@@ -44,6 +44,7 @@ TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
 CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
 RECORD_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 DATA_SOURCES = ("demo", "slimpajama")   # the choices that are not folders
+TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # the page's columns of compare.json
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,32 +75,48 @@ class JobBoard:
     # -- data ------------------------------------------------------------------------------------
 
     def data_folder(self, name: str) -> Path:
-        """The shard folder `name` of the data directory; ValueError if it, or a shard in it,
-        resolves outside the data directory, or if it holds no shards."""
+        """The shard folder `name` of the data directory; ValueError if it, or a shard that a run on it
+        reads (its train/ and validation/ included), resolves outside the data directory, or if it holds
+        no shards or cannot be read."""
         root = self.data_dir.resolve()
         folder = root / name
         if Path(name).name != name or name in ("", ".", "..") or _outside(folder, root):
             raise ValueError(f"data={name!r} is invalid: it resolves outside the data folder {root}")
-        shards = find_shards(folder) if folder.is_dir() else []
-        escaping = [p.name for p in shards if _outside(p, root)]
+        if not folder.is_dir():
+            raise ValueError(f"data={name!r} is invalid: {folder} is not a folder")
+        try:
+            shards = shard_files(folder)
+        except ValueError as err:               # no shards, or a subfolder that cannot be read
+            reason = str(err).split(" is invalid: ", 1)[-1]          # "holds no ... files", "cannot be read: ..."
+            raise ValueError(f"data={name!r} is invalid: the folder {reason}") from None
+        escaping = [p.relative_to(folder).as_posix() for p in shards if _outside(p, root)]
         if escaping:
             raise ValueError(f"data={name!r} is invalid: {', '.join(escaping[:3])} resolve(s) outside the data "
-                             f"folder {root}")
-        if not shards:
-            raise ValueError(f"data={name!r} is invalid: no *.jsonl or *.jsonl.zst shards in {folder}")
+                             f"folder {root} (a symbolic link pointing elsewhere is never read)")
         return folder.resolve()
 
     def data_choices(self) -> list[str]:
         """'demo', 'slimpajama', and each folder of the data directory that holds shards, all of
         them inside the data directory."""
-        names = []
-        for entry in sorted(self.data_dir.iterdir()) if self.data_dir.is_dir() else []:
+        return self.data_entries()[0]
+
+    def data_entries(self) -> tuple[list[str], list[str]]:
+        """The data choices, and a line for each entry of the data directory that is not offered, with its
+        reason (a folder that cannot be read, a link pointing outside, no shards), or for the directory itself."""
+        try:
+            entries = sorted(self.data_dir.iterdir()) if self.data_dir.is_dir() else []
+        except OSError as err:
+            return [*DATA_SOURCES], [f"the data folder {self.data_dir} cannot be read ({err.strerror or err})"]
+        names, skipped = [*DATA_SOURCES], []
+        for entry in entries:
             try:
                 self.data_folder(entry.name)
-            except ValueError:
+            except (OSError, ValueError) as err:      # one bad entry is left out, never the whole page
+                if entry.is_dir():
+                    skipped.append(str(err).removeprefix(f"data={entry.name!r} is invalid: "))
                 continue
             names.append(entry.name)
-        return [*DATA_SOURCES, *names]
+        return names, skipped
 
     def command(self, spec: JobSpec, out: Path) -> list[str]:
         """The ``lm compare`` command line of a job (ValueError for a data folder that is not usable)."""
@@ -170,7 +187,7 @@ class JobBoard:
 
 
 def _outside(path: Path, root: Path) -> bool:
-    return not path.resolve().is_relative_to(root)
+    return not Path(os.path.realpath(path)).is_relative_to(root)      # a link loop is not an error here
 
 
 def _record_problem(job) -> str | None:
@@ -207,16 +224,30 @@ def _reap(pid: int) -> None:
 
 
 def progress(job: dict) -> dict:
-    """Per variant: its metrics so far; the final table when finished; the log's tail; and where the run
-    stands (``standing``)."""
+    """Per variant: its metrics so far; the final table when finished; the log's tail; where the run
+    stands (``standing``); and ``problems``, a line for each file that cannot be read (a metrics file damaged
+    while the page watches it, say), whose part is left out while the rest is shown."""
     out = Path(job["out"])
-    curves = {}
+    curves, problems = {}, []
     for variant in job["spec"]["variants"]:
-        if (out / variant / "metrics.jsonl").exists():
-            curves[variant] = read_metrics(out / variant)
-    table = json.loads((out / "compare.json").read_text()) if (out / "compare.json").exists() else None
+        try:
+            if (out / variant / "metrics.jsonl").exists():
+                curves[variant] = read_metrics(out / variant)
+        except (OSError, ValueError) as err:
+            problems.append(f"{variant}: {err}")
+    table = None
+    try:
+        if (out / "compare.json").exists():
+            table = json.loads((out / "compare.json").read_text())
+    except (OSError, ValueError) as err:
+        problems.append(f"{out / 'compare.json'} cannot be read ({err})")
+    if table is not None and not (isinstance(table, list) and all(isinstance(r, dict) and TABLE_FIELDS <= set(r)
+                                                                  for r in table)):
+        problems.append(f"{out / 'compare.json'} is not a comparison table (rows with {', '.join(TABLE_FIELDS)})")
+        table = None
     log = (out / "log.txt").read_text(errors="replace")[-3000:] if (out / "log.txt").exists() else ""
-    return {"curves": curves, "table": table, "log": log, "standing": standing(job["spec"], curves)}
+    return {"curves": curves, "table": table, "log": log, "standing": standing(job["spec"], curves),
+            "problems": problems}
 
 
 def standing(spec: dict, curves: dict) -> dict | None:

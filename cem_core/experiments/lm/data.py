@@ -88,6 +88,9 @@ READ_BYTES = 2 ** 20            # shard bytes read from disk at a time
 # Compressed bytes given to the zstd decompressor at a time. zstd expands at most 32,768-fold (a
 # 4-byte RLE block gives 128 KiB), so one call yields at most 16 MiB, whatever the file holds.
 ZSTD_FEED_BYTES = 512
+# The largest window a frame may ask for: zstd's own limit (frames written with --long=31), not the library's
+# default of 2^27, which refuses valid frames written with `zstd --long`; decoding one holds its window.
+ZSTD_MAX_WINDOW = 2 ** 31
 OVERSIZED = object()            # stands for a line or record longer than max_document_bytes
 LOCAL_SHARDS_HINT = ("use local shards instead: --data PATH, where PATH is a folder of SlimPajama "
                      "*.jsonl or *.jsonl.zst shards (or one shard file), or --data demo for the "
@@ -324,12 +327,12 @@ def _rows(dataset, name: str) -> Iterator[dict]:
 
 def _local_documents(config: DataConfig, split: str, rank: int, world_size: int,
                      stats: DataStats) -> Iterator[str]:
-    files, hash_split = _shard_layout(Path(config.path), split)
+    files, hash_split = shard_layout(Path(config.path), split)
     records = _shard_records(files, rank, world_size, config.max_document_bytes)
     return _select(records, config, split, hash_split, stats)
 
 
-def _shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
+def shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
     """The shard files of `split` and whether the split is by hash (no train/validation folders)."""
     if root.is_file():
         return [root], True
@@ -343,9 +346,22 @@ def _shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
     return files, hash_split
 
 
+def shard_files(root: Path) -> list[Path]:
+    """Every shard file that a run on `root` reads, over both splits (ValueError if a split has none)."""
+    return sorted({file for split in SPLITS for file in shard_layout(root, split)[0]})
+
+
 def find_shards(folder: Path) -> list[Path]:
-    """The *.jsonl and *.jsonl.zst files under `folder`, sorted by their relative path."""
-    files = [p for p in folder.rglob("*") if p.is_file() and p.name.endswith(SHARD_SUFFIXES)]
+    """The *.jsonl and *.jsonl.zst files under `folder` (a linked folder inside it is not entered), sorted by
+    their relative path. A folder that cannot be read is an error naming it, never skipped silently."""
+    files = []
+
+    def unreadable(err: OSError):
+        fail("path", str(folder), f"cannot be read: {err.filename}: {err.strerror or err}")
+
+    for parent, _, names in os.walk(folder, onerror=unreadable):
+        files += [Path(parent, name) for name in names if name.endswith(SHARD_SUFFIXES)]
+    files = [p for p in files if p.is_file()]
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 
 
@@ -365,7 +381,7 @@ def _shard_records(files: list[Path], rank: int, world_size: int, max_bytes: int
 def _parse(line: bytes) -> object:
     try:
         return json.loads(line)
-    except ValueError:          # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):    # JSONDecodeError, UnicodeDecodeError; nested too deep to parse
         return None
 
 
@@ -378,15 +394,25 @@ def _shard_lines(file: Path, max_bytes: int) -> Iterator[bytearray | object]:
     """The lines of one shard, decompressed on the fly for .zst; OVERSIZED for a line longer than
     `max_bytes`. A truncated or corrupt .zst raises ValueError naming the file and the place."""
     n_lines = 0
-    with open(file, "rb", buffering=READ_BYTES) as raw:
+    with _open_shard(file) as raw:
         pieces = _zstd_pieces(raw) if file.name.endswith(".zst") else _pieces(raw, READ_BYTES)
         try:
             for line in _lines(pieces, max_bytes):
                 yield line
                 n_lines += 1
         except _BadStream as err:
-            raise ValueError(f"{file} is truncated or corrupt: {err} ({n_lines:,} lines read); "
-                             "download or write this shard again") from err.__cause__
+            raise _damaged(file, err, f"{n_lines:,} lines read") from err.__cause__
+
+
+def _open_shard(file: Path) -> io.BufferedReader:
+    try:
+        return open(file, "rb", buffering=READ_BYTES)
+    except OSError as err:
+        fail("path", str(file), f"cannot be read ({err.strerror or err})")
+
+
+def _damaged(file: Path, err: _BadStream, where: str) -> ValueError:
+    return ValueError(f"{file} is truncated or corrupt: {err} ({where}); download or write this shard again")
 
 
 def _pieces(raw: io.BufferedIOBase, size: int) -> Iterator[bytes]:
@@ -398,7 +424,7 @@ def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
     """The decompressed bytes of every zstd frame in the file, in turn, in pieces of at most 16 MiB
     (see ZSTD_FEED_BYTES). Raises _BadStream where the data does not decode, where it ends
     mid-frame, or for an empty file (no frame at all)."""
-    decompressor = zstandard.ZstdDecompressor()
+    decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     frame = None        # the decompressor of the frame being read; None between frames
     consumed = 0        # compressed bytes fed so far
     for feed in _pieces(raw, ZSTD_FEED_BYTES):
@@ -477,6 +503,74 @@ def _demo_split(config: DataConfig, split: str, rank: int, world_size: int,
             continue
         stats.documents += 1
         yield doc
+
+
+# --- what the data holds: part of a run's identity ------------------------------------------
+
+def content(config: DataConfig) -> dict:
+    """What the data holds, recorded with a run and compared when it resumes: {"demo_sha256": hex} for the demo
+    corpus (it is the standard library of the Python running the run, so another build may give another
+    corpus); {"shards": {relative path: {"bytes": n, "sha256": hex}}} for local shards, each checked whole
+    first (`check_shard`); {} for the Hub, whose data is named by its dataset id alone."""
+    if config.source == "demo":
+        return {"demo_sha256": content_sha256(config)}
+    if config.source == "path":
+        root = Path(config.path)
+        files = shard_files(root)
+        return {"shards": {(file.name if root.is_file() else file.relative_to(root).as_posix()): check_shard(file)
+                           for file in files}}
+    return {}
+
+
+def content_sha256(config: DataConfig) -> str | None:
+    """One sha256 of what the data holds: of the demo corpus's text, or of the shards' checksums; None for
+    the Hub."""
+    digest = hashlib.sha256()
+    if config.source == "demo":
+        for doc in demo_corpus(config.demo_max_bytes):
+            digest.update(doc.encode("utf-8", errors="replace"))
+            digest.update(b"\0")
+    elif config.source == "path":
+        digest.update(json.dumps(content(config), sort_keys=True).encode())
+    else:
+        return None
+    return digest.hexdigest()
+
+
+def check_shard(file: Path) -> dict:
+    """{"bytes": n, "sha256": hex} of a shard, read to its end first: a .zst is decompressed whole (every frame
+    to its end, its checksum verified where the frame has one), so a truncated or corrupt shard is a ValueError
+    naming the file however few documents a run needs. Cached by path, size and modification time."""
+    try:
+        st = file.stat()
+    except OSError as err:
+        fail("path", str(file), f"cannot be read ({err.strerror or err})")
+    return _checked_shard(file, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4096)
+def _checked_shard(file: Path, size: int, mtime_ns: int) -> dict:
+    digest = hashlib.sha256()
+    with _open_shard(file) as raw:
+        hashing = _Hashing(raw, digest)
+        try:
+            for _ in _zstd_pieces(hashing) if file.name.endswith(".zst") else _pieces(hashing, READ_BYTES):
+                pass
+        except _BadStream as err:
+            raise _damaged(file, err, "found on checking the whole shard before training") from err.__cause__
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+class _Hashing:
+    """A reader that feeds what it reads to a hash."""
+
+    def __init__(self, raw: io.BufferedIOBase, digest):
+        self.raw, self.digest = raw, digest
+
+    def read(self, size: int) -> bytes:
+        data = self.raw.read(size)
+        self.digest.update(data)
+        return data
 
 
 # --- packing into token blocks --------------------------------------------------------------

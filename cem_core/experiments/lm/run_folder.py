@@ -2,7 +2,9 @@
 
   .lock             held by the run's process for its whole life (`integrity.FolderLock`)
   run.json          the run's identity: its training configuration and its data source, written
-                    when the run begins, plus the sha256 of the tokenizer file once there is one
+                    when the run begins, with what the data holds (`data.content`: the demo corpus's
+                    sha256, or each local shard's size and sha256) and the sha256 of the tokenizer
+                    file once there is one
   checkpoints.json  the last two checkpoints, newest last: file, step and sha256 of each
   checkpoint-NNNNNNNN.pt   model, optimizer and step (written to a temporary file, then renamed)
   metrics.jsonl     a header line, then one JSON line per step and per evaluation
@@ -10,8 +12,9 @@
   summary.json      written when the run finishes
 
 A folder holds one run: starting a run whose identity differs from run.json is refused with the
-fields that differ. A checkpoint is loaded only if its checksum matches the one recorded when it
-was written; a damaged newest checkpoint falls back to the one before it.
+fields that differ, and so is resuming it on data that holds something else (another Python's demo
+corpus, a shard rewritten, added or removed). A checkpoint is loaded only if its checksum matches
+the one recorded when it was written; a damaged newest checkpoint falls back to the one before it.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from cem_core.experiments.integrity import (
     foreign_files,
     identity_differences,
     json_hash,
+    short_repr,
     temporary_files,
 )
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
@@ -71,12 +75,13 @@ def _read_json(path: Path, what: str):
                          f"{_fresh_start_hint(path.parent)}") from None
 
 
-def claim(out: Path, identity: dict, defaults: dict) -> dict:
+def claim(out: Path, identity: dict, defaults: dict, content: dict | None = None) -> dict:
     """Make `out` this run's folder, or check that it already is: returns the run record.
 
     Refuses (ValueError) a folder whose run.json records another identity, naming the fields that
     differ (a field the record lacks, because it was added to the configuration later, counts as
-    its value in `defaults`), and a folder without run.json that is not empty. Once the folder is
+    its value in `defaults`), a run whose data held other `content` (`data.content`; a record from before
+    contents were recorded takes today's), and a folder without run.json that is not empty. Once the folder is
     known to be this run's, the leftover temporaries of its interrupted writes are removed (ours only:
     `integrity.temporary_files`; a user's *.tmp is never touched)."""
     path = out / RUN_FILE
@@ -87,8 +92,8 @@ def claim(out: Path, identity: dict, defaults: dict) -> dict:
                              f"made it (a run from before run identities were recorded, another kind of run, or "
                              f"other files): choose a new or empty folder with --out")
         _remove_temporaries(out)
-        record = {"identity": identity, "identity_hash": identity_hash(identity), "tokenizer_sha256": None,
-                  "provenance": provenance()}
+        record = {"identity": identity, "identity_hash": identity_hash(identity), "data_content": content or {},
+                  "tokenizer_sha256": None, "provenance": provenance()}
         atomic_write_text(path, json.dumps(record, indent=1))
         return record
     record = _read_json(path, "run record")
@@ -98,8 +103,38 @@ def claim(out: Path, identity: dict, defaults: dict) -> dict:
     if identity_differences(recorded, identity):
         raise ValueError(f"{out} holds another run: {describe_differences(recorded, identity)}; "
                          f"{_fresh_start_hint(out)}")
+    if record.get("data_content") is None:
+        record["data_content"] = content or {}
+        atomic_write_text(path, json.dumps(record, indent=1))
+    elif changes := content_changes(record["data_content"], content or {}):
+        raise ValueError(f"{out} was trained on data that held something else: {'; '.join(changes[:4])}. A run "
+                         f"resumes only on the data it began with: restore it, or {_fresh_start_hint(out)}")
     _remove_temporaries(out)
     return record
+
+
+def content_changes(recorded: dict, now: dict) -> list[str]:
+    """What differs between two `data.content` records, each change naming its field."""
+    changes = []
+    if recorded.get("demo_sha256") != now.get("demo_sha256"):
+        changes.append(f"data_content.demo_sha256 is {_short(now.get('demo_sha256'))} now, "
+                       f"{_short(recorded.get('demo_sha256'))} when the run began (the demo corpus is the standard "
+                       "library of the Python that runs: another Python build or version gives another corpus)")
+    before, after = recorded.get("shards") or {}, now.get("shards") or {}
+    for name in sorted(set(before) | set(after)):
+        if name not in after:
+            changes.append(f"data_content.shards[{name!r}]: the shard is gone")
+        elif name not in before:
+            changes.append(f"data_content.shards[{name!r}]: a new shard")
+        elif before[name] != after[name]:
+            changes.append(f"data_content.shards[{name!r}] has changed: {after[name].get('bytes'):,} bytes, sha256 "
+                           f"{_short(after[name].get('sha256'))} now; {before[name].get('bytes'):,} bytes, "
+                           f"{_short(before[name].get('sha256'))} when the run began")
+    return changes
+
+
+def _short(sha) -> str:
+    return "none" if sha is None else f"{sha[:12]}…"
 
 
 def _remove_temporaries(out: Path) -> None:
@@ -211,20 +246,41 @@ def _json_object(line: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+# the fields of a step's record that its readers use (resume, summaries, the app), as the training loop writes
+# them; an evaluation's record adds EVAL_FIELDS
+STEP_FIELDS = {"step": int, "loss": float, "tokens_per_s": float}
+EVAL_FIELDS = {"val_loss": float, "val_ppl": float}
+
+
+def _record_problem(record: dict) -> str | None:
+    """Why a step record is not one the trainer wrote (a hand edit, another tool), or None."""
+    for name, kind in [*STEP_FIELDS.items(), *EVAL_FIELDS.items()]:
+        value = record.get(name)
+        if value is None and name in EVAL_FIELDS:
+            continue
+        wanted = (int,) if kind is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted):
+            shown = short_repr(value) if name in record else "missing"
+            return f"{name} is {shown}, not {'an integer' if kind is int else 'a number'}"
+    return None
+
+
 def _parse_lines(path: Path, text: str) -> tuple[list[dict], bool]:
-    """The JSON lines of a metrics file and whether an incomplete last line was dropped.
+    """The JSON lines of a metrics file (the header, then step records) and whether an incomplete last line was
+    dropped.
 
     The last line may be cut short by an interrupted append (a JSON object is complete only with
-    its closing brace): it is dropped. A damaged line anywhere else is an error naming the file
-    and the line."""
+    its closing brace): it is dropped. A damaged line anywhere else, or a step record whose fields are not the
+    trainer's (a hand edit: a step written as "4", a field missing), is an error naming the file and the line."""
     numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     records = []
     for i, (number, line) in enumerate(numbered):
         record = _json_object(line)
-        if record is None:
-            if i == len(numbered) - 1:
-                return records, True
-            raise ValueError(f"{path}, line {number}: not a JSON object ({line[:60]!r}); the metrics file is "
+        if record is None and i == len(numbered) - 1:
+            return records, True
+        problem = "not a JSON object" if record is None else _record_problem(record) if i else None
+        if problem:
+            raise ValueError(f"{path}, line {number}: {problem} ({line[:60]!r}); the metrics file is "
                              f"damaged; {_fresh_start_hint(path.parent)}")
         records.append(record)
     return records, False

@@ -20,7 +20,6 @@ difference in validation perplexity and its standard error, under ``VERDICT_RULE
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import statistics
@@ -48,7 +47,7 @@ from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
 
 from . import run_folder
-from .data import DataConfig, demo_corpus, describe
+from .data import DataConfig, content_sha256, describe
 from .train import LMTrainConfig, train
 
 PRESETS = ("quick", "probe", "default", "gpu")
@@ -181,18 +180,6 @@ def default_data(preset: str) -> DataConfig:
     return DataConfig(source="demo", demo_max_bytes=SWEEP_PRESETS[preset].demo_max_bytes)
 
 
-def data_fingerprint(data: DataConfig) -> str | None:
-    """sha256 of the demo corpus's text (it depends on the Python installation); None for other sources,
-    whose identity is their path or dataset id."""
-    if data.source != "demo":
-        return None
-    digest = hashlib.sha256()
-    for doc in demo_corpus(data.demo_max_bytes):
-        digest.update(doc.encode("utf-8", errors="replace"))
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
 # -- running -----------------------------------------------------------------------------------
 
 
@@ -265,7 +252,7 @@ def save_results(out: Path, records: list[dict]) -> None:
 def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
     """What sweep.json records, the verdict rule included (written before any run trains)."""
     return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
-            "data_label": describe(data), "data_sha256": data_fingerprint(data),
+            "data_label": describe(data), "data_sha256": content_sha256(data),
             "runs": [json_hash(s.config.identity(data)) for s in specs],
             "tolerance": TOLERANCE, "verdict_rule": VERDICT_RULE}
 

@@ -39,6 +39,7 @@ from cem_core.nn.validate import check_bool, check_choice, check_device, check_f
 
 from . import run_folder
 from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
+from .data import content as data_content
 from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
@@ -325,7 +326,8 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
 
     def take_folder():                       # rank 0 holds the folder for the whole job
         lock.acquire()
-        return run_folder.claim(out, cfg.identity(data), LMTrainConfig().identity(DataConfig()))
+        held = data_content(data)            # local shards are read whole here, before any work
+        return run_folder.claim(out, cfg.identity(data), LMTrainConfig().identity(DataConfig()), held)
 
     try:
         record = on_rank0(d, device, take_folder)
