@@ -18,7 +18,7 @@ $(BIN)/.dev: $(BIN)/.runtime requirements-dev.txt
 	touch $@
 
 app: $(BIN)/.runtime          ## launch the Streamlit app on its defaults
-	$(BIN)/python -m streamlit run app.py
+	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/python -m streamlit run app.py
 
 test: $(BIN)/.dev             ## run the whole test suite
 	$(BIN)/python -m pytest

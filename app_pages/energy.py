@@ -22,7 +22,7 @@ from app_pages.common import (
 from app_pages.playback import playback
 from cem_core.ui import interactive
 from cem_core.ui import playback as steps
-from cem_core.ui.cache import SizedCache
+from cem_core.ui.cache import SizedCache, shared
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
@@ -36,16 +36,15 @@ PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a less
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
 # the computed states kept (`computed`): about three of the largest (72 MB each: the attention weights of 16 steps x
 # 8 heads x 256 x 256 tokens, and their figures), hundreds of ordinary ones
-CACHE_BYTES = 256 * 2 ** 20
+CACHE_BYTES = 128 * 2 ** 20
 PAIRS = {"energy": ("energy", "norm"), "norm": ("energy", "norm"), "note": ("energy", "norm"),
          "landscape": ("landscape", "heatmap"), "heatmap": ("landscape", "heatmap")}
 
 
-@st.cache_resource(show_spinner=False)
 def computed() -> SizedCache:
     """The states computed so far, shared by every session, within CACHE_BYTES: a revisited state costs no
     recomputation and no unpickling (the arrays are never mutated)."""
-    return SizedCache(CACHE_BYTES)
+    return shared("energy", CACHE_BYTES)
 
 
 def descent(controls: EnergyControls):

@@ -271,7 +271,8 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from cem_core.experiments.gp_sweep import load_results, markdown_table
+    from cem_core.experiments.gp_sweep import PRESETS, load_results, markdown_table, preset_runs, stale_hashes
+    from cem_core.experiments.records import read_json
     path = Path(args.results)
     if path.is_dir():                                   # a sweep folder
         path = path / "results.json"
@@ -279,6 +280,14 @@ def gp_report(args) -> int:
     if not records:
         raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
     print(markdown_table(records))
+    manifest = read_json(path.parent / "sweep.json") if (path.parent / "sweep.json").is_file() else {}
+    preset = manifest.get("preset") if isinstance(manifest, dict) else None
+    if preset in PRESETS:
+        missing, _ = stale_hashes(records, preset)
+        if missing:
+            print(f"note: {len(missing)} of {len(preset_runs(preset))} runs of preset {preset} are missing (the sweep "
+                  "has not finished: run the same gp sweep again to resume); the table shows what is there",
+                  file=sys.stderr)
     return 0
 
 
@@ -346,6 +355,9 @@ def lm_compare(args) -> int:
 
 def write_figures(args) -> int:
     from cem_core.ui.plots import write_all_figures
+    out = Path(args.out)
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise ValueError(f"out={args.out!r} is invalid: it is a file (or a link to no folder), not a folder")
     for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results,
                                    gp_study_results=args.gp_study_results):
         print(path)
@@ -371,8 +383,11 @@ def main(argv: list[str] | None = None) -> int:
             return bench_main(args)
         elif args.command == "figures":
             return write_figures(args)
-    except (ValueError, ConnectionError, FileNotFoundError, FloatingPointError) as err:
+    except (ValueError, ConnectionError, FloatingPointError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:                      # a file or folder the system refuses: no permission, disk full, ...
+        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished work is kept; run the same command again to resume", file=sys.stderr)

@@ -111,13 +111,28 @@ def write_executed(py: Path) -> float:
     return seconds
 
 
+# the committed results the notebooks read: without them the committed outputs would become "results are not
+# there" (a notebook run by hand says so; the committed .ipynb must show the evidence)
+RESULTS = ("gp-default", "gp-study", "lm-default")
+
+
 def main(names: list[str]) -> int:
     chosen = [p for p in sources() if not names or p.stem in names]
     if names and len(chosen) != len(names):
         print(f"unknown notebook in {names}: choose from {[p.stem for p in sources()]}", file=sys.stderr)
         return 2
-    for py in chosen:
-        print(f"{py.stem}: executed in {write_executed(py):.1f} s", flush=True)
+    results = Path(__file__).resolve().parents[1] / "results"
+    missing = [name for name in RESULTS if not (results / name / "results.json").is_file()]
+    if missing:
+        print(f"the committed results {', '.join(missing)} are not in {results}: the outputs written would say so "
+              f"instead of showing them; restore them first (git checkout -- results)", file=sys.stderr)
+        return 2
+    try:
+        for py in chosen:
+            print(f"{py.stem}: executed in {write_executed(py):.1f} s", flush=True)
+    except OSError as err:                       # a read-only checkout, a full disk
+        print(f"cannot write {err.filename or 'the notebook'}: {err.strerror or err}", file=sys.stderr)
+        return 2
     return 0
 
 

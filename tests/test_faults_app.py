@@ -232,3 +232,54 @@ def test_a_metrics_file_damaged_while_the_page_watches_is_a_warning(board, monke
     at.run()
     warning = shown(" ".join(w.value for w in at.warning))
     assert "line 3: step is '4', not an integer" in warning, warning
+
+
+def test_the_energy_pages_cache_is_bounded_in_bytes():
+    """An entry cache (64 states) grew the server by about 79 MB for each distinct largest energy link, 1.89 GB
+    after 16. The cache now drops its least recently used states beyond a byte budget; a state larger than the
+    whole budget is returned but not kept. (benchmarks/app_memory.py measures the server itself.)"""
+    import numpy as np
+
+    from cem_core.ui.cache import SizedCache, nbytes
+
+    block = np.zeros((1000, 1000))                                       # 8 MB
+    assert 8_000_000 <= nbytes({"a": [block, block], "b": (block[:10], 1.5)}) < 8_002_000   # counted once, views free
+    cache, made = SizedCache(max_bytes=20_000_000), []
+
+    def make(k):
+        made.append(k)
+        return {"weights": np.full((1000, 1000), float(k))}
+
+    for k in (0, 1, 0, 2, 3):                                            # 0 is used again before 2 arrives
+        assert cache.get(k, lambda k=k: make(k))["weights"][0, 0] == k
+    assert made == [0, 1, 2, 3] and cache.bytes <= cache.max_bytes and len(cache) == 2
+    cache.get(0, lambda: make(0))
+    cache.get(1, lambda: make(1))
+    assert made == [0, 1, 2, 3, 0, 1]                                    # 1 went first (least recent), then 0
+    huge = cache.get("huge", lambda: np.zeros((3000, 1000)))             # 24 MB: more than the whole budget
+    assert huge.shape == (3000, 1000) and "huge" not in cache._items and len(cache) == 2
+
+
+def test_the_energy_page_keeps_its_states_within_the_budget():
+    """The page's shared cache (AppTest runs the page in this process): distinct states add to it up to
+    CACHE_BYTES and not beyond, and a state seen before is not computed again."""
+    from cem_core.ui import cache as caches
+
+    large = {"layer": "block", "heads": "8", "seq_len": "256", "T": "8", "width": "64"}   # about 40 MB each
+    for seed in range(4):
+        at = run_page("energy", large | {"seed": str(seed)})
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        cache = caches._SHARED["energy"]                                   # the page's, made on its first run
+        assert cache.bytes <= cache.max_bytes <= 256 * 2 ** 20
+    assert cache.bytes > 60 * 2 ** 20                                     # the states are really kept
+    held = len(cache)
+    run_page("energy", large | {"seed": "3"})
+    assert len(cache) == held
+
+
+def test_a_lesson_links_value_is_plain_text(board):
+    """The lesson's ?lesson= value went into Markdown too (the browser test renders the other pages' values)."""
+    at = run_page("energy", {"lesson": "![img](http://127.0.0.1:9/p.png) **bold**"})
+    error = " ".join(e.value for e in at.error)
+    assert "\\!\\[img\\]" in error and "\\*\\*bold\\*\\*" in error, error                  # escaped: no image, no bold
+    assert "'![img](http://127.0.0.1:9/p.png) **bold**' does not exist" in shown(error)

@@ -305,3 +305,16 @@ def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, m
     monkeypatch.setattr(data, "open", unreadable, raising=False)
     with pytest.raises(ValueError, match=r"b\.jsonl.* cannot be read \(Permission denied\)"):
         _read_all(_local(tmp_path))
+
+
+def test_an_empty_split_says_what_was_skipped(tmp_path):
+    """"holds less than one block" used to be all a run said when every record was skipped as malformed."""
+    from cem_core.experiments.lm import validation_blocks
+
+    shard = tmp_path / "bad.jsonl"
+    shard.write_bytes(b"not json\n" * 5 + b'{"no_text": 1}\n')
+    for read in (lambda c: validation_blocks(c, ByteTokenizer(), 16, 4),
+                 lambda c: next(batches(c, ByteTokenizer(), "train", 16, 4))):
+        with pytest.raises(ValueError, match=r"holds less than one (block|batch).*\(read: 0 documents; "
+                                             r"6 malformed records skipped\)"):
+            read(_local(shard))

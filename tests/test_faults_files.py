@@ -234,3 +234,112 @@ def test_a_half_truncated_zst_is_refused_even_for_a_two_step_run(tmp_path, capsy
     code, err = lm_train(capsys, str(shard.parent), tmp_path / "run")
     assert code == 2 and f"{shard} is truncated or corrupt" in err and "checking the whole shard" in err, err
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+# -- command-line inputs that used to end in a traceback ---------------------------------------------------
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["bench", "--batch", "0", "--repeats", "1"], "batch=0 is invalid: must be >= 1"),          # ZeroDivisionError
+    (["gp", "sweep", "--preset", "quick", "--reuse", "/nonexistent"], "reuse='/nonexistent' is invalid"),   # ignored
+    (["figures", "--out", "{file}"], "is invalid: it is a file"),                              # FileExistsError
+    (["figures", "--out", "{loop}"], "is invalid: it is a file (or a link to no folder)"),     # FileExistsError
+])
+def test_bad_command_line_values_are_refused_before_any_work(tmp_path, capsys, argv, message):
+    keep(tmp_path / "file")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    argv = [a.format(file=tmp_path / "file", loop=tmp_path / "loop") for a in argv]
+    if argv[:2] == ["gp", "sweep"]:
+        argv += ["--out", str(tmp_path / "sweep")]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert message in err and "Traceback" not in err and not (tmp_path / "sweep").exists(), err
+    assert (tmp_path / "file").read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("seq_len", [2, 3])
+def test_a_short_context_trains_and_samples(tmp_path, capsys, one_thread, seq_len):
+    """`--seq-len 1..3` used to train and checkpoint, then fail on the 4-byte sample prompt "The ", on every
+    rerun. The prompt is cut to fit the context; 1 is refused before any work."""
+    import json
+
+    args = ["lm", "train", "--variant", "llama", "--steps", "2", "--batch-size", "4"]
+    assert main([*args, "--seq-len", str(seq_len), "--out", str(tmp_path / "run")]) == 0
+    sample = json.loads((tmp_path / "run" / "summary.json").read_text())["sample"]
+    assert sample.startswith("The"[:seq_len - 1]) and len(sample) == seq_len
+    capsys.readouterr()
+    assert main([*args, "--seq-len", "1", "--out", str(tmp_path / "one")]) == 2
+    assert "seq_len=1 is invalid: must be >= 2" in capsys.readouterr().err and not (tmp_path / "one").exists()
+
+
+def test_a_file_the_system_refuses_is_a_message_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """A write the operating system refuses (a read-only tree, a full disk: made to happen here, as root is not
+    stopped by permissions) used to end in a traceback."""
+    from cem_core.ui import plots
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "figures" / "x.png"))
+
+    monkeypatch.setattr(plots, "write_all_figures", full)
+    assert main(["figures", "--out", str(tmp_path / "figures")]) == 2
+    assert "x.png: No space left on device" in capsys.readouterr().err
+
+
+def test_a_variant_named_twice_is_refused(tmp_path, capsys):
+    """`lm compare --variants llama llama` used to train the same run twice into one folder."""
+    assert main(["lm", "compare", "--variants", "llama", "llama", "--out", str(tmp_path / "cmp")]) == 2
+    assert "name each variant once" in capsys.readouterr().err and not (tmp_path / "cmp").exists()
+
+
+def test_gp_report_says_runs_are_missing_and_refuses_numbers_that_are_not(tmp_path, capsys):
+    """`gp report` on a partial sweep used to print its table as if whole, and took nan, inf and 1e400 (read as
+    inf) in a run that did not diverge."""
+    import json
+    import shutil
+
+    from conftest import ROOT
+
+    folder = tmp_path / "gp-default"
+    shutil.copytree(ROOT / "results" / "gp-default", folder, ignore=shutil.ignore_patterns("runs"))
+    records = json.loads((folder / "results.json").read_text())
+    (folder / "results.json").write_text(json.dumps(records[:-3]))
+    assert main(["gp", "report", str(folder)]) == 0
+    assert f"note: 3 of {len(records)} runs of preset default are missing" in capsys.readouterr().err
+    text = json.dumps(records).replace(f'"rmse": {json.dumps(records[0]["rmse"])}', '"rmse": 1e400', 1)
+    (folder / "results.json").write_text(text)
+    assert main(["gp", "report", str(folder)]) == 2
+    assert "rmse=inf is invalid: not finite in a run that did not diverge" in capsys.readouterr().err
+
+
+def test_a_sweep_worker_killed_is_a_message_not_a_broken_pool_traceback():
+    """One sweep worker killed (the OOM killer's way: the process ends without a word) used to end the sweep
+    in a BrokenProcessPool traceback. os._exit stands for the kill: the worker is gone mid-run."""
+    from cem_core.experiments.pool import finished
+
+    with pytest.raises(ValueError, match="a sweep worker process ended abruptly.*run the same command again"):
+        list(finished(os._exit, [3, 3], jobs=2))
+
+
+def test_execute_without_the_committed_results_keeps_the_committed_outputs(tmp_path):
+    """`notebooks/execute.py` in a tree without results/ used to overwrite the committed outputs with "results
+    are not there"."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    before = (tmp_path / "notebooks" / "04_gp_recursion.ipynb").read_bytes()
+    run = subprocess.run([sys.executable, str(tmp_path / "notebooks" / "execute.py"), "04_gp_recursion"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "restore them first" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert (tmp_path / "notebooks" / "04_gp_recursion.ipynb").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["lm", "gp"])
+def test_a_seed_beyond_torchs_range_is_refused_before_any_work(tmp_path, capsys, command):
+    """A 20-digit seed used to fail in torch.manual_seed after run.json was written."""
+    out = tmp_path / ("run" if command == "lm" else "rec.json")
+    assert main([command, "train", "--seed", str(10 ** 20), "--out", str(out)]) == 2
+    assert "seed=100000000000000000000 is invalid: must be in [0, " in capsys.readouterr().err and not out.exists()

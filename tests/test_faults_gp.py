@@ -277,3 +277,22 @@ def test_gp_report_takes_a_sweep_folder_and_refuses_other_folders_clearly(tmp_pa
     assert main(["gp", "report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "is a folder, not a results or manifest file" in err
+
+
+def test_a_run_too_large_for_the_memory_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """`gp train --n-points 4096` (allowed) used to train and then try to allocate 137 GB at its evaluation: the
+    held-out set's kernel matrices alone are 1,024 x 4,096 x 4,096 floats, three times over. The machine is
+    given 16 GiB available, whatever runs the test."""
+    import time
+    from types import SimpleNamespace
+
+    import psutil
+
+    from cem_core.__main__ import main
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=16 * 2 ** 30))
+    start = time.perf_counter()
+    assert main(["gp", "train", "--n-points", "4096", "--steps", "2", "--out", str(tmp_path / "rec.json")]) == 2
+    err = capsys.readouterr().err
+    assert "n_points=4096 is invalid: needs about 384.0 GiB" in err and "16.0 GiB is available" in err, err
+    assert time.perf_counter() - start < 20 and not (tmp_path / "rec.json").exists()

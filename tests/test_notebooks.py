@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -200,8 +201,11 @@ def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name, stude
     """In the students' environment (no test-only package importable), a fresh run reproduces the committed
     outputs cell by cell (texts with rounding-level numbers masked, figure sizes), so a committed output never
     goes stale against cem_core or the results it reads; every code cell with an output in the fresh run has
-    it committed, and every exercise starts unanswered."""
+    it committed, and every exercise starts unanswered. The lecture path runs in under a minute (a lecturer
+    reruns it before class)."""
+    start = time.perf_counter()
     nb = execute(jupytext.read(NOTEBOOKS / f"{name}.py"), env=student_env)
+    assert name != "00_lecture" or time.perf_counter() - start < 60
     compared = [c for c in nb.cells if any(t.startswith("compare-") for t in tags(c))]
     assert all(c.outputs for c in compared)                             # each shows its error
     committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)

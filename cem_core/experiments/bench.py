@@ -30,7 +30,7 @@ from cem_core.nn.descent import reference_forward
 from cem_core.nn.flops import CONVENTION, attention_flops, mlp_flops, model_flops
 from cem_core.nn.mlp import CEMGatedMLP
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, ModelConfig
-from cem_core.nn.validate import check_choice
+from cem_core.nn.validate import check_choice, check_int
 
 from .lm.train import PRESETS, LMTrainConfig, train_step
 from .records import atomic_write_text, check_new_output, provenance
@@ -53,6 +53,9 @@ class BenchConfig:
     lm_preset: str = "cpu-tiny"        # the LM preset whose training step the LM rows time
 
     def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads", "seq_len", "batch", "d_ff", "repeats"):
+            check_int(name, getattr(self, name), 1)
+        check_int("warmup", self.warmup, 0)
         check_choice("lm_preset", self.lm_preset, tuple(PRESETS))
 
 

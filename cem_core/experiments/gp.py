@@ -296,7 +296,7 @@ class GPTrainConfig:
             fail("warmup", self.warmup, "must be a fraction in [0, 1)")
         check_float("min_lr_ratio", self.min_lr_ratio, 0.0, strict=False)
         check_float("grad_clip", self.grad_clip, 0.0, strict=True)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, 2 ** 63 - 1)   # torch.manual_seed's range
         check_int("eval_size", self.eval_size, 1)
         check_int("eval_seed", self.eval_seed, 0)
         check_int("eval_every", self.eval_every, 0)
@@ -359,13 +359,39 @@ def training_seconds(task: GPTaskConfig, config: GPModelConfig, train: GPTrainCo
     return probe.seconds / probe_steps * train.steps + evaluation
 
 
+def memory_needed(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig) -> int:
+    """About the bytes a run's largest step holds: the N x N kernel matrices of a batch of functions (the
+    distances, K and its Cholesky factor, float64) for the training batch, the held-out set (drawn at once) and
+    the exact GP's batches of 256, or the training step's attention scores (B x H x L x L, float32, kept for
+    the backward pass at every layer and step)."""
+    n, length = task.n_points, task.n_points * (2 if config.tokens == "interleaved" else 1)
+    kernels = 3 * 8 * n * n * max(train.batch_size, train.eval_size, 256)
+    steps = config.depth * config.loops * (config.cem.T if config.attention == "cem" else 1)
+    scores = 2 * 4 * train.batch_size * config.n_heads * length * length * steps
+    return max(kernels, scores)
+
+
+def check_memory(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig) -> None:
+    """Refuse (ValueError naming n_points) a run that needs more memory than this machine has available, before
+    any work: memory grows with the square of n_points, and the largest allowed would ask for about 400 GB."""
+    import psutil
+
+    needed, available = memory_needed(task, config, train), psutil.virtual_memory().available
+    if needed > available:
+        fail("n_points", task.n_points, f"needs about {needed / 2 ** 30:,.1f} GiB here (eval_size {train.eval_size}, "
+             f"batch_size {train.batch_size}: the functions' N x N kernel matrices and the attention scores) and "
+             f"{available / 2 ** 30:,.1f} GiB is available; lower n_points (memory grows with its square)")
+
+
 def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
              progress=None, device: str = "cpu") -> GPTrainResult:
     """Train on fresh functions every step (AdamW, warm-up + cosine), evaluate on the held-out set.
 
     ``progress(step, loss)`` is called after every step. A non-finite loss stops training and
-    marks the result as diverged (reported, never silently dropped).
+    marks the result as diverged (reported, never silently dropped). A run that would not fit in the
+    memory available is refused first (`check_memory`).
     """
+    check_memory(task, config, train)
     torch.manual_seed(train.seed)
     model = GPTransformer(task, config).to(device)
     opt = adamw(model, train.lr, train.weight_decay)

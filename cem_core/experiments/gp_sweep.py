@@ -167,6 +167,11 @@ def _record_problem(record) -> str:
             return f"{name}={short_repr(record[name])} is invalid: must be {KIND_NAMES[kind]}"
     if json_hash(record["config"]) != record["hash"]:
         return f"hash={record['hash']!r} is invalid: it is not the hash of the record's config (the record was edited)"
+    if not record["diverged"]:                # a diverged run's RMSE may be nan; any other number is finite
+        for name, kind in RECORD_FIELDS.items():
+            values = record[name] if kind is list else [record[name]] if kind is float else []
+            if not all(math.isfinite(v) for v in values):
+                return f"{name}={short_repr(record[name])} is invalid: not finite in a run that did not diverge"
     return ""
 
 
@@ -369,6 +374,9 @@ def _results_path(path) -> Path:
 def main_sweep(args) -> int:
     specs = preset_runs(args.preset)
     out = Path(args.out)
+    if args.reuse and not _results_path(args.reuse).is_file():
+        raise ValueError(f"reuse={args.reuse!r} is invalid: no sweep folder with a results.json, nor a results.json, "
+                         "is there")
     try:
         with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
                            lambda r: f"{run_label(r)}: {r['rmse_ratio']:.3f}") as progress:

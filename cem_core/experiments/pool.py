@@ -4,7 +4,8 @@
 or in ``jobs`` spawned worker processes (one thread each is the caller's to set in ``fn``).
 Workers leave Ctrl-C to the sweep's process and exit within a second when it dies, however it
 dies (SIGKILL included). On Ctrl-C, an error, or when the caller closes the generator, the
-workers are terminated at once; what finished was already yielded.
+workers are terminated at once; what finished was already yielded. A worker that dies (the system's
+OOM killer, kill -9) ends the sweep with a ValueError saying so, never a BrokenProcessPool traceback.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
 import psutil
@@ -30,6 +32,11 @@ def finished(fn, items: list, jobs: int):
     try:
         futures = [pool.submit(fn, item) for item in items]
         yield from (future.result() for future in as_completed(futures))
+    except BrokenProcessPool:                       # a worker died without a word: the OOM killer, a kill -9
+        _stop_workers(pool)
+        raise ValueError("a sweep worker process ended abruptly (killed, perhaps by the system for lack of "
+                         "memory); the runs that finished are kept: run the same command again to resume, with "
+                         "fewer --jobs if memory is short") from None
     except BaseException:
         _stop_workers(pool)
         raise

@@ -2,7 +2,7 @@
 session) up to a byte budget, dropping the least recently used first. An entry cache of a fixed count
 grows with the size of what it holds: 64 states of the largest energy page take about 5 GB.
 
-    cache = SizedCache(max_bytes)
+    cache = shared("energy", max_bytes)   # one per name in the process: every session and rerun sees it
     cache.get(key, make)     # make() once per key while it is kept; the value is never copied
     cache.bytes              # the estimated bytes held (`nbytes`)
 """
@@ -47,6 +47,19 @@ class SizedCache:
         return value
 
 
+_SHARED: dict[str, SizedCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(name: str, max_bytes: int) -> SizedCache:
+    """The process's cache called `name` (made on first use with `max_bytes`). A page script is run anew on
+    every rerun, so its own globals do not last; this module's do."""
+    with _SHARED_LOCK:
+        if name not in _SHARED:
+            _SHARED[name] = SizedCache(max_bytes)
+        return _SHARED[name]
+
+
 def nbytes(value, seen: set | None = None) -> int:
     """The memory a value holds, arrays by their buffers, containers and figures (plotly's, by their JSON
     form) by their contents; an object reached twice counts once."""
@@ -54,10 +67,14 @@ def nbytes(value, seen: set | None = None) -> int:
     if id(value) in seen:
         return 0
     seen.add(id(value))
-    if isinstance(value, np.ndarray):
-        return sys.getsizeof(value) + (value.nbytes if value.base is None else 0)
+    if isinstance(value, np.ndarray):             # its buffer counted once: the array's own, or its base's
+        if value.base is None:
+            return sys.getsizeof(value)
+        base = value.base
+        return sys.getsizeof(value) + (nbytes(base, seen) if isinstance(base, (np.ndarray, torch.Tensor))
+                                       else value.nbytes)
     if isinstance(value, torch.Tensor):
-        return value.element_size() * value.numel()
+        return value.untyped_storage().nbytes()
     if isinstance(value, dict):
         return sys.getsizeof(value) + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
     if isinstance(value, (list, tuple, set, frozenset)):

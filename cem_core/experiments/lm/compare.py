@@ -17,6 +17,9 @@ def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), p
             device: str | None = None, **overrides) -> list[dict]:
     """Train (or resume) each variant into out_root/<variant>; return one record per variant.
     The comparison holds out_root for its whole life (each run also holds its own folder)."""
+    if len(set(variants)) != len(variants) or not variants:
+        raise ValueError(f"variants={list(variants)!r} is invalid: name each variant once (they share one folder "
+                         "each)")
     configs = [LMTrainConfig.from_preset(preset, variant=variant, **overrides) for variant in variants]
     if device is not None:
         check_device(device)

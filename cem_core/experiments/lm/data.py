@@ -616,6 +616,7 @@ def _batch_pass(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: i
 
 def _repeat(one_pass, stats: DataStats | None, config: DataConfig, seq_len: int,
             batch_size: int) -> Iterator[torch.Tensor]:
+    stats = DataStats() if stats is None else stats
     while True:
         empty = True
         for batch in one_pass(stats):
@@ -623,7 +624,7 @@ def _repeat(one_pass, stats: DataStats | None, config: DataConfig, seq_len: int,
             yield batch
         if empty:
             raise ValueError(f"the train split of {describe(config)} holds less than one batch "
-                             f"of {batch_size} x {seq_len + 1} tokens for this rank")
+                             f"of {batch_size} x {seq_len + 1} tokens for this rank (read: {stats.summary()})")
         stats = None                     # later passes read the same records again
 
 
@@ -634,9 +635,10 @@ def validation_blocks(config: DataConfig, tokenizer: Tokenizer, seq_len: int, n_
     read to make them."""
     check_int("seq_len", seq_len, 1)
     check_int("n_blocks", n_blocks, 1)
+    stats = DataStats() if stats is None else stats
     docs = iter_documents(config, "validation", rank, world_size, stats)
     blocks = list(islice(pack_blocks(docs, tokenizer, seq_len + 1), n_blocks))
     if not blocks:
         raise ValueError(f"the validation split of {describe(config)} holds less than one block "
-                         f"of {seq_len + 1} tokens for this rank")
+                         f"of {seq_len + 1} tokens for this rank (read: {stats.summary()})")
     return torch.tensor(blocks, dtype=torch.long)

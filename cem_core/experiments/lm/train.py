@@ -102,10 +102,11 @@ class LMTrainConfig:
                 fail("cem", self.cem, "must be None or a CEMOptions")
             if self.variant == "llama":
                 fail("cem", self.cem, "applies to CEM layers only; variant='llama' has none")
-        for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "batch_size", "steps", "eval_every",
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
             check_int(name, getattr(self, name), 1)
-        check_int("seed", self.seed, 0)
+        check_int("seq_len", self.seq_len, 2)        # a sample needs a prompt token and room for one more
+        check_int("seed", self.seed, 0, 2 ** 63 - 1)   # torch.manual_seed's range
         check_int("sample_tokens", self.sample_tokens, 0)
         for name in ("lr", "grad_clip"):
             check_float(name, getattr(self, name), 0.0, strict=True)
@@ -453,11 +454,11 @@ def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params,
     for T in cfg.eval_T:
         with recursion_depth(model, T):
             by_T[str(T)] = math.exp(evaluate(model, val, cfg.batch_size, device, autocast))
-    prompt = torch.tensor([tokenizer.encode("The ")], dtype=torch.long, device=device)
+    prompt = torch.tensor([tokenizer.encode("The ")[:cfg.seq_len - 1]], dtype=torch.long, device=device)
     sample = ""
     if cfg.sample_tokens:
         model.eval()
-        n = min(cfg.sample_tokens, cfg.seq_len - prompt.shape[1])
+        n = min(cfg.sample_tokens, cfg.seq_len - prompt.shape[1])          # prompt and sample fit one context
         gen = model.generate(prompt, n, temperature=0.8, top_k=50,
                              generator=torch.Generator(device=device).manual_seed(cfg.seed))
         sample = tokenizer.decode(gen.tokens[0].tolist())
