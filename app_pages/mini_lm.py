@@ -32,7 +32,7 @@ def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
     presets = list(PRESETS) if HAS_GPU else ["cpu-tiny"]
     restore_controls("lm", jobs.JobSpec, KEYS)
-    choices, skipped = board.data_entries()
+    choices, skipped = data_entries(board)
     if st.session_state[KEYS["data"]] not in choices:               # a link naming a folder that is not here
         st.error(plain(f"The link's data={st.session_state[KEYS['data']]!r} is not a shard folder of "
                        f"{board.data_dir}; showing the demo corpus instead."))
@@ -64,6 +64,13 @@ def launcher(board: jobs.JobBoard) -> None:
             st.warning(plain(str(err)))
             return
         st.rerun()
+
+
+@st.cache_data(show_spinner="Listing the shard folders…", ttl=60, hash_funcs={jobs.JobBoard: repr})
+def data_entries(board: jobs.JobBoard) -> tuple[list[str], list[str]]:
+    """The board's data choices and the entries left out, listed once a minute: every shard a folder's run would
+    read is checked, and a large data folder takes seconds to walk (Start checks the chosen folder again)."""
+    return board.data_entries()
 
 
 @st.cache_data(show_spinner="Timing two training steps…", ttl=300)

@@ -16,14 +16,17 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from cem_core.ui.cache import clear_shared
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 logging.getLogger("streamlit").setLevel(logging.ERROR)   # "No runtime found" notes from bare mode
 
 
 def clear_caches() -> None:
-    """Forget every cached page result (the energy page keeps its data and figures in a resource cache)."""
+    """Forget every cached page result (the energy page keeps its data and figures in a shared cache)."""
     st.cache_data.clear()
     st.cache_resource.clear()
+    clear_shared()
 
 
 def timed(at: AppTest) -> float:

@@ -5,6 +5,7 @@ grows with the size of what it holds: 64 states of the largest energy page take 
     cache = shared("energy", max_bytes)   # one per name in the process: every session and rerun sees it
     cache.get(key, make)     # make() once per key while it is kept; the value is never copied
     cache.bytes              # the estimated bytes held (`nbytes`)
+    clear_shared()           # every shared cache emptied (a benchmark's cold start)
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class SizedCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.bytes = 0
 
     def get(self, key: Hashable, make: Callable[[], object]):
         with self._lock:
@@ -58,6 +64,13 @@ def shared(name: str, max_bytes: int) -> SizedCache:
         if name not in _SHARED:
             _SHARED[name] = SizedCache(max_bytes)
         return _SHARED[name]
+
+
+def clear_shared() -> None:
+    """Empty every shared cache (a benchmark's cold start)."""
+    with _SHARED_LOCK:
+        for cache in _SHARED.values():
+            cache.clear()
 
 
 def nbytes(value, seen: set | None = None) -> int:

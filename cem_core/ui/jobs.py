@@ -113,7 +113,7 @@ class JobBoard:
                 self.data_folder(entry.name)
             except (OSError, ValueError) as err:      # one bad entry is left out, never the whole page
                 if entry.is_dir():
-                    skipped.append(str(err).removeprefix(f"data={entry.name!r} is invalid: "))
+                    skipped.append(f"{entry.name} ({str(err).removeprefix(f'data={entry.name!r} is invalid: ')})")
                 continue
             names.append(entry.name)
         return names, skipped
