@@ -12,8 +12,10 @@ Sources (`DataConfig.source`):
   files are read in sorted order. A folder with `train/` and `validation/` subfolders (SlimPajama's
   layout) gives those splits. Record k (k-th non-blank line over all files) goes to rank
   k % world_size. A .jsonl.zst is decompressed as it is read, its concatenated zstd frames in
-  turn; one that is empty, ends mid-frame (a cut download) or does not decode raises ValueError
-  naming the file, the compressed byte where it failed and the lines read before.
+  turn (windows up to zstd's limit, 2^31, so `zstd --long` shards read); one that is empty, ends
+  mid-frame (a cut download) or does not decode raises ValueError naming the file, the compressed
+  byte where it failed and the lines read before. A run checks every shard whole before it trains
+  (`content`, `check_shard`). A folder that cannot be read is an error naming it, never skipped.
 - "demo": the source text and docstrings of the Python standard library installed here (PSF
   licence): sorted module files, test suites, site-packages and the codec tables of
   encodings/ left out, the first `demo_max_bytes` bytes. It is NOT SlimPajama; `DEMO_LABEL`
@@ -39,6 +41,9 @@ API:
     DataStats(): documents, malformed, oversized, filtered; .summary() -> str, .as_dict()
     iter_documents(config, split, rank=0, world_size=1, stats=None) -> Iterator[str]
     describe(config) -> str
+    content(config) -> dict       what the data holds (demo text sha256, or each shard's size and sha256)
+    content_sha256(config) -> str | None
+    shard_files(root) -> list[Path]   every shard a run on `root` reads, both splits
     pack_blocks(documents, tokenizer, block_len) -> Iterator[list[int]]
     batches(config, tokenizer, split, seq_len, batch_size, rank=0, world_size=1, stats=None)
         -> Iterator[LongTensor (batch_size, seq_len + 1)]
