@@ -390,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: finished work is kept; run the same command again to resume", file=sys.stderr)
+        print("interrupted: what was checkpointed or recorded is kept (none before the first checkpoint); run the "
+              "same command again to resume from it", file=sys.stderr)
         return 130
     return 0
 

@@ -343,3 +343,13 @@ def test_a_seed_beyond_torchs_range_is_refused_before_any_work(tmp_path, capsys,
     out = tmp_path / ("run" if command == "lm" else "rec.json")
     assert main([command, "train", "--seed", str(10 ** 20), "--out", str(out)]) == 2
     assert "seed=100000000000000000000 is invalid: must be in [0, " in capsys.readouterr().err and not out.exists()
+
+
+def test_a_split_folder_without_shards_is_refused_before_run_json(tmp_path, capsys):
+    """An empty train/ beside a validation/ with shards used to be found only after run.json was written."""
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    (tmp_path / "data" / "validation").mkdir()
+    (tmp_path / "data" / "validation" / "v.jsonl").write_text('{"text": "held out"}\n')
+    code, err = lm_train(capsys, str(tmp_path / "data"), tmp_path / "run")
+    assert code == 2 and "holds no *.jsonl or *.jsonl.zst files under train/" in err, err
+    assert not (tmp_path / "run" / "run.json").exists()
