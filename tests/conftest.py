@@ -13,6 +13,14 @@ COMMITTED_SWEEP = ROOT / "results" / "gp-default"          # the committed GP sw
 NOT_RUN = "DID NOT RUN"
 
 
+def pytest_configure(config):
+    """The tests' own shard cache (the data module keeps shards' checksums between runs, by default under
+    ~/.cache): never the user's, and inherited by every process a test starts."""
+    import tempfile
+
+    os.environ["CEM_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="cem-lab-test-cache-")
+
+
 def require_system_package(found: bool, what: str, package: str, module_level: bool = False) -> None:
     """A test that needs a system package: skipped loudly without it (see the terminal summary),
     and a failure in CI (CEM_LAB_CI=1, set by .ci/run, which installs the package)."""

@@ -259,17 +259,32 @@ def test_a_zst_written_with_a_long_window_is_read(tmp_path):
     assert sorted(_read_all(_local(shard))) == sorted(texts)
 
 
-def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path):
-    """The frame's checksum (the zstd command line writes one) is verified when a shard is checked whole."""
-    from cem_core.experiments.lm.data import check_shard
+def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeypatch):
+    """The frame's checksum (the zstd command line writes one) is verified when a shard is checked whole; a
+    shard checked once is not read again while its size and modification time stay (the shard cache)."""
+    import os
 
+    from cem_core.experiments.lm import data
+
+    monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     whole = _zstd(b"".join(_record(t) for t in _texts(100)), write_checksum=True)
     shard = tmp_path / "sum.jsonl.zst"
     shard.write_bytes(whole[:-4] + bytes(b ^ 0xFF for b in whole[-4:]))      # the checksum, flipped
     with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt")):
-        check_shard(shard)
+        data.check_shards([shard])
     shard.write_bytes(whole)
-    assert check_shard(shard)["bytes"] == len(whole)
+    os.utime(shard, ns=(1, 10 ** 18))
+    first = data.check_shards([shard])[shard]
+    assert first["bytes"] == len(whole) and (tmp_path / "cache" / "shards.json").is_file()
+
+    def unread(file):
+        raise AssertionError(f"{file} read again")
+
+    monkeypatch.setattr(data, "_open_shard", unread)
+    assert data.check_shards([shard])[shard] == first                          # from the cache
+    os.utime(shard, ns=(1, 10 ** 18 + 1))                                      # touched: read again
+    with pytest.raises(AssertionError, match="read again"):
+        data.check_shards([shard])
 
 
 def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, monkeypatch):

@@ -15,7 +15,8 @@ Sources (`DataConfig.source`):
   turn (windows up to zstd's limit, 2^31, so `zstd --long` shards read); one that is empty, ends
   mid-frame (a cut download) or does not decode raises ValueError naming the file, the compressed
   byte where it failed and the lines read before. A run checks every shard whole before it trains
-  (`content`, `check_shard`). A folder that cannot be read is an error naming it, never skipped.
+  (`content`, `check_shards`; each file once, its checksum kept in `shard_cache_file()`). A folder
+  that cannot be read is an error naming it, never skipped.
 - "demo": the source text and docstrings of the Python standard library installed here (PSF
   licence): sorted module files, test suites, site-packages and the codec tables of
   encodings/ left out, the first `demo_max_bytes` bytes. It is NOT SlimPajama; `DEMO_LABEL`
@@ -332,12 +333,12 @@ def _rows(dataset, name: str) -> Iterator[dict]:
 
 def _local_documents(config: DataConfig, split: str, rank: int, world_size: int,
                      stats: DataStats) -> Iterator[str]:
-    files, hash_split = shard_layout(Path(config.path), split)
+    files, hash_split = _shard_layout(Path(config.path), split)
     records = _shard_records(files, rank, world_size, config.max_document_bytes)
     return _select(records, config, split, hash_split, stats)
 
 
-def shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
+def _shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
     """The shard files of `split` and whether the split is by hash (no train/validation folders)."""
     if root.is_file():
         return [root], True
@@ -353,7 +354,7 @@ def shard_layout(root: Path, split: str) -> tuple[list[Path], bool]:
 
 def shard_files(root: Path) -> list[Path]:
     """Every shard file that a run on `root` reads, over both splits (ValueError if a split has none)."""
-    return sorted({file for split in SPLITS for file in shard_layout(root, split)[0]})
+    return sorted({file for split in SPLITS for file in _shard_layout(root, split)[0]})
 
 
 def find_shards(folder: Path) -> list[Path]:
@@ -516,14 +517,14 @@ def content(config: DataConfig) -> dict:
     """What the data holds, recorded with a run and compared when it resumes: {"demo_sha256": hex} for the demo
     corpus (it is the standard library of the Python running the run, so another build may give another
     corpus); {"shards": {relative path: {"bytes": n, "sha256": hex}}} for local shards, each checked whole
-    first (`check_shard`); {} for the Hub, whose data is named by its dataset id alone."""
+    first (`check_shards`); {} for the Hub, whose data is named by its dataset id alone."""
     if config.source == "demo":
         return {"demo_sha256": content_sha256(config)}
     if config.source == "path":
         root = Path(config.path)
-        files = shard_files(root)
-        return {"shards": {(file.name if root.is_file() else file.relative_to(root).as_posix()): check_shard(file)
-                           for file in files}}
+        checked = check_shards(shard_files(root))
+        return {"shards": {(file.name if root.is_file() else file.relative_to(root).as_posix()): checked[file]
+                           for file in checked}}
     return {}
 
 
@@ -542,19 +543,57 @@ def content_sha256(config: DataConfig) -> str | None:
     return digest.hexdigest()
 
 
-def check_shard(file: Path) -> dict:
-    """{"bytes": n, "sha256": hex} of a shard, read to its end first: a .zst is decompressed whole (every frame
-    to its end, its checksum verified where the frame has one), so a truncated or corrupt shard is a ValueError
-    naming the file however few documents a run needs. Cached by path, size and modification time."""
+def check_shards(files: list[Path]) -> dict[Path, dict]:
+    """{file: {"bytes": n, "sha256": hex}} of each shard, read to its end first: a .zst is decompressed whole
+    (every frame to its end, its checksum verified where the frame has one), so a truncated or corrupt shard is
+    a ValueError naming the file however few documents a run needs. Each file is read once: its result is kept
+    in the shard cache (`shard_cache_file`) by resolved path, size and modification time."""
+    cache = _read_shard_cache()
+    found, changed = {}, False
+    for file in files:
+        try:
+            st = file.stat()
+        except OSError as err:
+            fail("path", str(file), f"cannot be read ({err.strerror or err})")
+        key, stamp = str(file.resolve()), {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        entry = cache.get(key)
+        if not (isinstance(entry, dict) and {k: entry.get(k) for k in stamp} == stamp
+                and isinstance(entry.get("sha256"), str)):
+            entry = cache[key] = stamp | {"sha256": _sha256_read_whole(file)}
+            changed = True
+        found[file] = {"bytes": entry["size"], "sha256": entry["sha256"]}
+    if changed:
+        _write_shard_cache(cache)
+    return found
+
+
+def shard_cache_file() -> Path:
+    """Where the shards' checksums are kept between runs: $CEM_LAB_CACHE_DIR/shards.json, by default
+    ~/.cache/cem-lab/shards.json (XDG_CACHE_HOME respected)."""
+    base = os.environ.get("CEM_LAB_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache",
+                                                        "cem-lab")
+    return Path(base) / "shards.json"
+
+
+def _read_shard_cache() -> dict:
     try:
-        st = file.stat()
-    except OSError as err:
-        fail("path", str(file), f"cannot be read ({err.strerror or err})")
-    return _checked_shard(file, st.st_size, st.st_mtime_ns)
+        cache = json.loads(shard_cache_file().read_text())
+    except (OSError, ValueError):             # none yet, or damaged: every shard is read again
+        return {}
+    return cache if isinstance(cache, dict) else {}
 
 
-@lru_cache(maxsize=4096)
-def _checked_shard(file: Path, size: int, mtime_ns: int) -> dict:
+def _write_shard_cache(cache: dict) -> None:
+    from cem_core.experiments.records import atomic_write_text
+
+    try:
+        shard_cache_file().parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(shard_cache_file(), json.dumps(cache))
+    except OSError:                           # a read-only home: the next run reads the shards again
+        pass
+
+
+def _sha256_read_whole(file: Path) -> str:
     digest = hashlib.sha256()
     with _open_shard(file) as raw:
         hashing = _Hashing(raw, digest)
@@ -563,7 +602,7 @@ def _checked_shard(file: Path, size: int, mtime_ns: int) -> dict:
                 pass
         except _BadStream as err:
             raise _damaged(file, err, "found on checking the whole shard before training") from err.__cause__
-    return {"bytes": size, "sha256": digest.hexdigest()}
+    return digest.hexdigest()
 
 
 class _Hashing:
