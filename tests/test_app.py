@@ -4,7 +4,7 @@ import itertools
 from dataclasses import fields
 
 import pytest
-from conftest import APP_PAGES, run_page
+from conftest import APP_PAGES, run_page, shown
 from streamlit.testing.v1 import AppTest
 
 from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
@@ -75,7 +75,7 @@ def test_an_invalid_combination_shows_the_reason():
     at = run_page("energy")
     _widget(at, "en_width").set_value(7).run()                                  # 7 is not divisible by 2 heads
     assert not at.exception
-    assert any("d_model=7 is invalid" in e.value for e in at.error)
+    assert any("d_model=7 is invalid" in shown(e.value) for e in at.error)
 
 
 def test_a_too_large_setting_is_refused_with_a_message():
