@@ -152,7 +152,7 @@ def sweep_section(records) -> None:
     missing, _ = sweep.stale_runs(records, "default")
     if missing:
         st.warning(f"{len(missing)} runs of the default sweep are missing; the tables show what is there.")
-    st.caption(f"{len(records)} runs on the {DEMO_LABEL} (not SlimPajama): {sweep.preset_summary('default')}. "
+    st.caption(f"{len(records)} runs on the {DEMO_LABEL}: {sweep.preset_summary('default')}. "
                "Every variant sees the same tokens. Command: `python -m cem_core lm sweep --preset default`.")
     st.dataframe(sweep.variant_rows(records), hide_index=True)
     show_figure(interactive.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
