@@ -159,6 +159,9 @@ def sweep_section(records) -> None:
     st.markdown("**The claims, each with a verdict**")
     verdict_table(sweep.claim_rows(records))
     st.caption(f"Verdict rule, fixed before the sweep ran: {sweep.VERDICT_RULE}")
+    st.caption("The last column reads the same records with a t-based interval, each verdict labelled with its "
+               "direction relative to the paper; the verdict column keeps the recorded rule. "
+               + sweep.reading_summary(records))
     explain("Each claim compares two variants trained on the same tokens with the same seeds: the difference in "
             "validation perplexity is averaged over seeds, and only a difference larger than twice its standard "
             "error counts. At this size (a quarter of a million parameters) a verdict is about the direction of "

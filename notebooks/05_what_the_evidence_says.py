@@ -635,7 +635,7 @@ else:
 # %% [markdown]
 # ## 5. The language-model claims in miniature
 #
-# The variants of `lm_sweep.VARIANTS` (nine for the paper's eight claims, two for our claims 9 and 10),
+# The variants of `lm_sweep.SWEPT` (nine for the paper's eight claims, two for our claims 9 and 10),
 # the same tokens for every run, one learning rate chosen before the sweep, the budget of 20 tokens per
 # Llama parameter (the caveats below check it from the records). The variants (validation perplexity,
 # mean ± standard error over seeds; the last column is test-time scaling of the T = 2 models):
@@ -646,6 +646,9 @@ if lm:
            f"{len(lm)} loaded.")
     display(pd.DataFrame(lm_sweep.variant_rows(lm)).set_index("variant"))
     display(pd.DataFrame(lm_sweep.claim_rows(lm)).set_index("#"))
+    report("The last column reads the same records with a t-based interval, each verdict labelled with its "
+           "direction relative to the paper; the verdict column keeps the recorded rule. "
+           + lm_sweep.reading_summary(lm))
 else:
     report(f"The LM sweep's results are not there (`{lm_sweep_path}`): run `make lm-sweep`.")
 

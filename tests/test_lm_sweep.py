@@ -5,7 +5,7 @@ import math
 import shutil
 
 import pytest
-from conftest import ROOT, page_tables, row_values, shard_corpus
+from conftest import ROOT, page_tables, row_values, run_page, shard_corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments import verdicts
@@ -27,7 +27,7 @@ def quick(tmp_path_factory):
 def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
     out, records = quick
     preset = sweep.SWEEP_PRESETS["quick"]
-    assert [(r["name"], r["seed"]) for r in records] == [(n, s) for n in sweep.VARIANTS for s in preset.seeds]
+    assert [(r["name"], r["seed"]) for r in records] == [(n, s) for n in sweep.SWEPT for s in preset.seeds]
     assert len({r["tokens"] for r in records}) == 1 and len({r["lr"] for r in records}) == 1
     assert all(math.isfinite(r["val_ppl"]) and r["val_curve"] for r in records)
     two = [r for r in records if r["name"] in ("attn T=2", "mlp T=2", "cem-full")]
@@ -52,7 +52,7 @@ def test_the_budget_is_twenty_tokens_per_llama_parameter():
     params = sum(t.numel() for t in llama.parameters())
     assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
     specs = sweep.preset_runs("default")
-    assert len(specs) == 3 * len(sweep.VARIANTS) == 33 and len({s.config.steps for s in specs}) == 1
+    assert len(specs) == 3 * len(sweep.SWEPT) == 33 and len({s.config.steps for s in specs}) == 1
     assert {s.config.lr for s in specs} == {sweep.DEFAULT_LR}
 
 
@@ -116,7 +116,7 @@ def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     manifest = json.loads((out / sweep.MANIFEST).read_text())
     assert manifest["data"]["source"] == "path" and manifest["data_sha256"] == content_sha256(data)   # the shards
     assert "local SlimPajama-format shards" in manifest["data_label"]
-    assert len(sweep.load_results(out / "results.json")) == 2 * len(sweep.VARIANTS)
+    assert len(sweep.load_results(out / "results.json")) == 2 * len(sweep.SWEPT)
     capsys.readouterr()
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 2
     assert "data.source" in capsys.readouterr().err
@@ -212,4 +212,29 @@ def test_the_app_and_the_readme_show_the_committed_sweep():
     records = sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
     _, frames = page_tables("lm")
     assert frames[0] == sweep.variant_rows(records) and row_values(frames[1]) == row_values(sweep.claim_rows(records))
-    assert sweep.markdown_tables(records) in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert sweep.markdown_tables(records) in readme and sweep.reading_summary(records) in readme
+    at = run_page("lm")
+    assert any(sweep.reading_summary(records) in c.value for c in at.caption)
+    notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
+    assert json.dumps(sweep.reading_summary(records))[1:-1] in notebook                 # its committed output
+
+
+def test_the_t_based_reading_of_the_claims():
+    """The second reading of the committed claims: a 95% t interval (4.30 se at 3 seeds, scipy's quantile as the
+    yardstick) moves claims 3 and 4 (t = 3.3 and 2.2 under the recorded 2 se) to inconclusive, and claim 6, whose
+    preconditioner helps more than marginally, counts in CEM's favour, not against it."""
+    from scipy import stats
+
+    assert abs(verdicts.t_multiplier(3) - stats.t.ppf(0.975, 2)) < 1e-9
+    assert abs(verdicts.coverage(2.0, 3) - (2 * stats.t.cdf(2.0, 2) - 1)) < 1e-12
+    for dof in (1, 2, 4, 9, 29):
+        for x in (-7.0, -1.3, 0.0, 0.4, 2.5, 40.0):
+            assert abs(verdicts.t_cdf(x, dof) - stats.t.cdf(x, dof)) < 1e-12
+    rows = {c["claim"]: c for c in sweep.claims(sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json"))}
+    assert (rows[3]["verdict"], rows[3]["reading"]) == ("contradicted", "inconclusive")
+    assert (rows[4]["verdict"], rows[4]["reading"]) == ("supported", "inconclusive")
+    assert rows[6]["reading"] == "in CEM's favour beyond the paper's claim" and rows[6]["pairs"][0]["mean"] < 0
+    assert all(rows[k]["reading"] == "against the paper" for k in (1, 5, 8))
+    worse = {"mean": 0.5, "se": 0.01, "seeds": 3, "reference": 5.0, "diverged": False}     # the preconditioner hurts
+    assert verdicts.t_reading("marginal", worse, 0.02) == "against the paper"

@@ -152,3 +152,8 @@ def markdown_table(rows: list[dict], right: tuple = ()) -> str:
     keys = list(rows[0])
     lines = ["| " + " | ".join(keys) + " |", "| " + " | ".join("---:" if k in right else "---" for k in keys) + " |"]
     return "\n".join(lines + ["| " + " | ".join(r[k] for k in keys) + " |" for r in rows])
+
+
+def and_list(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

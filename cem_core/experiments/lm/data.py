@@ -77,6 +77,7 @@ from pathlib import Path
 import torch
 import zstandard
 
+from cem_core.experiments.records import and_list, atomic_write_text
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
 from .tokenizer import Tokenizer, first_bytes
@@ -173,12 +174,7 @@ class DataStats:
         if not skipped:
             return f"{documents}; no records skipped"
         records = "record" if sum(counts.values()) == 1 else "records"
-        return f"{documents}; {_and_list(skipped)} {records} skipped"
-
-
-def _and_list(items: list[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+        return f"{documents}; {and_list(skipped)} {records} skipped"
 
 
 def describe(config: DataConfig) -> str:
@@ -584,8 +580,6 @@ def _read_shard_cache() -> dict:
 
 
 def _write_shard_cache(cache: dict) -> None:
-    from cem_core.experiments.records import atomic_write_text
-
     try:
         shard_cache_file().parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(shard_cache_file(), json.dumps(cache))

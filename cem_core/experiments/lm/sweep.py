@@ -35,6 +35,7 @@ from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
 from cem_core.experiments.records import (
+    and_list,
     atomic_write_text,
     load_records,
     markdown_table,
@@ -50,7 +51,7 @@ from . import run_folder
 from .data import DataConfig, content_sha256, describe
 from .train import LMTrainConfig, train
 
-PRESETS = ("quick", "probe", "default", "gpu")
+PRESETS = ("quick", "probe", "default", "gpu", "rates")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
@@ -69,7 +70,13 @@ VARIANTS = {
     # ours (docs/design.md#214-the-block-as-one-energy): the distance-form diagonal, and cem-full as one energy
     "attn T=2, diag shared, distance": ("cem-attn", CEMOptions(T=2, diagonal="shared", diagonal_form="distance")),
     "cem-full, joint": ("cem-full", replace(VARIANT_OPTIONS["cem-full"], block="joint")),
+    # learned step sizes, one eta per step (issue 26: is the preconditioner's gain step-size control?)
+    "attn T=2, diag shared, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", eta_mode="per_step")),
+    "attn T=2, diag shared, P dlr, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", preconditioner="dlr",
+                                                                         eta_mode="per_step")),
 }
+PAPER_VARIANTS = tuple(VARIANTS)[:9]       # the nine variants the paper's claims compare
+SWEPT = tuple(VARIANTS)[:11]               # the committed sweep's eleven (before the learned step sizes)
 EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
 
 
@@ -93,17 +100,26 @@ class SweepPreset:
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
 # perplexity relative to each probed variant's best was lowest (see the README).
 DEFAULT_LR = 1e-3
+# Each variant's own rate, fixed before its grid ran (issue 26) and recorded in the rates sweep's manifest
+RATE_GRID = (3e-4, 6e-4, 1e-3, 2e-3, 4e-3, 8e-3)
+RATE_RULE = ("Each variant's own learning rate is the rate of the grid with the lowest validation perplexity at a "
+             "quarter of the budget (seed 0). It must lie strictly inside the grid: a best rate at an edge extends "
+             "the grid by a factor of 2 beyond that edge for that variant, until it does not. The own-rate sweep "
+             "then trains three seeds of each variant at the full budget at that rate.")
 _CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
-    "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=tuple(VARIANTS)),
+    "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=SWEPT),
+    # each variant's own learning rate (issue 26): a grid at a quarter of the budget, under RATE_RULE
+    "rates": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=RATE_GRID, seeds=(0,),
+                         variants=(*PAPER_VARIANTS, *tuple(VARIANTS)[len(SWEPT):])),
     "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
                          variants=("llama", "attn T=2", "cem-full")),
     "quick": SweepPreset(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, budget=0.002,
-                         lrs=(DEFAULT_LR,), seeds=(0, 1), variants=tuple(VARIANTS), eval_batches=2, evals=2,
+                         lrs=(DEFAULT_LR,), seeds=(0, 1), variants=SWEPT, eval_batches=2, evals=2,
                          demo_max_bytes=200_000),
     "gpu": SweepPreset(d_model=384, n_layers=6, n_heads=6, d_ff=1024, seq_len=512, batch_size=64, budget=1.0,
-                       lrs=(1e-3,), seeds=(0, 1, 2), variants=tuple(VARIANTS), eval_batches=64),
+                       lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
 }
 
 # The verdict rule, fixed before the sweep ran and recorded in its manifest; never moved afterwards.
@@ -171,7 +187,8 @@ def preset_runs(preset: str) -> list[RunSpec]:
                                     n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len, batch_size=p.batch_size,
                                     steps=steps, lr=lr, seed=seed, eval_every=every, eval_batches=p.eval_batches,
                                     ckpt_every=every, sample_tokens=0,
-                                    eval_T=EVAL_TS if variant != "llama" and depth == 2 else ())
+                                    eval_T=EVAL_TS if variant != "llama" and depth == 2
+                                    and cem.eta_mode != "per_step" else ())       # per-step etas: only at their T
                 specs.append(RunSpec(name=name, config=cfg))
     return specs
 
@@ -254,7 +271,8 @@ def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
     return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
             "data_label": describe(data), "data_sha256": content_sha256(data),
             "runs": [json_hash(s.config.identity(data)) for s in specs],
-            "tolerance": TOLERANCE, "verdict_rule": VERDICT_RULE}
+            "tolerance": TOLERANCE, "verdict_rule": VERDICT_RULE,
+            **({"rate_rule": RATE_RULE} if preset == "rates" else {})}
 
 
 def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
@@ -389,16 +407,24 @@ def paired_difference(records: list[dict], a: str, b: str) -> dict:
     return {"a": a, "b": b} | verdicts.paired_difference(*values, diverged=diverged)
 
 
+# the same records read with a t-based 95% interval (n - 1 degrees of freedom) beside the recorded rule, each
+# verdict labelled with its direction relative to the paper (verdicts.t_reading); the recorded rule is unmoved
+T_READING = "t-based reading (95%, n − 1 dof)"
+
+
 def claims(records: list[dict]) -> list[dict]:
-    """The eight claims, each with its pairs (difference, standard error, verdict) and one verdict."""
+    """The claims, each with its pairs (difference, standard error, verdict under the recorded rule, t-based
+    reading) and one verdict and one reading."""
     rows = []
     for i, (text, pairs) in enumerate(CLAIMS, 1):
         compared = []
         for kind, a, b in pairs:
             d = paired_difference(records, a, b)
-            compared.append(d | {"kind": kind, "verdict": verdicts.verdict(kind, d, TOLERANCE)})
+            compared.append(d | {"kind": kind, "verdict": verdicts.verdict(kind, d, TOLERANCE),
+                                 "reading": verdicts.t_reading(kind, d, TOLERANCE)})
         rows.append({"claim": i, "text": text, "pairs": compared,
-                     "verdict": verdicts.overall([p["verdict"] for p in compared])})
+                     "verdict": verdicts.overall([p["verdict"] for p in compared]),
+                     "reading": verdicts.overall_reading([p["reading"] for p in compared])})
     return rows
 
 
@@ -423,7 +449,27 @@ def claim_rows(records: list[dict]) -> list[dict]:
     return [{"#": str(c["claim"]), "claim": c["text"],
              "compared (A vs B)": "; ".join(f"{p['a']} vs {p['b']} ({p['kind']})" for p in c["pairs"]),
              "ppl(A) − ppl(B), mean ± se": "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}" for p in c["pairs"]),
-             "verdict": c["verdict"]} for c in claims(records)]
+             "verdict": c["verdict"], T_READING: c["reading"]} for c in claims(records)]
+
+
+def reading_summary(records: list[dict]) -> str:
+    """One sentence on what the t-based reading changes, computed from the records (README, app)."""
+    rows = claims(records)
+    seeds = min((p["seeds"] for c in rows for p in c["pairs"]), default=0)
+
+    def recorded(reading: str) -> str:                    # the recorded rule's word for a reading
+        return "contradicted" if reading in verdicts.DIRECTIONS[1:3] else reading
+
+    def claim_list(chosen: list[dict]) -> str:
+        return and_list([str(c["claim"]) for c in chosen]) if chosen else "none"
+
+    moved = [c for c in rows if recorded(c["reading"]) != c["verdict"]]
+    by = {label: [c for c in rows if c["reading"] == label] for label in verdicts.DIRECTIONS}
+    return (f"Read with a t-based 95% interval ({seeds} seeds: {verdicts.t_multiplier(seeds):.2f} standard errors "
+            f"where the recorded rule takes 2, which covers about {verdicts.coverage(2.0, seeds):.0%}), the verdicts "
+            f"that change are claims {claim_list(moved)}. Against the paper: {claim_list(by[verdicts.DIRECTIONS[1]])}; "
+            f"in CEM's favour beyond the paper's claim: {claim_list(by[verdicts.DIRECTIONS[2]])}; supported: "
+            f"{claim_list(by[verdicts.DIRECTIONS[0]])}; inconclusive: {claim_list(by[verdicts.DIRECTIONS[3]])}.")
 
 
 def markdown_tables(records: list[dict]) -> str:
