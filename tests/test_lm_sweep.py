@@ -238,3 +238,27 @@ def test_the_t_based_reading_of_the_claims():
     assert all(rows[k]["reading"] == "against the paper" for k in (1, 5, 8))
     worse = {"mean": 0.5, "se": 0.01, "seeds": 3, "reference": 5.0, "diverged": False}     # the preconditioner hurts
     assert verdicts.t_reading("marginal", worse, 0.02) == "against the paper"
+
+
+def test_own_rates_follow_the_rule_fixed_before_the_grid_ran():
+    """RATE_RULE on hand-made records: the lowest perplexity wins, a diverged run never does, and a best at an
+    edge of the grid is flagged (the grid is then extended past that edge)."""
+    def record(name, lr, ppl, diverged=False):
+        return {"name": name, "lr": lr, "val_ppl": ppl, "diverged": diverged}
+
+    rates = sweep.own_rates([record("a", 1e-3, 7.0), record("a", 2e-3, 6.5), record("a", 4e-3, 6.9),
+                             record("b", 1e-3, 9.0), record("b", 2e-3, 8.0), record("b", 4e-3, 1.0, diverged=True),
+                             record("c", 1e-3, 5.0), record("c", 2e-3, 6.0), record("c", 4e-3, 7.0)])
+    assert rates["a"] == {"lr": 2e-3, "ppl": 6.5, "grid": [1e-3, 2e-3, 4e-3], "inside": True}
+    assert (rates["b"]["lr"], rates["b"]["inside"]) == (2e-3, True)             # the diverged 4e-3 never wins
+    assert (rates["c"]["lr"], rates["c"]["inside"]) == (1e-3, False)            # at the edge: extend the grid
+
+
+def test_the_rates_sweep_so_far_belongs_to_its_preset():
+    """The rates sweep is committed as its runs land: every record is a run of the preset as configured now,
+    under the manifest's rule (fixed before the first run)."""
+    folder = ROOT / "results" / "lm-rates"
+    records = sweep.load_results(folder / "results.json")
+    assert records and sweep.stale_runs(records, "rates")[1] == set()
+    manifest = json.loads((folder / sweep.MANIFEST).read_text())
+    assert manifest["rate_rule"] == sweep.RATE_RULE and manifest["preset"] == "rates"

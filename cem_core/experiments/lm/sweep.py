@@ -347,6 +347,20 @@ def choose_lr(records: list[dict]) -> float:
     return min(lrs, key=lambda lr: max(ppl(name, lr) / best[name] for name in names))
 
 
+def own_rates(records: list[dict]) -> dict[str, dict]:
+    """Each variant's own learning rate under RATE_RULE, from a rates sweep's records: {name: {"lr": best, "ppl":
+    its validation perplexity, "grid": the rates with a record, "inside": whether the best lies strictly inside
+    them}}; a diverged run counts as infinitely bad."""
+    out = {}
+    for name in dict.fromkeys(r["name"] for r in records):
+        ppl = {r["lr"]: (math.inf if r["diverged"] or not math.isfinite(r["val_ppl"]) else r["val_ppl"])
+               for r in records if r["name"] == name}
+        grid = sorted(ppl)
+        best = min(grid, key=lambda lr: (ppl[lr], lr))
+        out[name] = {"lr": best, "ppl": ppl[best], "grid": grid, "inside": grid[0] < best < grid[-1]}
+    return out
+
+
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
     data = data or default_data(preset)
