@@ -1,5 +1,6 @@
 """``lm sweep``: the paper's language-model claims in miniature, eleven variants (nine for the paper's claims, two
-of ours) x three seeds, resumable.
+of ours) x three seeds, resumable; and, for issue 26, each variant's own learning rate (``--preset rates``: the nine
+and two with learned per-step step sizes, on a grid of rates under RATE_RULE, ``own_rates``).
 
 Every variant is trained on the same tokens (the data stream does not depend on the seed), with one
 learning rate and schedule, for a budget of 20 tokens per parameter of the Llama model (times the
