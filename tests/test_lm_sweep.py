@@ -254,11 +254,14 @@ def test_own_rates_follow_the_rule_fixed_before_the_grid_ran():
     assert (rates["c"]["lr"], rates["c"]["inside"]) == (1e-3, False)            # at the edge: extend the grid
 
 
-def test_the_rates_sweep_so_far_belongs_to_its_preset():
-    """The rates sweep is committed as its runs land: every record is a run of the preset as configured now,
-    under the manifest's rule (fixed before the first run)."""
+def test_the_rates_sweep_is_whole_and_every_best_rate_is_inside_its_grid():
+    """results/lm-rates holds all 66 runs of the rates preset as configured now, under the manifest's rule (fixed
+    before the first run), and every variant's best rate lies strictly inside its grid."""
     folder = ROOT / "results" / "lm-rates"
     records = sweep.load_results(folder / "results.json")
-    assert records and sweep.stale_runs(records, "rates")[1] == set()
+    assert sweep.stale_runs(records, "rates") == (set(), set()) and len(records) == 66
+    rates = sweep.own_rates(records)
+    assert set(rates) == set(sweep.SWEEP_PRESETS["rates"].variants)
+    assert all(r["inside"] and r["grid"] == sorted(sweep.RATE_GRID) for r in rates.values()), rates
     manifest = json.loads((folder / sweep.MANIFEST).read_text())
     assert manifest["rate_rule"] == sweep.RATE_RULE and manifest["preset"] == "rates"
