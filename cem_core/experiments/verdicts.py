@@ -13,16 +13,17 @@ import statistics
 KINDS = ("improves", "comparable", "marginal")
 
 
-def rule(metric: str, meaning: str, tolerance: float) -> str:
-    """The verdict rule in words, as it is recorded beside the results (``meaning``: what the metric is)."""
+def rule(metric: str, meaning: str, tolerance: float, w: str = "2 se") -> str:
+    """The verdict rule in words, as it is recorded beside the results (``meaning``: what the metric is; ``w``:
+    the half-width of the interval, 2 standard errors in the recorded rules)."""
     return (
         f"For each pair (A vs B) the difference d = {metric}(A) - {metric}(B) in {meaning} is paired by seed; m is "
         "its mean "
-        "over seeds and se = sd / sqrt(seeds). An 'improves' claim (A lower than B) is supported when m < -2 se, "
-        "contradicted when m > +2 se, inconclusive otherwise. A 'comparable' claim uses the tolerance "
-        f"t = {tolerance:.0%} of {metric}(B): supported when m + 2 se <= t {metric}(B) (A is at most t worse, better "
-        f"counts too), contradicted when m - 2 se > t {metric}(B), inconclusive otherwise. A 'marginal' claim is "
-        f"supported when |m| + 2 se <= t {metric}(B), contradicted when |m| - 2 se > t {metric}(B). A claim with "
+        f"over seeds and se = sd / sqrt(seeds). An 'improves' claim (A lower than B) is supported when m < -{w}, "
+        f"contradicted when m > +{w}, inconclusive otherwise. A 'comparable' claim uses the tolerance "
+        f"t = {tolerance:.0%} of {metric}(B): supported when m + {w} <= t {metric}(B) (A is at most t worse, better "
+        f"counts too), contradicted when m - {w} > t {metric}(B), inconclusive otherwise. A 'marginal' claim is "
+        f"supported when |m| + {w} <= t {metric}(B), contradicted when |m| - {w} > t {metric}(B). A claim with "
         "several pairs is supported when all are, contradicted when any is, inconclusive otherwise; a run that "
         "diverged contradicts a claim of stable training.")
 
@@ -76,6 +77,15 @@ def t_reading(kind: str, d: dict, tolerance: float) -> str:
     if found != "contradicted":
         return found
     return DIRECTIONS[2] if kind == "marginal" and d["mean"] < 0 else DIRECTIONS[1]
+
+
+def t_rule(metric: str, meaning: str, tolerance: float) -> str:
+    """The t-based rule in words (``t_reading``), as it is recorded beside results that it was fixed for."""
+    return (rule(metric, meaning, tolerance, w="q se") + f" Here q is the {0.5 + LEVEL / 2:.1%} quantile of Student's "
+            f"t with seeds - 1 degrees of freedom (a two-sided {LEVEL:.0%} interval: q = {t_multiplier(3):.2f} at 3 "
+            "seeds). Each verdict is labelled with its direction relative to the paper: a contradicted 'marginal' "
+            "claim whose A is better than B is in CEM's favour beyond the paper's claim; every other contradiction "
+            "is against the paper.")
 
 
 def overall_reading(readings: list[str]) -> str:

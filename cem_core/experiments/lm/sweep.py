@@ -52,7 +52,7 @@ from . import run_folder
 from .data import DataConfig, content_sha256, describe
 from .train import LMTrainConfig, train
 
-PRESETS = ("quick", "probe", "default", "gpu", "rates")
+PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
@@ -96,6 +96,18 @@ class SweepPreset:
     eval_batches: int
     evals: int = 6                     # validation points along each run
     demo_max_bytes: int = 11_000_000   # the whole demo corpus (10.7 MB), so the budget is under one epoch
+    own_lrs: tuple = ()                # (variant, its rates) pairs that replace lrs for those variants
+    widths: tuple = ()                 # a width ladder: one part per d_model, at a fixed head width
+    head_width: int = 0
+
+    def lrs_of(self, name: str) -> tuple:
+        return dict(self.own_lrs).get(name, self.lrs)
+
+    def parts(self) -> tuple:
+        """The preset itself, or one preset per width of its ladder (n_heads = d_model / head_width, d_ff = 8/3
+        d_model rounded to a multiple of 8, as the CPU sweep's 256 at 96)."""
+        return tuple(replace(self, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8, widths=())
+                     for w in self.widths) or (self,)
 
 
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
@@ -107,6 +119,26 @@ RATE_RULE = ("Each variant's own learning rate is the rate of the grid with the 
              "quarter of the budget (seed 0). It must lie strictly inside the grid: a best rate at an edge extends "
              "the grid by a factor of 2 beyond that edge for that variant, until it does not. The own-rate sweep "
              "then trains three seeds of each variant at the full budget at that rate.")
+# ... as the rates sweep found them (results/lm-rates; a test checks them against its records)
+OWN_RATES = {"llama": 2e-3, "attn T=1": 4e-3, "attn T=2": 4e-3, "attn T=2, diag per head": 2e-3,
+             "attn T=2, diag shared": 4e-3, "attn T=2, diag shared, P dlr": 4e-3, "mlp T=1": 2e-3, "mlp T=2": 2e-3,
+             "cem-full": 1e-3, "attn T=2, diag shared, eta per step": 4e-3,
+             "attn T=2, diag shared, P dlr, eta per step": 4e-3}
+# The width ladder (issue 26): four variants at three widths spanning 4x, a fixed head width of 16, two layers,
+# each at the same fraction of 20 tokens per Llama parameter of its width, on a grid around its own d = 96 rate
+LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
+LADDER_VARIANTS = ("llama", "attn T=1", "attn T=2", "cem-full")
+LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
+LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 1 and 2 x its own rate at d = 96) "
+               "with the lowest mean validation perplexity over the two seeds; a best at an edge extends that "
+               "variant's grid at that width by a factor of 2, until it does not. The gap of a CEM variant to Llama "
+               "at a width is g = ppl(variant) / ppl(Llama) - 1, paired by seed, each at its best rate. The trend is "
+               "the least-squares line g = a + b log10(N), N the Llama model's parameters at that width, through "
+               "every seed at every width; its 95% t-interval (points - 2 degrees of freedom) decides: 'closing' "
+               "when the interval of b lies wholly on the side that moves g towards 0 (b < 0 for g > 0 at the "
+               "largest width, b > 0 for g < 0), 'widening' when wholly on the other side, 'no trend shown' "
+               "otherwise. The line's value at the paper's smallest scale (Llama 85.2M) with its 95% interval is a "
+               "projection, not a result.")
 _CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
@@ -119,6 +151,13 @@ SWEEP_PRESETS = {
     "quick": SweepPreset(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, budget=0.002,
                          lrs=(DEFAULT_LR,), seeds=(0, 1), variants=SWEPT, eval_batches=2, evals=2,
                          demo_max_bytes=200_000),
+    # each variant at its own rate (OWN_RATES) at the full budget, read with the t-based rule (verdicts.t_rule)
+    "own": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(), seeds=(0, 1, 2), variants=tuple(OWN_RATES),
+                       own_lrs=tuple((name, (lr,)) for name, lr in OWN_RATES.items())),
+    "ladder": SweepPreset(**_CPU_SIZES, budget=LADDER_BUDGET, lrs=(), seeds=(0, 1), variants=LADDER_VARIANTS,
+                          own_lrs=tuple((name, tuple(OWN_RATES[name] * k for k in LADDER_STEPS))
+                                        for name in LADDER_VARIANTS),
+                          widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=2),
     "gpu": SweepPreset(d_model=384, n_layers=6, n_heads=6, d_ff=1024, seq_len=512, batch_size=64, budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
 }
@@ -126,6 +165,7 @@ SWEEP_PRESETS = {
 # The verdict rule, fixed before the sweep ran and recorded in its manifest; never moved afterwards.
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
 VERDICT_RULE = verdicts.rule("ppl", "validation perplexity", TOLERANCE)
+T_RULE = verdicts.t_rule("ppl", "validation perplexity", TOLERANCE)    # the rule fixed for the own-rate sweep
 
 # The paper's eight claims and two of ours: (text, [(kind, A, B), ...])
 CLAIMS = [
@@ -153,13 +193,15 @@ CLAIMS = [
 class RunSpec:
     name: str                          # a key of VARIANTS
     config: LMTrainConfig
+    ladder: bool = False               # a run of a width ladder: its folder names its width
 
     @property
     def folder(self) -> str:
         slug = "".join(ch if ch.isalnum() else "-" for ch in self.name.lower()).strip("-")
         while "--" in slug:
             slug = slug.replace("--", "-")
-        return f"{slug}-lr{self.config.lr:g}-seed{self.config.seed}"
+        width = f"-d{self.config.d_model}" if self.ladder else ""
+        return f"{slug}{width}-lr{self.config.lr:g}-seed{self.config.seed}"
 
 
 def llama_params(p: SweepPreset, vocab_size: int = 257) -> int:
@@ -175,22 +217,22 @@ def steps_for(p: SweepPreset) -> int:
 
 def preset_runs(preset: str) -> list[RunSpec]:
     check_choice("preset", preset, PRESETS)
-    p = SWEEP_PRESETS[preset]
-    steps = steps_for(p)
-    every = max(1, steps // p.evals)
     specs = []
-    for lr in p.lrs:
-        for name in p.variants:
-            variant, cem = VARIANTS[name]
-            depth = (cem or CEMOptions()).T
-            for seed in p.seeds:
-                cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, d_model=p.d_model, n_layers=p.n_layers,
-                                    n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len, batch_size=p.batch_size,
-                                    steps=steps, lr=lr, seed=seed, eval_every=every, eval_batches=p.eval_batches,
-                                    ckpt_every=every, sample_tokens=0,
-                                    eval_T=EVAL_TS if variant != "llama" and depth == 2
-                                    and cem.eta_mode != "per_step" else ())       # per-step etas: only at their T
-                specs.append(RunSpec(name=name, config=cfg))
+    for p in SWEEP_PRESETS[preset].parts():
+        steps = steps_for(p)
+        every = max(1, steps // p.evals)
+        for lr in dict.fromkeys(lr for name in p.variants for lr in p.lrs_of(name)):    # in the preset's order
+            for name in (name for name in p.variants if lr in p.lrs_of(name)):
+                variant, cem = VARIANTS[name]
+                depth = (cem or CEMOptions()).T
+                for seed in p.seeds:
+                    cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, d_model=p.d_model,
+                                        n_layers=p.n_layers, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
+                                        batch_size=p.batch_size, steps=steps, lr=lr, seed=seed, eval_every=every,
+                                        eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
+                                        eval_T=EVAL_TS if variant != "llama" and depth == 2
+                                        and cem.eta_mode != "per_step" else ())   # per-step etas: only at their T
+                    specs.append(RunSpec(name=name, config=cfg, ladder=bool(SWEEP_PRESETS[preset].widths)))
     return specs
 
 
@@ -272,8 +314,9 @@ def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
     return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
             "data_label": describe(data), "data_sha256": content_sha256(data),
             "runs": [json_hash(s.config.identity(data)) for s in specs],
-            "tolerance": TOLERANCE, "verdict_rule": VERDICT_RULE,
-            **({"rate_rule": RATE_RULE} if preset == "rates" else {})}
+            "tolerance": TOLERANCE, "verdict_rule": T_RULE if preset in ("own", "ladder") else VERDICT_RULE,
+            **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {}),
+            **({"ladder_rule": LADDER_RULE} if preset == "ladder" else {})}
 
 
 def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
@@ -513,8 +556,8 @@ def main_sweep(args, data: DataConfig | None) -> int:
 def preset_summary(preset: str) -> str:
     """One line on what a preset trains (for --help and the README)."""
     p = SWEEP_PRESETS[preset]
-    n = llama_params(p)
-    return (f"{preset}: d_model {p.d_model}, {p.n_layers} layers, {p.n_heads} heads, d_ff {p.d_ff}, sequence "
-            f"{p.seq_len} x batch {p.batch_size}, {steps_for(p):,} steps = {p.budget:g} x 20 tokens per Llama "
-            f"parameter ({n:,}), lr {', '.join(f'{lr:g}' for lr in p.lrs)}, seeds {len(p.seeds)}, "
-            f"{len(p.variants)} variants")
+    sizes = "; ".join(f"d_model {q.d_model}, {q.n_layers} layers, {q.n_heads} heads, d_ff {q.d_ff}, {steps_for(q):,} "
+                      f"steps (Llama {llama_params(q):,} parameters)" for q in p.parts())
+    lrs = ", ".join(f"{lr:g}" for lr in p.lrs) if p.lrs else "each variant's own"
+    return (f"{preset}: {sizes}; sequence {p.seq_len} x batch {p.batch_size}, {p.budget:g} x 20 tokens per Llama "
+            f"parameter, lr {lrs}, seeds {len(p.seeds)}, {len(p.variants)} variants")
