@@ -17,7 +17,7 @@ from app_pages.common import (
     show_figure,
     verdict_table,
 )
-from cem_core.experiments.lm import sweep
+from cem_core.experiments.lm import ladder, sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
 from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, seconds_per_step
@@ -140,8 +140,8 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
 
 
 @st.cache_data(show_spinner=False)
-def sweep_records():
-    return sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+def sweep_records(folder=sweep.COMMITTED_SWEEP):
+    return sweep.load_results(ROOT / folder / "results.json")
 
 
 def sweep_section(records) -> None:
@@ -168,6 +168,44 @@ def sweep_section(records) -> None:
             "a claim, not about the paper's scale.")
 
 
+def own_rate_section(common, own) -> None:
+    st.subheader("Each variant at its own learning rate")
+    if not own:
+        st.warning("No own-rate sweep results found: run `python -m cem_core lm sweep --preset own --out "
+                   "results/lm-own` (about 90 minutes on 2 cores).")
+        return
+    missing, _ = sweep.stale_runs(own, "own")
+    if missing:
+        st.warning(f"{len(missing)} runs of the own-rate sweep are missing; the tables show what is there.")
+    st.caption(f"{len(own)} runs: {sweep.preset_summary('own')}. Each rate is the best of a 6-rate grid at a "
+               "quarter of the budget (`results/lm-rates`, every best strictly inside its grid). "
+               "Command: `python -m cem_core lm sweep --preset own`.")
+    st.dataframe(sweep.own_variant_rows(common, own), hide_index=True)
+    st.markdown("**The claims twice: at the common rate and with each variant at its own rate**")
+    verdict_table(sweep.side_by_side_rows(common, own))
+    st.caption(f"Rule for the own-rate runs, fixed before they trained: {sweep.T_RULE}")
+    st.caption(sweep.own_summary(common, own))
+    st.markdown(sweep.step_size_summary(own))
+
+
+def ladder_section(records) -> None:
+    st.subheader("A width ladder: is the gap to Llama closing with scale?")
+    if not records:
+        st.warning("No width-ladder results found: run `python -m cem_core lm sweep --preset ladder --out "
+                   "results/lm-ladder` (about 50 minutes on 2 cores).")
+        return
+    missing, _ = sweep.stale_runs(records, "ladder")
+    if missing:
+        st.warning(f"{len(missing)} runs of the ladder are missing; the figure shows what is there.")
+    st.caption(f"{len(records)} runs: {sweep.preset_summary('ladder')}.")
+    show_figure(interactive.lm_ladder_figure(records), "lm width ladder", "lm-ladder")
+    st.markdown(ladder.summary(records))
+    st.dataframe(ladder.trend_rows(records), hide_index=True)
+    with st.expander("every width and variant at its best rate"):
+        st.dataframe(ladder.rows(records), hide_index=True)
+    st.caption(f"Rule, fixed before the ladder ran: {sweep.LADDER_RULE}")
+
+
 def body() -> None:
     st.title("Mini language model")
     st.markdown("The paper's main comparison in miniature: Llama vs CEM variants on the same data, with "
@@ -184,7 +222,10 @@ def body() -> None:
         live(board, job)
     if job is None or not job["running"]:
         launcher(board)
-    sweep_section(sweep_records())                                    # the committed evidence, beside any run
+    common = sweep_records()
+    sweep_section(common)                                             # the committed evidence, beside any run
+    own_rate_section(common, sweep_records(sweep.COMMITTED_OWN))
+    ladder_section(sweep_records(sweep.COMMITTED_LADDER))
 
 
 def stale_message(job: dict) -> str:

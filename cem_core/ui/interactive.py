@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ import plotly.io as pio
 from matplotlib.figure import Figure
 
 from cem_core.experiments import gp_sweep
+from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -270,6 +272,39 @@ def lm_sweep_figure(records) -> go.Figure:
     fig.update_yaxes(type="log")
     return _layout(fig, "Validation perplexity (mean over seeds; band: lowest to highest seed)",
                    "tokens trained (millions)", "validation perplexity")
+
+
+def lm_ladder_figure(records) -> go.Figure:
+    """The width ladder (``lm.ladder.trends``): each CEM variant's gap to Llama against the Llama model's
+    parameters, every seed and the fitted line with its 95% interval, dashed where it is carried to the paper's
+    smallest scale (a projection, not a result)."""
+    fig = _figure()
+    top = lm_ladder.paper_scale()
+    for i, (name, t) in enumerate(lm_ladder.trends(records).items()):
+        color, line = PALETTE[i % len(PALETTE)], t["line"]
+        fig.add_scatter(x=[p["N"] for p in t["points"]], y=[100 * p["gap"] for p in t["points"]], mode="markers",
+                        name=f"{name}: {t['verdict']}", marker=dict(color=color, size=7))
+        if not math.isfinite(line["b"]):
+            continue
+        widest = max(p["N"] for p in t["points"])
+        for low, high, dash in ((min(p["N"] for p in t["points"]), widest, "solid"), (widest, top, "dash")):
+            b = lm_ladder.band(line, low, high)
+            fig.add_scatter(x=b["N"], y=[100 * g for g in b["low"]], mode="lines", line=dict(width=0, color=color),
+                            showlegend=False, hoverinfo="skip", name=f"{name} interval low")
+            fig.add_scatter(x=b["N"], y=[100 * g for g in b["high"]], mode="lines", line=dict(width=0, color=color),
+                            fill="tonexty", opacity=0.15, showlegend=False, hoverinfo="skip",
+                            name=f"{name} interval")
+            fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
+                            line=dict(color=color, dash=dash), name=f"{name} fitted line")
+        fig.add_scatter(x=[top], y=[100 * line["projection"]], mode="markers", showlegend=False,
+                        name=f"{name} projection", marker=dict(color=color, symbol="diamond-open", size=10),
+                        error_y=dict(type="data", symmetric=False, array=[100 * (line["high"] - line["projection"])],
+                                     arrayminus=[100 * (line["projection"] - line["low"])]))
+    fig.add_vline(x=top, line=dict(color="grey", dash="dot"),
+                  annotation_text=f"{top / 1e6:.1f}M: projection, not a result", annotation_position="top left")
+    fig.update_xaxes(type="log")
+    return _layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
+                   "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)")
 
 
 # -- design space ---------------------------------------------------------------------------

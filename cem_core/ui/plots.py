@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 from cem_core.experiments import gp_study, gp_sweep
+from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.ui import figdata
 
@@ -209,6 +210,45 @@ def mpl_lm_perplexity(records):
     return fig
 
 
+def mpl_lm_ladder(records):
+    """The width ladder: each CEM variant's perplexity gap to Llama against the Llama model's parameters (every
+    seed, the mean ± se per width), its fitted line with the 95% interval, and the line carried to the paper's
+    smallest scale, dashed and labelled as a projection."""
+    trends = lm_ladder.trends(records)
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    top = lm_ladder.paper_scale()
+    for k, (name, t) in enumerate(trends.items()):
+        c, line = colours[k % len(colours)], t["line"]
+        ax.plot([p["N"] for p in t["points"]], [100 * p["gap"] for p in t["points"]], "o", mfc="none", color=c,
+                ms=4, alpha=0.6)
+        ns, means, ses = zip(*t["means"].values())
+        ax.errorbar(ns, [100 * m for m in means], yerr=[100 * e for e in ses], fmt="o", color=c, capsize=3,
+                    label=f"{name}: {t['verdict']}, slope {100 * line['b']:+.1f} pp per decade")
+        if not math.isfinite(line["b"]):
+            continue
+        for low, high, style in ((min(ns), max(ns), "-"), (max(ns), top, "--")):
+            b = lm_ladder.band(line, low, high)
+            ax.plot(b["N"], [100 * g for g in b["gap"]], style, color=c, lw=1.3)
+            ax.fill_between(b["N"], [100 * g for g in b["low"]], [100 * g for g in b["high"]], color=c,
+                            alpha=0.12 if style == "-" else 0.06, lw=0)
+        ax.errorbar([top], [100 * line["projection"]], yerr=[[100 * (line["projection"] - line["low"])],
+                                                             [100 * (line["high"] - line["projection"])]],
+                    fmt="D", mfc="white", color=c, capsize=4)
+        ax.annotate(f"{100 * line['projection']:+.0f}% [{100 * line['low']:+.0f}, {100 * line['high']:+.0f}]",
+                    (top, 100 * line["projection"]), xytext=(-8, 0), textcoords="offset points", ha="right",
+                    va="center", fontsize=7, color=c)
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.axvline(top, color="0.5", ls=":", lw=1)
+    ax.annotate(f"paper's smallest scale ({top / 1e6:.1f}M):\nPROJECTION, not a result", (top, 1), xycoords=("data",
+                "axes fraction"), xytext=(-4, -4), textcoords="offset points", ha="right", va="top", fontsize=8)
+    ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    return _finish(fig, ax, xlabel="Llama parameters at the width (log scale)",
+                   ylabel="perplexity gap to Llama, ppl / ppl(Llama) − 1 (%)",
+                   title="Width ladder (demo corpus): the gap to Llama against scale, fitted line ± 95%")
+
+
 def mpl_gp_conditions_map(records, columns: int = 4):
     """One panel per condition of the GP factor study with runs (``gp_study.conditions_map``), as many rows as
     they need: the RMSE ratio vs T with its band over seeds, the lines and curves it is compared with."""
@@ -311,6 +351,7 @@ def mpl_gp_form_diagnostics(records, groups: tuple = FORM_GROUPS, T: int = 8):
 GP_STUDY_FIGURES = {"gp_conditions_map": mpl_gp_conditions_map, "gp_step_diagnostics": mpl_gp_step_diagnostics,
                     "gp_form_diagnostics": mpl_gp_form_diagnostics}
 LM_FIGURES = {"lm_validation_curves": mpl_lm_validation_curves, "lm_perplexity": mpl_lm_perplexity}
+LADDER_FIGURES = {"lm_ladder": mpl_lm_ladder}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
                "preconditioner_spectra": (figdata.preconditioner_spectra, mpl_preconditioner_spectra),

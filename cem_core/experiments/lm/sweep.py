@@ -55,6 +55,9 @@ from .train import LMTrainConfig, train
 PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
+COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate (issue 26) ...
+COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
+COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder
 MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
@@ -528,6 +531,102 @@ def reading_summary(records: list[dict]) -> str:
             f"that change are claims {claim_list(moved)}. Against the paper: {claim_list(by[verdicts.DIRECTIONS[1]])}; "
             f"in CEM's favour beyond the paper's claim: {claim_list(by[verdicts.DIRECTIONS[2]])}; supported: "
             f"{claim_list(by[verdicts.DIRECTIONS[0]])}; inconclusive: {claim_list(by[verdicts.DIRECTIONS[3]])}.")
+
+
+def side_by_side_rows(common: list[dict], own: list[dict]) -> list[dict]:
+    """The paper's claims twice, as displayed: at the common rate (the committed sweep, its recorded verdicts
+    unmoved, with their t-based reading) and with each variant at its own rate (the own-rate sweep, under the
+    t-based rule fixed for it); claims whose variants the own-rate sweep does not train are left out."""
+    trained = {r["name"] for r in own}
+    at_own = {c["claim"]: c for c in claims(own)}
+    out = []
+    for c in claims(common):
+        if not all({p["a"], p["b"]} <= trained for p in c["pairs"]):
+            continue
+        o = at_own[c["claim"]]
+        out.append({"#": str(c["claim"]), "claim": c["text"],
+                    f"common rate {DEFAULT_LR:g}: A − B": "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}"
+                                                                    for p in c["pairs"]),
+                    "recorded verdict (± 2 se)": c["verdict"], "t-based reading": c["reading"],
+                    "own rates: A − B": "; ".join(f"{p['mean']:+.3f} ± {p['se']:.3f}" for p in o["pairs"]),
+                    "own rates: t-based verdict": o["reading"]})
+    return out
+
+
+def own_variant_rows(common: list[dict], own: list[dict]) -> list[dict]:
+    """The own-rate sweep's variants as displayed: each one's rate and validation perplexity there, beside its
+    perplexity at the common rate."""
+    at_common = {r["name"]: r for r in summarize(common)}
+    rate = {r["name"]: r["lr"] for r in own}
+    out = []
+    for r in summarize(own):
+        c = at_common.get(r["name"])
+        div = f" ({r['diverged']} diverged)" if r["diverged"] else ""
+        out.append({"variant": r["name"], "own rate": f"{rate[r['name']]:g}",
+                    f"val ppl at {DEFAULT_LR:g} (mean ± se)": f"{c['ppl_mean']:.3f} ± {c['ppl_se']:.3f}" if c else "–",
+                    "val ppl at own rate (mean ± se)": f"{r['ppl_mean']:.3f} ± {r['ppl_se']:.3f}",
+                    "seeds": f"{r['seeds']}{div}"})
+    return out
+
+
+def own_summary(common: list[dict], own: list[dict]) -> str:
+    """One sentence on the claims with each variant at its own rate, computed from the records."""
+    rows = side_by_side_rows(common, own)
+    shown = {r["#"] for r in rows}
+    seeds = min((p["seeds"] for c in claims(own) if str(c["claim"]) in shown for p in c["pairs"]), default=0)
+
+    def listed(chosen: list[str]) -> str:
+        return and_list(chosen) if chosen else "none"
+
+    def claim_list(label: str) -> str:
+        return listed([r["#"] for r in rows if r["own rates: t-based verdict"] == label])
+
+    moved = listed([r["#"] for r in rows if r["own rates: t-based verdict"] != r["t-based reading"]])
+    return (f"With each variant at its own rate ({seeds} seeds, read with the t-based rule fixed before these runs "
+            f"trained), against the paper: claims {claim_list(verdicts.DIRECTIONS[1])}; in CEM's favour beyond the "
+            f"paper's claim: {claim_list(verdicts.DIRECTIONS[2])}; supported: {claim_list(verdicts.DIRECTIONS[0])}; "
+            f"inconclusive: {claim_list(verdicts.DIRECTIONS[3])}. Against the same reading at the common rate, the "
+            f"claims whose reading changes are {moved}.")
+
+
+def own_markdown(common: list[dict], own: list[dict]) -> str:
+    """The own-rate evidence as the README shows it: the variants, the claims side by side, and two sentences."""
+    return (markdown_table(own_variant_rows(common, own), ("own rate", f"val ppl at {DEFAULT_LR:g} (mean ± se)",
+                                                          "val ppl at own rate (mean ± se)", "seeds"))
+            + "\n\n" + markdown_table(side_by_side_rows(common, own), ("#", f"common rate {DEFAULT_LR:g}: A − B",
+                                                                       "own rates: A − B"))
+            + "\n\n" + own_summary(common, own) + "\n\n" + step_size_summary(own))
+
+
+STEP_SIZE_PAIRS = (("attn T=2, diag shared, P dlr", "attn T=2, diag shared"),
+                   ("attn T=2, diag shared, eta per step", "attn T=2, diag shared"),
+                   ("attn T=2, diag shared, P dlr, eta per step", "attn T=2, diag shared, eta per step"))
+
+
+def step_size_summary(records: list[dict]) -> str:
+    """What the learned per-step step sizes say about claim 6 (is dlr's gain step-size control?), in words
+    computed from the own-rate sweep's records under the t-based rule."""
+    found = []
+    for a, b in STEP_SIZE_PAIRS:
+        d = paired_difference(records, a, b)
+        found.append((d, verdicts.t_reading("improves", d, TOLERANCE)))
+    (p, p_word), (eta, eta_word), (both, both_word) = found
+
+    def said(d: dict, word: str) -> str:
+        return f"{d['mean']:+.3f} ± {d['se']:.3f} ({word} as an improvement, {d['seeds']} seeds)"
+
+    if both_word == "supported":
+        reading = "dlr improves on top of learned step sizes, so its gain is not only step-size control"
+    elif both_word != "inconclusive":
+        reading = "dlr is worse on top of learned step sizes than without it"
+    elif eta_word == "supported":
+        reading = ("learned step sizes give a gain and dlr adds none measurable on top: consistent with reading "
+                   "dlr's gain as step-size control")
+    else:
+        reading = "learned step sizes give no measurable gain, so this cannot tell step-size control from curvature"
+    return (f"Claim 6 and learned step sizes, each variant at its own rate: against the shared diagonal, the dlr "
+            f"preconditioner changes validation perplexity by {said(p, p_word)} and learned per-step η by "
+            f"{said(eta, eta_word)}; dlr on top of learned η changes it by {said(both, both_word)}. So {reading}.")
 
 
 def markdown_tables(records: list[dict]) -> str:

@@ -1,0 +1,195 @@
+"""The width ladder (``lm sweep --preset ladder``, issue 26): is a CEM variant's perplexity gap to Llama closing
+with scale? Under ``sweep.LADDER_RULE`` (fixed in the ladder's manifest before it ran): each variant at each width
+at the best rate of its grid, the gap g = ppl(variant) / ppl(Llama) - 1 paired by seed, and a least-squares line
+of g against log10 of the Llama model's parameters, read with a 95% t-interval; its value at the paper's smallest
+scale is a projection, not a result.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from cem_core.experiments import verdicts
+from cem_core.experiments.records import markdown_table
+from cem_core.nn.model import ModelConfig
+
+from . import sweep
+from .train import PRESETS
+
+REFERENCE = "llama"
+TRENDS = ("closing", "widening", "no trend shown")
+
+
+def paper_scale(vocab_size: int = 257) -> int:
+    """The Llama parameters of the paper's smallest scale as this project builds it (``lm train --preset
+    paper-86m``: 85.2M with the byte tokenizer)."""
+    return ModelConfig.variant("llama", vocab_size=vocab_size, max_seq_len=PRESETS["paper-86m"]["train"]["seq_len"],
+                               **PRESETS["paper-86m"]["model"]).param_counts()["total"]
+
+
+def _ppl(record: dict) -> float:
+    return math.inf if record["diverged"] or not math.isfinite(record["val_ppl"]) else record["val_ppl"]
+
+
+def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
+    """{(width, variant): {"lr", "ppl" (mean over seeds at it), "grid", "inside", "params", "runs" (at lr)}}: the
+    rate of each variant's grid at each width with the lowest mean perplexity over seeds (a diverged run counts
+    as infinitely bad)."""
+    groups: dict[tuple[int, str], dict[float, list[dict]]] = {}
+    for r in records:
+        groups.setdefault((r["identity"]["config"]["d_model"], r["name"]), {}).setdefault(r["lr"], []).append(r)
+    out = {}
+    for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], sweep.LADDER_VARIANTS.index(kv[0][1]))):
+        mean = {lr: statistics.fmean(_ppl(r) for r in runs) for lr, runs in by_lr.items()}
+        grid = sorted(mean)
+        lr = min(grid, key=lambda x: (mean[x], x))
+        out[key] = {"lr": lr, "ppl": mean[lr], "grid": grid, "inside": grid[0] < lr < grid[-1],
+                    "params": by_lr[lr][0]["params"], "runs": by_lr[lr]}
+    return out
+
+
+def gap_points(records: list[dict]) -> dict[str, list[dict]]:
+    """{CEM variant: [{"width", "N" (Llama parameters at that width), "params", "seed", "gap"}, ...]}, g paired by
+    seed, each side at its best rate (``best_rates``)."""
+    best = best_rates(records)
+    points: dict[str, list[dict]] = {}
+    for (width, name), b in best.items():
+        ref = best.get((width, REFERENCE))
+        if name == REFERENCE or ref is None:
+            continue
+        ref_by_seed = {r["seed"]: _ppl(r) for r in ref["runs"]}
+        for r in b["runs"]:
+            if r["seed"] in ref_by_seed:
+                points.setdefault(name, []).append({"width": width, "N": ref["params"], "params": b["params"],
+                                                    "seed": r["seed"], "gap": _ppl(r) / ref_by_seed[r["seed"]] - 1})
+    return points
+
+
+def fit(points: list[dict], at: float, level: float = verdicts.LEVEL) -> dict:
+    """The least-squares line g = a + b log10(N) through the points, with the two-sided `level` t-interval
+    (points - 2 degrees of freedom) of the slope b and of the line's value at N = `at` (the projection)."""
+    x = [math.log10(p["N"]) for p in points]
+    y = [p["gap"] for p in points]
+    n = len(points)
+    if n < 3 or len(set(x)) < 2 or not all(math.isfinite(v) for v in y):
+        return {"n": n, "at": at} | dict.fromkeys(("a", "b", "b_low", "b_high", "projection", "low", "high", "q",
+                                                    "s", "mx", "sxx"), math.nan)
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    sxx = sum((xi - mx) ** 2 for xi in x)
+    b = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y)) / sxx       # slope: gap per decade of parameters
+    a = my - b * mx
+    s = math.sqrt(sum((yi - a - b * xi) ** 2 for xi, yi in zip(x, y)) / (n - 2))   # residual standard deviation
+    q = verdicts.t_quantile(0.5 + level / 2, n - 2)
+    line = {"n": n, "a": a, "b": b, "b_low": b - q * s / math.sqrt(sxx), "b_high": b + q * s / math.sqrt(sxx),
+            "q": q, "s": s, "mx": mx, "sxx": sxx, "at": at}
+    y0, low, high = value_at(line, at)
+    return line | {"projection": y0, "low": low, "high": high}
+
+
+def value_at(line: dict, N: float) -> tuple[float, float, float]:
+    """The fitted line's value at N parameters and its t-interval (the line's standard error there)."""
+    x0 = math.log10(N)
+    y0 = line["a"] + line["b"] * x0
+    half = line["q"] * line["s"] * math.sqrt(1 / line["n"] + (x0 - line["mx"]) ** 2 / line["sxx"])
+    return y0, y0 - half, y0 + half
+
+
+def band(line: dict, low: float, high: float, count: int = 40) -> dict:
+    """The fitted line and its interval on `count` log-spaced N from low to high (for the figures)."""
+    ns = [low * (high / low) ** (k / (count - 1)) for k in range(count)]
+    values = [value_at(line, n) for n in ns]
+    return {"N": ns, "gap": [v[0] for v in values], "low": [v[1] for v in values], "high": [v[2] for v in values]}
+
+
+def trend_verdict(line: dict, last_gap: float) -> str:
+    """LADDER_RULE's word for a fitted line: closing, widening or no trend shown."""
+    if not all(math.isfinite(v) for v in (line["b_low"], line["b_high"], last_gap)):
+        return TRENDS[2]
+    towards_zero = (line["b_high"] < 0) if last_gap > 0 else (line["b_low"] > 0)
+    away = (line["b_low"] > 0) if last_gap > 0 else (line["b_high"] < 0)
+    return TRENDS[0] if towards_zero else TRENDS[1] if away else TRENDS[2]
+
+
+def trends(records: list[dict]) -> dict[str, dict]:
+    """Per CEM variant: its points, the fitted line (``fit``) projected to the paper's smallest scale, the mean gap
+    at each width {width: (N, mean, se)} and the verdict under LADDER_RULE."""
+    at = paper_scale()
+    out = {}
+    for name, points in gap_points(records).items():
+        by_width: dict[int, list[dict]] = {}
+        for p in points:
+            by_width.setdefault(p["width"], []).append(p)
+        means = {w: (ps[0]["N"], statistics.fmean(p["gap"] for p in ps),
+                     statistics.stdev([p["gap"] for p in ps]) / math.sqrt(len(ps)) if len(ps) > 1 else math.nan)
+                 for w, ps in sorted(by_width.items())}
+        line = fit(points, at)
+        out[name] = {"points": points, "line": line, "means": means,
+                     "verdict": trend_verdict(line, means[max(means)][1])}
+    return out
+
+
+def rows(records: list[dict]) -> list[dict]:
+    """The ladder table as displayed (README, app, notebook): one row per width and variant."""
+    best = best_rates(records)
+    by = trends(records)
+    out = []
+    for (width, name), b in best.items():
+        gap = by.get(name, {}).get("means", {}).get(width)
+        edge = "" if b["inside"] else " (at the grid's edge)"
+        out.append({"width": str(width), "variant": name, "params": f"{b['params']:,}",
+                    "rate": f"{b['lr']:g}{edge}", "grid": ", ".join(f"{lr:g}" for lr in b["grid"]),
+                    "val ppl (mean)": f"{b['ppl']:.3f}",
+                    "gap to Llama (mean ± se)": f"{gap[1]:+.1%} ± {gap[2]:.1%}" if gap else "–"})
+    return out
+
+
+def trend_rows(records: list[dict]) -> list[dict]:
+    """The fitted trends as displayed: slope per decade with its interval, the verdict, and the projection."""
+    out = []
+    for name, t in trends(records).items():
+        line = t["line"]
+        out.append({"variant": name, "points": str(line["n"]),
+                    "slope, points of gap per decade of parameters (95% t-interval)":
+                        f"{100 * line['b']:+.1f} [{100 * line['b_low']:+.1f}, {100 * line['b_high']:+.1f}]",
+                    "trend": t["verdict"],
+                    f"projection at {line['at'] / 1e6:.1f}M (95% interval; not a result)":
+                        f"{line['projection']:+.1%} [{line['low']:+.1%}, {line['high']:+.1%}]"})
+    return out
+
+
+def summary(records: list[dict]) -> str:
+    """The ladder's finding in words, computed from the records (README, app, notebook 05)."""
+    best = best_rates(records)
+    widths = sorted({w for w, _ in best})
+    ref = [best[(w, REFERENCE)]["params"] for w in widths if (w, REFERENCE) in best]
+    edges = [f"{name} at d = {w}" for (w, name), b in best.items() if not b["inside"]]
+    parts = []
+    for name, t in trends(records).items():
+        means = list(t["means"].values())
+        line = t["line"]
+        parts.append(f"{name} goes from {means[0][1]:+.1%} to {means[-1][1]:+.1%} ({t['verdict']}; slope "
+                     f"{100 * line['b']:+.1f} points per decade, 95% [{100 * line['b_low']:+.1f}, "
+                     f"{100 * line['b_high']:+.1f}]; carried to {line['at'] / 1e6:.1f}M: {line['projection']:+.0%}, "
+                     f"95% [{line['low']:+.0%}, {line['high']:+.0%}])")
+    seeds = sorted({len(b["runs"]) for b in best.values()})
+    edge = (f"Best rates at a grid edge: {', '.join(edges)}." if edges
+            else "Every best rate lies strictly inside its grid.")
+    return (f"Across the ladder's {len(widths)} widths (d = {', '.join(map(str, widths))}: Llama "
+            f"{min(ref, default=0):,} to {max(ref, default=0):,} parameters, {'/'.join(map(str, seeds))} seeds at "
+            f"each best rate), the gap to Llama of " + "; ".join(parts) + ". The numbers at the paper's scale are "
+            f"projections of a straight line in log parameters fitted to models {_ratio(max(ref, default=0))} to "
+            f"{_ratio(min(ref, default=0))} times smaller, not results. " + edge)
+
+
+def _ratio(n: int) -> str:
+    """How many times smaller than the paper's scale a model of n parameters is, to two significant figures."""
+    if n <= 0:
+        return "–"
+    r = paper_scale() / n
+    return f"{float(f'{r:.2g}'):,.0f}"
+
+
+def markdown(records: list[dict]) -> str:
+    """The ladder as the README shows it: the runs at their best rates, the fitted trends and the summary."""
+    return (markdown_table(rows(records), ("width", "params", "rate", "val ppl (mean)", "gap to Llama (mean ± se)"))
+            + "\n\n" + markdown_table(trend_rows(records), ("points",)) + "\n\n" + summary(records))

@@ -1,0 +1,161 @@
+"""Issue 26's evidence: each variant at its own learning rate, and the width ladder with its fitted trend
+(docs/design.md#55-the-language-model-sweep)."""
+import math
+import random
+import re
+
+import numpy as np
+import pytest
+import scipy.stats
+from conftest import ROOT
+
+from cem_core.experiments import verdicts
+from cem_core.experiments.lm import ladder, sweep
+from cem_core.nn.model import LanguageModel, ModelConfig
+
+
+@pytest.fixture(scope="module")
+def committed_lm_sweep():
+    return sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+
+
+def test_the_own_rate_preset_trains_each_variant_at_its_own_rate():
+    specs = sweep.preset_runs("own")
+    p = sweep.SWEEP_PRESETS["own"]
+    assert len(specs) == 3 * len(sweep.OWN_RATES) == 33
+    assert set(sweep.PAPER_VARIANTS) <= set(sweep.OWN_RATES)
+    assert all(s.config.lr == sweep.OWN_RATES[s.name] for s in specs)
+    assert {s.config.steps for s in specs} == {sweep.steps_for(sweep.SWEEP_PRESETS["default"])}
+    assert sorted({s.config.seed for s in specs}) == [0, 1, 2] and p.budget == 1.0
+    manifest = sweep.manifest("own", sweep.default_data("own"), specs)
+    assert manifest["verdict_rule"] == sweep.T_RULE and manifest["rate_rule"] == sweep.RATE_RULE
+    assert "97.5% quantile of Student's t" in sweep.T_RULE and "4.30" in sweep.T_RULE
+
+
+def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
+    """Counted on the built models: at every width the steps are the same fraction of 20 tokens per Llama
+    parameter, the head width is fixed, and each variant's grid is 1/2, 1 and 2 x its own d = 96 rate."""
+    p = sweep.SWEEP_PRESETS["ladder"]
+    parts = p.parts()
+    assert [q.d_model for q in parts] == [32, 64, 128] and parts[-1].d_model == 4 * parts[0].d_model
+    for q in parts:
+        assert q.d_model // q.n_heads == sweep.LADDER_HEAD_WIDTH and q.d_ff % 8 == 0
+        llama = LanguageModel(ModelConfig.variant("llama", vocab_size=257, d_model=q.d_model, n_layers=q.n_layers,
+                                                  n_heads=q.n_heads, d_ff=q.d_ff, max_seq_len=q.seq_len))
+        params = sum(t.numel() for t in llama.parameters())
+        assert sweep.steps_for(q) == math.ceil(sweep.LADDER_BUDGET * 20 * params / (q.batch_size * q.seq_len))
+    specs = sweep.preset_runs("ladder")
+    assert len(specs) == 3 * 4 * 3 * 2 == 72 and len({s.folder for s in specs}) == 72
+    for name in sweep.LADDER_VARIANTS:
+        rates = sorted({s.config.lr for s in specs if s.name == name})
+        assert rates == pytest.approx([sweep.OWN_RATES[name] * k for k in (0.5, 1, 2)], rel=1e-12)
+    manifest = sweep.manifest("ladder", sweep.default_data("ladder"), specs)
+    assert manifest["ladder_rule"] == sweep.LADDER_RULE and manifest["verdict_rule"] == sweep.T_RULE
+
+
+def test_the_paper_scale_is_the_86m_preset():
+    assert 85.0e6 < ladder.paper_scale() < 85.5e6
+
+
+def test_the_fitted_line_and_its_intervals_match_numpy_and_scipy():
+    rng = random.Random(3)
+    points = [{"N": n, "gap": 0.2 - 0.03 * math.log10(n) + rng.gauss(0, 0.01)}
+              for n in (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)]
+    line = ladder.fit(points, at=85e6)
+    x = np.log10([p["N"] for p in points])
+    y = np.array([p["gap"] for p in points])
+    b, a = np.polyfit(x, y, 1)
+    assert (line["a"], line["b"]) == pytest.approx((a, b), rel=1e-10)
+    X = np.column_stack([np.ones_like(x), x])
+    resid = y - X @ np.array([a, b])
+    cov = resid @ resid / (len(x) - 2) * np.linalg.inv(X.T @ X)
+    q = scipy.stats.t.ppf(0.975, len(x) - 2)
+    x0 = np.array([1.0, math.log10(85e6)])
+    assert line["q"] == pytest.approx(q, rel=1e-10)
+    half = q * math.sqrt(cov[1, 1])
+    assert (line["b_low"], line["b_high"]) == pytest.approx((b - half, b + half), rel=1e-9)
+    se0 = math.sqrt(x0 @ cov @ x0)
+    assert (line["projection"], line["low"], line["high"]) == pytest.approx(
+        (x0 @ [a, b], x0 @ [a, b] - q * se0, x0 @ [a, b] + q * se0), rel=1e-9)
+    assert math.isnan(ladder.fit(points[:2], at=85e6)["b"])                   # two points: no interval
+
+
+@pytest.mark.parametrize("slope, offset, expected", [
+    (-0.03, 0.25, "closing"),          # a positive gap falling with scale
+    (+0.03, 0.00, "widening"),         # a positive gap growing
+    (+0.03, -0.25, "closing"),         # a negative gap rising towards 0 (CEM ahead, Llama catching up)
+    (0.0, 0.10, "no trend shown"),     # flat within the noise
+])
+def test_the_trend_verdict_follows_the_ladder_rule(slope, offset, expected):
+    noise = (0.004, -0.004, 0.003, -0.003, 0.002, -0.002)
+    points = [{"N": n, "gap": offset + slope * math.log10(n) + e}
+              for n, e in zip((3e4, 3e4, 1e5, 1e5, 4e5, 4e5), noise)]
+    line = ladder.fit(points, at=85e6)
+    assert ladder.trend_verdict(line, points[-1]["gap"]) == expected
+
+
+def _record(name, width, lr, seed, ppl, params=1000, diverged=False):
+    return {"name": name, "lr": lr, "seed": seed, "val_ppl": ppl, "diverged": diverged, "params": params,
+            "identity": {"config": {"d_model": width}}}
+
+
+def test_best_rates_and_gaps_on_hand_made_records():
+    """The best rate is the lowest mean over seeds (a diverged run never wins), and each gap pairs a variant's
+    seed with Llama's same seed, both at their best rates."""
+    records = [_record("llama", 32, 1e-3, s, p, params=500) for s, p in ((0, 10.0), (1, 12.0))]
+    records += [_record("llama", 32, 2e-3, s, p, params=500) for s, p in ((0, 9.0), (1, 11.0))]
+    records += [_record("llama", 32, 4e-3, s, p, params=500) for s, p in ((0, 8.0), (1, 30.0))]   # mean 19
+    records += [_record("attn T=1", 32, 2e-3, s, p) for s, p in ((0, 9.9), (1, 12.1))]
+    records += [_record("attn T=1", 32, 4e-3, 0, 1.0, diverged=True), _record("attn T=1", 32, 4e-3, 1, 1.0)]
+    best = ladder.best_rates(records)
+    assert (best[(32, "llama")]["lr"], best[(32, "llama")]["ppl"], best[(32, "llama")]["inside"]) == (2e-3, 10.0, True)
+    assert (best[(32, "attn T=1")]["lr"], best[(32, "attn T=1")]["inside"]) == (2e-3, False)
+    points = ladder.gap_points(records)["attn T=1"]
+    assert [(p["seed"], p["N"]) for p in points] == [(0, 500), (1, 500)]
+    assert [p["gap"] for p in points] == pytest.approx([9.9 / 9.0 - 1, 12.1 / 11.0 - 1])
+    row = next(r for r in ladder.rows(records) if r["variant"] == "attn T=1")
+    assert row["rate"] == "0.002 (at the grid's edge)" and row["gap to Llama (mean ± se)"].startswith("+10.0%")
+
+
+def _own_like(common, shift):
+    """Records shaped like the own-rate sweep's, made from the committed sweep's: each variant's perplexity
+    moved by shift(name, seed), and the two learned-step-size variants added."""
+    out = [r | {"val_ppl": r["val_ppl"] + shift(r["name"], r["seed"])} for r in common
+           if r["name"] in sweep.PAPER_VARIANTS]
+    base = [r for r in out if r["name"] == "attn T=2, diag shared"]
+    out += [r | {"name": "attn T=2, diag shared, eta per step", "val_ppl": r["val_ppl"] - 0.3 - 0.01 * r["seed"]}
+            for r in base]
+    out += [r | {"name": "attn T=2, diag shared, P dlr, eta per step",
+                 "val_ppl": r["val_ppl"] - 0.3 + 0.02 * (r["seed"] - 1)} for r in base]
+    return out
+
+
+def test_the_claims_side_by_side_and_what_learned_step_sizes_say(committed_lm_sweep):
+    common = committed_lm_sweep
+    own = _own_like(common, lambda name, seed: -1.0 if name == "llama" else 0.0)
+    rows = sweep.side_by_side_rows(common, own)
+    assert [r["#"] for r in rows] == [str(k) for k in range(1, 9)]              # ours (9, 10) are not at own rates
+    shown = {r["#"]: r for r in sweep.claim_rows(common)}
+    for r in rows:
+        assert r["recorded verdict (± 2 se)"] == shown[r["#"]]["verdict"]        # the recorded verdicts unmoved
+        assert r[f"common rate {sweep.DEFAULT_LR:g}: A − B"] == shown[r["#"]]["ppl(A) − ppl(B), mean ± se"]
+    first = sweep.paired_difference(common, "attn T=1", "llama")
+    assert rows[0]["own rates: A − B"].startswith(f"{first['mean'] + 1.0:+.3f}")   # Llama 1.0 better at its rate
+    text = sweep.step_size_summary(own)
+    assert "consistent with reading dlr's gain as step-size control" in text and "-0.310 ± 0.006" in text
+    worse = [r | {"val_ppl": r["val_ppl"] + 0.5 + 0.01 * r["seed"]}
+             if r["name"] == "attn T=2, diag shared, P dlr, eta per step" else r for r in own]
+    assert "dlr is worse on top of learned step sizes" in sweep.step_size_summary(worse)
+
+
+def test_the_own_rate_summary_names_each_claim_once(committed_lm_sweep):
+    own = _own_like(committed_lm_sweep, lambda name, seed: 0.0)
+    text = sweep.own_summary(committed_lm_sweep, own)
+    assert "the claims whose reading changes are none." in text and "(3 seeds," in text   # the same records
+    named = []
+    for label in verdicts.DIRECTIONS:
+        found = re.search(re.escape(label) + r": (?:claims )?([^;.]+)", text).group(1)
+        named += [c for c in found.replace(" and ", ", ").split(", ") if c != "none"]
+    assert sorted(named, key=int) == [str(k) for k in range(1, 9)]
+    markdown = sweep.own_markdown(committed_lm_sweep, own)
+    assert text in markdown and sweep.step_size_summary(own) in markdown and markdown.count("\n| 8 |") == 1
