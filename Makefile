@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep clean
+.PHONY: app test info figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep lm-rates lm-own lm-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,15 @@ gp-study: $(BIN)/.runtime     ## the GP factor study: the plateau probe, then th
 
 lm-sweep: $(BIN)/.runtime     ## rerun (resume) the LM claims sweep into results/lm-default (about 1 hour on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-default --preset default
+
+lm-rates: $(BIN)/.runtime     ## rerun (resume) each variant's learning-rate grid into results/lm-rates (70 min on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-rates --preset rates --jobs 2
+
+lm-own: $(BIN)/.runtime       ## rerun (resume) each variant at its own rate into results/lm-own (about 90 min on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-own --preset own --jobs 2
+
+lm-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder into results/lm-ladder (about 50 min on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-ladder --preset ladder --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -171,8 +171,7 @@ def sweep_section(records) -> None:
 def own_rate_section(common, own) -> None:
     st.subheader("Each variant at its own learning rate")
     if not own:
-        st.warning("No own-rate sweep results found: run `python -m cem_core lm sweep --preset own --out "
-                   "results/lm-own` (about 90 minutes on 2 cores).")
+        st.warning("No own-rate sweep results found: run `make lm-own` (about 90 minutes on 2 cores).")
         return
     missing, _ = sweep.stale_runs(own, "own")
     if missing:
@@ -191,8 +190,8 @@ def own_rate_section(common, own) -> None:
 def ladder_section(records) -> None:
     st.subheader("A width ladder: is the gap to Llama closing with scale?")
     if not records:
-        st.warning("No width-ladder results found: run `python -m cem_core lm sweep --preset ladder --out "
-                   "results/lm-ladder` (about 50 minutes on 2 cores).")
+        st.warning("No width-ladder results found: run `make lm-ladder` (about 50 minutes on 2 "
+                   "cores).")
         return
     missing, _ = sweep.stale_runs(records, "ladder")
     if missing:

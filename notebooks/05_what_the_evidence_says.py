@@ -759,8 +759,7 @@ if lm and lm_own:
     display(pd.DataFrame(lm_sweep.side_by_side_rows(lm, lm_own)).set_index("#"))
     report(lm_sweep.own_summary(lm, lm_own) + "\n\n" + lm_sweep.step_size_summary(lm_own))
 else:
-    report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run "
-           "`python -m cem_core lm sweep --preset own --out results/lm-own`.")
+    report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run `make lm-own`.")
 
 # %%
 lm_ladder_records = load(lm_sweep.load_results, lm_ladder_path)
@@ -770,8 +769,7 @@ if lm_ladder_records:
     display(pd.DataFrame(lm_ladder.trend_rows(lm_ladder_records)).set_index("variant"))
     show_figure(plots.mpl_lm_ladder(lm_ladder_records))
 else:
-    report(f"The width ladder's results are not there (`{lm_ladder_path}`): run "
-           "`python -m cem_core lm sweep --preset ladder --out results/lm-ladder`.")
+    report(f"The width ladder's results are not there (`{lm_ladder_path}`): run `make lm-ladder`.")
 
 # %% [markdown]
 # ## 7. What holds, in one place

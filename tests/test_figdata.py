@@ -131,6 +131,7 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     out = tmp_path / "figures"
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),
+                 "--ladder-results", str(tmp_path / "lm" / "results.json"),       # one width: points, no line
                  "--gp-study-results", str(tmp_path / "study" / "results.json")]) == 0
     written = {p.name for p in out.iterdir()}
     assert written == listed

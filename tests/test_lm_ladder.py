@@ -1,5 +1,6 @@
 """Issue 26's evidence: each variant at its own learning rate, and the width ladder with its fitted trend
 (docs/design.md#55-the-language-model-sweep)."""
+import json
 import math
 import random
 import re
@@ -7,7 +8,7 @@ import re
 import numpy as np
 import pytest
 import scipy.stats
-from conftest import ROOT
+from conftest import ROOT, page_tables, row_values
 
 from cem_core.experiments import verdicts
 from cem_core.experiments.lm import ladder, sweep
@@ -20,6 +21,8 @@ def committed_lm_sweep():
 
 
 def test_the_own_rate_preset_trains_each_variant_at_its_own_rate():
+    rates = sweep.own_rates(sweep.load_results(ROOT / sweep.COMMITTED_RATES / "results.json"))
+    assert sweep.OWN_RATES == {name: r["lr"] for name, r in rates.items()}     # as the committed grid found them
     specs = sweep.preset_runs("own")
     p = sweep.SWEEP_PRESETS["own"]
     assert len(specs) == 3 * len(sweep.OWN_RATES) == 33
@@ -159,3 +162,87 @@ def test_the_own_rate_summary_names_each_claim_once(committed_lm_sweep):
     assert sorted(named, key=int) == [str(k) for k in range(1, 9)]
     markdown = sweep.own_markdown(committed_lm_sweep, own)
     assert text in markdown and sweep.step_size_summary(own) in markdown and markdown.count("\n| 8 |") == 1
+
+
+def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
+    """Hand-made ladder records: at every width and rate of the preset, Llama's perplexity falls with width and
+    each CEM variant's sits at gaps[name](log10 N) above it, worse away from its grid's middle rate."""
+    rng = random.Random(seed)
+    records = []
+    for q in sweep.SWEEP_PRESETS["ladder"].parts():
+        n = sweep.llama_params(q)
+        for name in sweep.LADDER_VARIANTS:
+            for k in sweep.LADDER_STEPS:
+                for s in (0, 1):
+                    ppl = (12 - math.log10(n)) * (1 + gaps.get(name, lambda x: 0.0)(math.log10(n)))
+                    records.append(_record(name, q.d_model, sweep.OWN_RATES[name] * k, s,
+                                           ppl * (1 + 0.01 * abs(math.log2(k))) + rng.gauss(0, noise), params=n))
+    return records
+
+
+def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
+    records = _ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x, "attn T=2": lambda x: 0.2,
+                            "cem-full": lambda x: -0.1 + 0.06 * x})
+    found = ladder.trends(records)
+    assert [found[n]["verdict"] for n in ("attn T=1", "attn T=2", "cem-full")] == \
+        ["closing", "no trend shown", "widening"]
+    assert found["attn T=1"]["line"]["b"] == pytest.approx(-0.03, abs=0.01)
+    text = ladder.summary(records)
+    assert "attn T=1 goes from" in text and "(closing;" in text and "not results" in text
+    assert "Every best rate lies strictly inside its grid." in text and "200 to 2,500 times smaller" in text
+    from cem_core.ui import interactive, plots
+    fig = interactive.lm_ladder_figure(records)
+    projection = next(t for t in fig.data if t.name == "attn T=1 projection")
+    assert projection.x == (ladder.paper_scale(),)
+    assert projection.y[0] == pytest.approx(100 * found["attn T=1"]["line"]["projection"])
+    assert "projection, not a result" in str(fig.layout.annotations[0].text)
+    mpl = plots.mpl_lm_ladder(records)
+    texts = [t.get_text() for t in mpl.axes[0].texts]
+    assert any("PROJECTION, not a result" in t for t in texts)
+    assert sum("%" in t and "[" in t for t in texts) == 3                     # one labelled projection per variant
+
+
+# -- the committed results ---------------------------------------------------------------------------
+
+
+def _committed(folder):
+    return sweep.load_results(ROOT / folder / "results.json")
+
+
+def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
+    records = _committed(sweep.COMMITTED_OWN)
+    assert sweep.stale_runs(records, "own") == (set(), set()) and len(records) == 33
+    assert {(r["name"], r["lr"]) for r in records} == set(sweep.OWN_RATES.items())
+    assert all(sorted(r["seed"] for r in records if r["name"] == n) == [0, 1, 2] for n in sweep.OWN_RATES)
+    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / sweep.MANIFEST).read_text())
+    assert (manifest["verdict_rule"], manifest["rate_rule"]) == (sweep.T_RULE, sweep.RATE_RULE)
+
+
+def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
+    """At least 3 widths x 4 variants x 2 seeds at each best rate, every best strictly inside its grid."""
+    records = _committed(sweep.COMMITTED_LADDER)
+    assert sweep.stale_runs(records, "ladder") == (set(), set()) and len(records) == 72
+    best = ladder.best_rates(records)
+    assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
+    assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
+    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / sweep.MANIFEST).read_text())
+    assert (manifest["ladder_rule"], manifest["verdict_rule"]) == (sweep.LADDER_RULE, sweep.T_RULE)
+
+
+@pytest.mark.slow                      # a whole app page and the notebook's committed outputs
+def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
+    common, own = _committed(sweep.COMMITTED_SWEEP), _committed(sweep.COMMITTED_OWN)
+    rungs = _committed(sweep.COMMITTED_LADDER)
+    readme = (ROOT / "README.md").read_text()
+    assert sweep.own_markdown(common, own) in readme and ladder.markdown(rungs) in readme
+    at, frames = page_tables("lm")
+    shown = [row_values(f) for f in frames]
+    for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own),
+                 ladder.trend_rows(rungs), ladder.rows(rungs)):
+        assert row_values(rows) in shown
+    text = " ".join(m.value for m in (*at.markdown, *at.caption))
+    assert sweep.step_size_summary(own) in text and ladder.summary(rungs) in text
+    assert sweep.own_summary(common, own) in text
+    notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
+    for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own), ladder.summary(rungs)):
+        assert json.dumps(sentence)[1:-1] in notebook

@@ -368,10 +368,11 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_all_figures(out_dir, gp_results, lm_results, gp_study_results) -> list[Path]:
+def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_results) -> list[Path]:
     """Write every figure (CEM_FIGURES on their defaults, GP_FIGURES from the GP sweep's results.json
     `gp_results`, LM_FIGURES from the LM sweep's `lm_results`, GP_STUDY_FIGURES from the GP factor study's
-    `gp_study_results`) as PNG and SVG into out_dir; return the paths written."""
+    `gp_study_results`, LADDER_FIGURES from the width ladder's `ladder_results`) as PNG and SVG into out_dir;
+    return the paths written."""
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -381,7 +382,8 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results) -> list
     for figures, load, results, command in (
             (GP_FIGURES, gp_sweep.load_results, gp_results, "make gp-sweep"),
             (LM_FIGURES, lm_sweep.load_results, lm_results, "make lm-sweep"),
-            (GP_STUDY_FIGURES, gp_sweep.load_results, gp_study_results, "make gp-study")):
+            (GP_STUDY_FIGURES, gp_sweep.load_results, gp_study_results, "make gp-study"),
+            (LADDER_FIGURES, lm_sweep.load_results, ladder_results, "make lm-ladder")):
         records = load(results)
         if not records:
             raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "
