@@ -181,9 +181,12 @@ def own_rate_section(common, own) -> None:
                "Command: `python -m cem_core lm sweep --preset own`.")
     st.dataframe(sweep.own_variant_rows(common, own), hide_index=True)
     st.markdown("**The claims twice: at the common rate and with each variant at its own rate**")
-    verdict_table(sweep.side_by_side_rows(common, own))
+    if rows := sweep.side_by_side_rows(common, own):
+        verdict_table(rows)
+        st.caption(sweep.own_summary(common, own))
+    else:
+        st.info("No claim has both its variants in the own-rate sweep yet.")
     st.caption(f"Rule for the own-rate runs, fixed before they trained: {sweep.T_RULE}")
-    st.caption(sweep.own_summary(common, own))
     st.markdown(sweep.step_size_summary(own))
 
 

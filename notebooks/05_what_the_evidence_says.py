@@ -756,8 +756,12 @@ if lm and lm_own:
     own_total = len(lm_sweep.preset_runs("own"))
     report(f"{len(lm_own)} of the own-rate sweep's {own_total} runs loaded.")
     display(pd.DataFrame(lm_sweep.own_variant_rows(lm, lm_own)).set_index("variant"))
-    display(pd.DataFrame(lm_sweep.side_by_side_rows(lm, lm_own)).set_index("#"))
-    report(lm_sweep.own_summary(lm, lm_own) + "\n\n" + lm_sweep.step_size_summary(lm_own))
+    side_by_side = lm_sweep.side_by_side_rows(lm, lm_own)
+    if side_by_side:
+        display(pd.DataFrame(side_by_side).set_index("#"))
+        report(lm_sweep.own_summary(lm, lm_own) + "\n\n" + lm_sweep.step_size_summary(lm_own))
+    else:
+        report("No claim has both its variants in the own-rate sweep yet.")
 else:
     report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run `make lm-own`.")
 

@@ -246,3 +246,20 @@ def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_nu
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
     for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own), ladder.summary(rungs)):
         assert json.dumps(sentence)[1:-1] in notebook
+
+
+def test_partial_own_rate_results_say_what_is_missing(committed_lm_sweep):
+    own = [r for r in _own_like(committed_lm_sweep, lambda name, seed: 0.0) if r["name"] == "llama"]
+    assert sweep.side_by_side_rows(committed_lm_sweep, own) == []
+    assert sweep.step_size_summary(own).startswith("Claim 6 and learned step sizes: no runs yet of attn T=2, diag")
+
+
+def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
+    records = [r for r in _ladder_like({"attn T=1": lambda x: 0.1}) if r["identity"]["config"]["d_model"] == 32]
+    rows = ladder.trend_rows(records)
+    assert all(r["trend"] == "no trend shown" and r["points"] == "2" for r in rows)
+    assert rows[0]["slope, points of gap per decade of parameters (95% t-interval)"].startswith("– (a line needs")
+    assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.markdown(records)
+    from cem_core.ui import interactive, plots
+    assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
+    plots.mpl_lm_ladder(records)

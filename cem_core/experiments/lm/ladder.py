@@ -148,12 +148,14 @@ def trend_rows(records: list[dict]) -> list[dict]:
     out = []
     for name, t in trends(records).items():
         line = t["line"]
+        fitted = math.isfinite(line["b"])
         out.append({"variant": name, "points": str(line["n"]),
                     "slope, points of gap per decade of parameters (95% t-interval)":
-                        f"{100 * line['b']:+.1f} [{100 * line['b_low']:+.1f}, {100 * line['b_high']:+.1f}]",
+                        f"{100 * line['b']:+.1f} [{100 * line['b_low']:+.1f}, {100 * line['b_high']:+.1f}]"
+                        if fitted else "– (a line needs 3 points at 2 widths)",
                     "trend": t["verdict"],
                     f"projection at {line['at'] / 1e6:.1f}M (95% interval; not a result)":
-                        f"{line['projection']:+.1%} [{line['low']:+.1%}, {line['high']:+.1%}]"})
+                        f"{line['projection']:+.1%} [{line['low']:+.1%}, {line['high']:+.1%}]" if fitted else "–"})
     return out
 
 
@@ -167,6 +169,9 @@ def summary(records: list[dict]) -> str:
     for name, t in trends(records).items():
         means = list(t["means"].values())
         line = t["line"]
+        if not math.isfinite(line["b"]):
+            parts.append(f"{name} is {means[-1][1]:+.1%} at d = {max(t['means'])} (no line yet: {line['n']} points)")
+            continue
         parts.append(f"{name} goes from {means[0][1]:+.1%} to {means[-1][1]:+.1%} ({t['verdict']}; slope "
                      f"{100 * line['b']:+.1f} points per decade, 95% [{100 * line['b_low']:+.1f}, "
                      f"{100 * line['b_high']:+.1f}]; carried to {line['at'] / 1e6:.1f}M: {line['projection']:+.0%}, "

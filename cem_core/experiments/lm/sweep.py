@@ -606,6 +606,9 @@ STEP_SIZE_PAIRS = (("attn T=2, diag shared, P dlr", "attn T=2, diag shared"),
 def step_size_summary(records: list[dict]) -> str:
     """What the learned per-step step sizes say about claim 6 (is dlr's gain step-size control?), in words
     computed from the own-rate sweep's records under the t-based rule."""
+    names = {r["name"] for r in records}
+    if missing := [n for n in dict.fromkeys(n for pair in STEP_SIZE_PAIRS for n in pair) if n not in names]:
+        return f"Claim 6 and learned step sizes: no runs yet of {and_list(missing)}."
     found = []
     for a, b in STEP_SIZE_PAIRS:
         d = paired_difference(records, a, b)
