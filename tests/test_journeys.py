@@ -18,6 +18,8 @@ Debian's headless Chromium against `streamlit run app.py`; tests/appdriver.py):
 - the pages at 1280 x 720 and 1920 x 1080: the first two plots, the equations and the verdict columns
   lie inside the viewport, plot text is at least 14 px, axes carry no SI suffixes, step ticks are
   integers.
+- a referee on the LM page: the claims at the common rate and at each variant's own rate side by side, the
+  line on learned step sizes, the width ladder's fitted lines and its labelled projection.
 
 Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set (the ones in docs/ are made so).
 """
@@ -452,4 +454,41 @@ def test_legible_on_a_projector(app, browser, tmp_path, width, height):
                              "scroll: e.scrollWidth, width: e.clientWidth}; }")
         assert box["scroll"] <= box["width"] + 1 and box["right"] <= width, (path, box)
         page.screenshot(path=tmp_path / f"{path}-{width}.png", full_page=True)
+    page.close()
+
+
+# -- (e) a referee reads the LM evidence ----------------------------------------------------------------
+
+
+def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, browser, tmp_path):
+    """From the LM page's top to its end: the claims at the common rate, the same claims beside them with each
+    variant at its own rate (every claim of the paper once, no column cut off), the line on learned step sizes,
+    and the width ladder's figure with its fitted lines and the labelled projection."""
+    from cem_core.experiments.lm import ladder, sweep
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{app.url}/lm")
+    settle(page)
+    own = page.get_by_role("heading", name="Each variant at its own learning rate")
+    own.wait_for(timeout=60000)
+    own.scroll_into_view_if_needed()
+    table = page.locator("[data-testid='stTable']").nth(1)                 # the claims side by side
+    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
+    assert "own rates: t-based verdict" in headers and "recorded verdict (± 2 se)" in headers, headers
+    assert table.locator("tbody tr").count() == 8
+    box = table.evaluate("e => { const r = e.getBoundingClientRect(); return {right: r.right, "
+                         "scroll: e.scrollWidth, width: e.clientWidth}; }")
+    assert box["scroll"] <= box["width"] + 1 and box["right"] <= 1400, box
+    assert page.get_by_text("Claim 6 and learned step sizes").count() == 1
+    page.screenshot(path=_shots(tmp_path) / "lm-own-rates.png", full_page=True)
+    rungs = page.get_by_role("heading", name="A width ladder: is the gap to Llama closing with scale?")
+    rungs.scroll_into_view_if_needed()
+    settle(page)
+    names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map(t => "
+                          "t.name))")
+    records = sweep.load_results(Path(__file__).resolve().parents[1] / sweep.COMMITTED_LADDER / "results.json")
+    assert {f"{name} projection" for name in ladder.trends(records)} <= set(names), names
+    assert page.get_by_text(re.compile("projection, not a result")).count() >= 1
+    page.screenshot(path=_shots(tmp_path) / "lm-ladder.png", full_page=True)
+    _assert_clean(page, "the LM page's evidence")
     page.close()
