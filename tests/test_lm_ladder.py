@@ -263,3 +263,22 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     from cem_core.ui import interactive, plots
     assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
     plots.mpl_lm_ladder(records)
+
+
+def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
+    """LADDER_RULE's extension: a rate added for one variant at one width adds just those runs, and the folder's
+    manifest accepts the grown sweep (its earlier runs a subset)."""
+    from dataclasses import replace
+
+    p = sweep.SWEEP_PRESETS["ladder"]
+    grown = replace(p, extra_lrs=((32, "attn T=1", (1.6e-2,)),))
+    parts = {q.d_model: q for q in grown.parts()}
+    assert parts[32].lrs_of("attn T=1")[-1] == 1.6e-2 and 1.6e-2 not in parts[64].lrs_of("attn T=1")
+    assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
+    before = {s.folder for s in sweep.preset_runs("ladder")}
+    sweep.SWEEP_PRESETS["ladder"] = grown
+    try:
+        after = {s.folder for s in sweep.preset_runs("ladder")}
+    finally:
+        sweep.SWEEP_PRESETS["ladder"] = p
+    assert after - before == {"attn-t-1-d32-lr0.016-seed0", "attn-t-1-d32-lr0.016-seed1"} and before <= after

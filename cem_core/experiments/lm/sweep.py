@@ -102,15 +102,22 @@ class SweepPreset:
     own_lrs: tuple = ()                # (variant, its rates) pairs that replace lrs for those variants
     widths: tuple = ()                 # a width ladder: one part per d_model, at a fixed head width
     head_width: int = 0
+    extra_lrs: tuple = ()              # (d_model, variant, rates): a ladder grid extended at one width
 
     def lrs_of(self, name: str) -> tuple:
         return dict(self.own_lrs).get(name, self.lrs)
 
     def parts(self) -> tuple:
         """The preset itself, or one preset per width of its ladder (n_heads = d_model / head_width, d_ff = 8/3
-        d_model rounded to a multiple of 8, as the CPU sweep's 256 at 96)."""
-        return tuple(replace(self, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8, widths=())
-                     for w in self.widths) or (self,)
+        d_model rounded to a multiple of 8, as the CPU sweep's 256 at 96), each with its grids' extensions."""
+        def part(w: int) -> SweepPreset:
+            own = {name: self.lrs_of(name) for name in self.variants}
+            for width, name, rates in self.extra_lrs:
+                if width == w:
+                    own[name] = (*own[name], *rates)
+            return replace(self, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8, widths=(),
+                           own_lrs=tuple(own.items()), extra_lrs=())
+        return tuple(part(w) for w in self.widths) or (self,)
 
 
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
