@@ -39,7 +39,8 @@ def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
     for r in records:
         groups.setdefault((r["identity"]["config"]["d_model"], r["name"]), {}).setdefault(r["lr"], []).append(r)
     out = {}
-    for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], sweep.LADDER_VARIANTS.index(kv[0][1]))):
+    order = list(sweep.VARIANTS)
+    for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         mean = {lr: statistics.fmean(_ppl(r) for r in runs) for lr, runs in by_lr.items()}
         grid = sorted(mean)
         lr = min(grid, key=lambda x: (mean[x], x))
