@@ -472,7 +472,8 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     own = page.get_by_role("heading", name="Each variant at its own learning rate")
     own.wait_for(timeout=60000)
     own.scroll_into_view_if_needed()
-    table = page.locator("[data-testid='stTable']").nth(1)                 # the claims side by side
+    table = page.locator("[data-testid='stTable']").filter(has_text="own rates: t-based verdict")   # side by side
+    assert table.count() == 1
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert "own rates: t-based verdict" in headers and "recorded verdict (± 2 se)" in headers, headers
     assert table.locator("tbody tr").count() == 8

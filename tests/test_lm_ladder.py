@@ -51,9 +51,9 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
     assert len(specs) == 3 * 4 * 3 * 2 == 72 and len({s.folder for s in specs}) == 72
     for name in sweep.LADDER_VARIANTS:
         rates = sorted({s.config.lr for s in specs if s.name == name})
-        assert rates == pytest.approx([sweep.OWN_RATES[name] * k for k in (0.5, 1, 2)], rel=1e-12)
+        assert rates == [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]   # exact
     manifest = sweep.manifest("ladder", sweep.default_data("ladder"), specs)
-    assert manifest["ladder_rule"] == sweep.LADDER_RULE and manifest["verdict_rule"] == sweep.T_RULE
+    assert manifest["verdict_rule"] == sweep.LADDER_RULE and "rate_rule" not in manifest
 
 
 def test_the_paper_scale_is_the_86m_preset():
@@ -62,11 +62,11 @@ def test_the_paper_scale_is_the_86m_preset():
 
 def test_the_fitted_line_and_its_intervals_match_numpy_and_scipy():
     rng = random.Random(3)
-    points = [{"N": n, "gap": 0.2 - 0.03 * math.log10(n) + rng.gauss(0, 0.01)}
+    points = [{"N": n, "g": 0.2 - 0.03 * math.log10(n) + rng.gauss(0, 0.01)}
               for n in (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)]
     line = ladder.fit(points, at=85e6)
     x = np.log10([p["N"] for p in points])
-    y = np.array([p["gap"] for p in points])
+    y = np.array([p["g"] for p in points])
     b, a = np.polyfit(x, y, 1)
     assert (line["a"], line["b"]) == pytest.approx((a, b), rel=1e-10)
     X = np.column_stack([np.ones_like(x), x])
@@ -81,20 +81,24 @@ def test_the_fitted_line_and_its_intervals_match_numpy_and_scipy():
     assert (line["projection"], line["low"], line["high"]) == pytest.approx(
         (x0 @ [a, b], x0 @ [a, b] - q * se0, x0 @ [a, b] + q * se0), rel=1e-9)
     assert math.isnan(ladder.fit(points[:2], at=85e6)["b"])                   # two points: no interval
+    left_out = ladder.fit([*points, {"N": 1e6, "g": math.nan}], at=85e6)      # a diverged pair is left out
+    assert (left_out["n"], left_out["b"]) == (6, pytest.approx(b, rel=1e-10))
 
 
 @pytest.mark.parametrize("slope, offset, expected", [
     (-0.03, 0.25, "closing"),          # a positive gap falling with scale
     (+0.03, 0.00, "widening"),         # a positive gap growing
     (+0.03, -0.25, "closing"),         # a negative gap rising towards 0 (CEM ahead, Llama catching up)
+    (-0.03, 0.10, "widening"),         # a negative gap growing more negative
+    (-0.04, 0.19, "closing"),          # a gap that starts at +1.1% and falls through 0 to -1.3%
     (0.0, 0.10, "no trend shown"),     # flat within the noise
 ])
 def test_the_trend_verdict_follows_the_ladder_rule(slope, offset, expected):
+    """The side of 0 the gap starts on is the fitted line's at the smallest width, not one noisy mean."""
     noise = (0.004, -0.004, 0.003, -0.003, 0.002, -0.002)
-    points = [{"N": n, "gap": offset + slope * math.log10(n) + e}
-              for n, e in zip((3e4, 3e4, 1e5, 1e5, 4e5, 4e5), noise)]
-    line = ladder.fit(points, at=85e6)
-    assert ladder.trend_verdict(line, points[-1]["gap"]) == expected
+    ns = (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)
+    points = [{"N": n, "g": offset + slope * math.log10(n) + e} for n, e in zip(ns, noise)]
+    assert ladder.trend_verdict(ladder.fit(points, at=85e6), min(ns)) == expected
 
 
 def _record(name, width, lr, seed, ppl, params=1000, diverged=False):
@@ -115,9 +119,21 @@ def test_best_rates_and_gaps_on_hand_made_records():
     assert (best[(32, "attn T=1")]["lr"], best[(32, "attn T=1")]["inside"]) == (2e-3, False)
     points = ladder.gap_points(records)["attn T=1"]
     assert [(p["seed"], p["N"]) for p in points] == [(0, 500), (1, 500)]
-    assert [p["gap"] for p in points] == pytest.approx([9.9 / 9.0 - 1, 12.1 / 11.0 - 1])
+    assert [p["g"] for p in points] == pytest.approx([math.log(9.9 / 9.0), math.log(12.1 / 11.0)], rel=1e-12)
+    assert [p["gap"] for p in points] == pytest.approx([9.9 / 9.0 - 1, 12.1 / 11.0 - 1], rel=1e-12)
     row = next(r for r in ladder.rows(records) if r["variant"] == "attn T=1")
-    assert row["rate"] == "0.002 (at the grid's edge)" and row["gap to Llama (mean ± se)"].startswith("+10.0%")
+    assert row["rate"] == "0.002 (at the grid's edge)" and row[ladder.GAP_COLUMN].startswith("+10.0% (g = +0.0953")
+
+
+def test_a_diverged_llama_run_is_left_out_of_the_gap_not_read_as_a_win():
+    records = [_record("llama", 32, 2e-3, 0, 9.0, params=500), _record("llama", 32, 2e-3, 1, 1.0, diverged=True)]
+    records += [_record("attn T=1", 32, 4e-3, s, 9.9) for s in (0, 1)]
+    points = ladder.gap_points(records)["attn T=1"]
+    assert points[0]["gap"] == pytest.approx(0.1) and math.isnan(points[1]["g"])
+    found = ladder.trends(records)["attn T=1"]
+    assert found["diverged"] == 1 and found["means"][32][1] == pytest.approx(math.log(1.1))
+    row = next(r for r in ladder.rows(records) if r["variant"] == "attn T=1")
+    assert row[ladder.GAP_COLUMN].endswith(", 1 diverged") and "1 diverged pairs left out" in ladder.summary(records)
 
 
 def _own_like(common, shift):
@@ -145,10 +161,42 @@ def test_the_claims_side_by_side_and_what_learned_step_sizes_say(committed_lm_sw
     first = sweep.paired_difference(common, "attn T=1", "llama")
     assert rows[0]["own rates: A − B"].startswith(f"{first['mean'] + 1.0:+.3f}")   # Llama 1.0 better at its rate
     text = sweep.step_size_summary(own)
-    assert "consistent with reading dlr's gain as step-size control" in text and "-0.310 ± 0.006" in text
-    worse = [r | {"val_ppl": r["val_ppl"] + 0.5 + 0.01 * r["seed"]}
-             if r["name"] == "attn T=2, diag shared, P dlr, eta per step" else r for r in own]
-    assert "dlr is worse on top of learned step sizes" in sweep.step_size_summary(worse)
+    assert "consistent with reading dlr's gain as step-size control" in text and "-0.310 ± 0.006 (better" in text
+
+
+def _moved(records, names, shift):
+    return [r | {"val_ppl": r["val_ppl"] + shift(r["seed"])} if r["name"] in names else r for r in records]
+
+
+ETA, BOTH = "attn T=2, diag shared, eta per step", "attn T=2, diag shared, P dlr, eta per step"
+
+
+@pytest.mark.parametrize("names, shift, expected", [
+    ((BOTH,), lambda s: 0.5 + 0.01 * s, "dlr is worse on top of learned"),
+    ((BOTH,), lambda s: -0.5 - 0.01 * s, "dlr improves on top of learned"),
+    (("attn T=2, diag shared, P dlr",), lambda s: 0.345 + 0.01 * (s - 1), "dlr shows no gain at its own rate (no "),
+    ((ETA, BOTH), lambda s: 0.6 + 0.01 * s, "learned step sizes alone show a loss"),
+    ((ETA, BOTH), lambda s: 0.28 + 0.03 * s, "learned step sizes alone show no measurable gain"),
+])
+def test_what_learned_step_sizes_say_follows_the_numbers(committed_lm_sweep, names, shift, expected):
+    own = _moved(_own_like(committed_lm_sweep, lambda n, seed: 0.0), names, shift)
+    assert expected in sweep.step_size_summary(own)
+
+
+def test_a_diverged_run_is_named_in_what_learned_step_sizes_say(committed_lm_sweep):
+    own = [r | {"diverged": True, "val_ppl": math.nan} if r["name"] == "attn T=2, diag shared, eta per step"
+           and r["seed"] == 1 else r for r in _own_like(committed_lm_sweep, lambda n, seed: 0.0)]
+    text = sweep.step_size_summary(own)
+    assert "(a run diverged, 3 seeds)" in text and "So a run diverged" in text
+
+
+def test_the_own_rate_summary_names_the_claims_whose_reading_changes(committed_lm_sweep):
+    """Llama 0.5 better at its own rate than at the common one makes claim 2 (the CEM MLP competitive with
+    SwiGLU, +0.064 ± 0.037 today) a measured loss: its reading changes, and only its."""
+    own = _own_like(committed_lm_sweep, lambda name, seed: -0.5 if name == "llama" else 0.0)
+    text = sweep.own_summary(committed_lm_sweep, own)
+    assert text.endswith("the claims whose reading changes are 2.")
+    assert "against the paper: claims 1, 2, 5 and 8;" in text
 
 
 def test_the_own_rate_summary_names_each_claim_once(committed_lm_sweep):
@@ -194,7 +242,7 @@ def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
     fig = interactive.lm_ladder_figure(records)
     projection = next(t for t in fig.data if t.name == "attn T=1 projection")
     assert projection.x == (ladder.paper_scale(),)
-    assert projection.y[0] == pytest.approx(100 * found["attn T=1"]["line"]["projection"])
+    assert projection.y[0] == pytest.approx(100 * math.expm1(found["attn T=1"]["line"]["projection"]), rel=1e-12)
     assert "projection, not a result" in str(fig.layout.annotations[0].text)
     mpl = plots.mpl_lm_ladder(records)
     texts = [t.get_text() for t in mpl.axes[0].texts]
@@ -226,7 +274,7 @@ def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
     assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
     assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
     manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / sweep.MANIFEST).read_text())
-    assert (manifest["ladder_rule"], manifest["verdict_rule"]) == (sweep.LADDER_RULE, sweep.T_RULE)
+    assert manifest["verdict_rule"] == sweep.LADDER_RULE
 
 
 @pytest.mark.slow                      # a whole app page and the notebook's committed outputs
@@ -258,7 +306,7 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     records = [r for r in _ladder_like({"attn T=1": lambda x: 0.1}) if r["identity"]["config"]["d_model"] == 32]
     rows = ladder.trend_rows(records)
     assert all(r["trend"] == "no trend shown" and r["points"] == "2" for r in rows)
-    assert rows[0]["slope, points of gap per decade of parameters (95% t-interval)"].startswith("– (a line needs")
+    assert rows[0][ladder.SLOPE_COLUMN].startswith("– (a line needs")
     assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.markdown(records)
     from cem_core.ui import interactive, plots
     assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
@@ -275,10 +323,14 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
     parts = {q.d_model: q for q in grown.parts()}
     assert parts[32].lrs_of("attn T=1")[-1] == 1.6e-2 and 1.6e-2 not in parts[64].lrs_of("attn T=1")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
-    before = {s.folder for s in sweep.preset_runs("ladder")}
+    before_order = [s.folder for s in sweep.preset_runs("ladder")]
+    before = set(before_order)
     sweep.SWEEP_PRESETS["ladder"] = grown
     try:
-        after = {s.folder for s in sweep.preset_runs("ladder")}
+        after_order = [s.folder for s in sweep.preset_runs("ladder")]
+        after = set(after_order)
     finally:
         sweep.SWEEP_PRESETS["ladder"] = p
     assert after - before == {"attn-t-1-d32-lr0.016-seed0", "attn-t-1-d32-lr0.016-seed1"} and before <= after
+    assert [f for f in after_order if f in before] == before_order                  # the earlier runs keep their order
+    assert parts[32].lrs_of("llama") == replace(p, extra_lrs=((32, "llama", (2e-3,)),)).parts()[0].lrs_of("llama")

@@ -296,10 +296,10 @@ def lm_ladder_figure(records) -> go.Figure:
                             name=f"{name} interval")
             fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
                             line=dict(color=color, dash=dash), name=f"{name} fitted line")
-        fig.add_scatter(x=[top], y=[100 * line["projection"]], mode="markers", showlegend=False,
-                        name=f"{name} projection", marker=dict(color=color, symbol="diamond-open", size=10),
-                        error_y=dict(type="data", symmetric=False, array=[100 * (line["high"] - line["projection"])],
-                                     arrayminus=[100 * (line["projection"] - line["low"])]))
+        gap, low, high = (100 * v for v in lm_ladder.projected(line))
+        fig.add_scatter(x=[top], y=[gap], mode="markers", showlegend=False, name=f"{name} projection",
+                        marker=dict(color=color, symbol="diamond-open", size=10),
+                        error_y=dict(type="data", symmetric=False, array=[high - gap], arrayminus=[gap - low]))
     fig.add_vline(x=top, line=dict(color="grey", dash="dot"),
                   annotation_text=f"{top / 1e6:.1f}M: projection, not a result", annotation_position="top left")
     fig.update_xaxes(type="log")

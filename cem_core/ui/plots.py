@@ -219,25 +219,24 @@ def mpl_lm_ladder(records):
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     top = lm_ladder.paper_scale()
     for k, (name, t) in enumerate(trends.items()):
-        c, line = colours[k % len(colours)], t["line"]
+        c, line, means = colours[k % len(colours)], t["line"], lm_ladder.width_means(t)
         ax.plot([p["N"] for p in t["points"]], [100 * p["gap"] for p in t["points"]], "o", mfc="none", color=c,
                 ms=4, alpha=0.6)
-        ns, means, ses = zip(*t["means"].values())
-        ax.errorbar(ns, [100 * m for m in means], yerr=[100 * e for e in ses], fmt="o", color=c, capsize=3,
-                    label=f"{name}: {t['verdict']}, slope {100 * line['b']:+.1f} pp per decade")
+        label = f"{name}: {t['verdict']}" + (f", slope of g {line['b']:+.3f} per decade"
+                                             if math.isfinite(line["b"]) else "")
+        ax.errorbar(means["N"], [100 * g for g in means["gap"]], fmt="o", color=c, capsize=3, label=label,
+                    yerr=[[100 * e for e in means["minus"]], [100 * e for e in means["plus"]]])
         if not math.isfinite(line["b"]):
             continue
-        for low, high, style in ((min(ns), max(ns), "-"), (max(ns), top, "--")):
+        for low, high, style in ((min(means["N"]), max(means["N"]), "-"), (max(means["N"]), top, "--")):
             b = lm_ladder.band(line, low, high)
             ax.plot(b["N"], [100 * g for g in b["gap"]], style, color=c, lw=1.3)
             ax.fill_between(b["N"], [100 * g for g in b["low"]], [100 * g for g in b["high"]], color=c,
                             alpha=0.12 if style == "-" else 0.06, lw=0)
-        ax.errorbar([top], [100 * line["projection"]], yerr=[[100 * (line["projection"] - line["low"])],
-                                                             [100 * (line["high"] - line["projection"])]],
-                    fmt="D", mfc="white", color=c, capsize=4)
-        ax.annotate(f"{100 * line['projection']:+.0f}% [{100 * line['low']:+.0f}, {100 * line['high']:+.0f}]",
-                    (top, 100 * line["projection"]), xytext=(-8, 0), textcoords="offset points", ha="right",
-                    va="center", fontsize=7, color=c)
+        gap, low, high = (100 * v for v in lm_ladder.projected(line))
+        ax.errorbar([top], [gap], yerr=[[gap - low], [high - gap]], fmt="D", mfc="white", color=c, capsize=4)
+        ax.annotate(f"{gap:+.0f}% [{low:+.0f}, {high:+.0f}]", (top, gap), xytext=(-8, 0), textcoords="offset points",
+                    ha="right", va="center", fontsize=7, color=c)
     ax.axhline(0, color="0.3", lw=0.8)
     ax.axvline(top, color="0.5", ls=":", lw=1)
     ax.annotate(f"paper's smallest scale ({top / 1e6:.1f}M):\nPROJECTION, not a result", (top, 1), xycoords=("data",

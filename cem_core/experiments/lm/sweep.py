@@ -114,7 +114,7 @@ class SweepPreset:
             own = {name: self.lrs_of(name) for name in self.variants}
             for width, name, rates in self.extra_lrs:
                 if width == w:
-                    own[name] = (*own[name], *rates)
+                    own[name] = tuple(dict.fromkeys((*own[name], *rates)))
             return replace(self, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8, widths=(),
                            own_lrs=tuple(own.items()), extra_lrs=())
         return tuple(part(w) for w in self.widths) or (self,)
@@ -140,15 +140,20 @@ LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
 LADDER_VARIANTS = ("llama", "attn T=1", "attn T=2", "cem-full")
 LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
 LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 1 and 2 x its own rate at d = 96) "
-               "with the lowest mean validation perplexity over the two seeds; a best at an edge extends that "
-               "variant's grid at that width by a factor of 2, until it does not. The gap of a CEM variant to Llama "
-               "at a width is g = ppl(variant) / ppl(Llama) - 1, paired by seed, each at its best rate. The trend is "
-               "the least-squares line g = a + b log10(N), N the Llama model's parameters at that width, through "
-               "every seed at every width; its 95% t-interval (points - 2 degrees of freedom) decides: 'closing' "
-               "when the interval of b lies wholly on the side that moves g towards 0 (b < 0 for g > 0 at the "
-               "largest width, b > 0 for g < 0), 'widening' when wholly on the other side, 'no trend shown' "
-               "otherwise. The line's value at the paper's smallest scale (Llama 85.2M) with its 95% interval is a "
-               "projection, not a result.")
+               "with the lowest mean validation perplexity over the two seeds (a diverged run counts as infinitely "
+               "bad); a best at an edge extends that variant's grid at that width by a factor of 2, until it does "
+               "not. The same two seeds then measure the gap, so the choice of rate favours each side a little, "
+               "alike. The gap of a CEM variant to Llama at a width is the difference in validation loss, g = ln "
+               "ppl(variant) - ln ppl(Llama), paired by seed, each side at its best rate, and is shown as the "
+               "perplexity ratio minus 1, exp(g) - 1; a pair with a diverged run is left out of the fit and "
+               "counted. The trend is the least-squares line g = a + b log10(N), N the Llama model's parameters at "
+               "that width, through every seed at every width. The 95% t-interval of b (points - 2 degrees of "
+               "freedom) decides, with the line's value at the smallest width saying on which side of 0 the gap "
+               "starts: 'closing' when the interval of b lies wholly on the side that moves g towards 0 (b < 0 for "
+               "a gap that starts above 0, b > 0 for one below), 'widening' when wholly on the other side, 'no "
+               "trend shown' otherwise. The line's value at the paper's smallest scale (Llama 85.2M), with the "
+               "95% confidence interval of the line there, is a projection, not a result: it holds only if the "
+               "line stays straight that far.")
 _CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
@@ -176,6 +181,7 @@ SWEEP_PRESETS = {
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
 VERDICT_RULE = verdicts.rule("ppl", "validation perplexity", TOLERANCE)
 T_RULE = verdicts.t_rule("ppl", "validation perplexity", TOLERANCE)    # the rule fixed for the own-rate sweep
+RULES = {"own": T_RULE, "ladder": LADDER_RULE}        # each preset's rule, where it is not VERDICT_RULE
 
 # The paper's eight claims and two of ours: (text, [(kind, A, B), ...])
 CLAIMS = [
@@ -324,9 +330,8 @@ def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
     return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
             "data_label": describe(data), "data_sha256": content_sha256(data),
             "runs": [json_hash(s.config.identity(data)) for s in specs],
-            "tolerance": TOLERANCE, "verdict_rule": T_RULE if preset in ("own", "ladder") else VERDICT_RULE,
-            **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {}),
-            **({"ladder_rule": LADDER_RULE} if preset == "ladder" else {})}
+            "tolerance": TOLERANCE, "verdict_rule": RULES.get(preset, VERDICT_RULE),
+            **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {})}
 
 
 def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
@@ -612,31 +617,40 @@ STEP_SIZE_PAIRS = (("attn T=2, diag shared, P dlr", "attn T=2, diag shared"),
 
 def step_size_summary(records: list[dict]) -> str:
     """What the learned per-step step sizes say about claim 6 (is dlr's gain step-size control?), in words
-    computed from the own-rate sweep's records under the t-based rule."""
+    computed from the own-rate sweep's records: each pair better, worse or no measurable difference by the
+    t-based interval (95%, seeds - 1 degrees of freedom)."""
     names = {r["name"] for r in records}
     if missing := [n for n in dict.fromkeys(n for pair in STEP_SIZE_PAIRS for n in pair) if n not in names]:
         return f"Claim 6 and learned step sizes: no runs yet of {and_list(missing)}."
+    words = {"supported": "better", "contradicted": "worse", "inconclusive": "no measurable difference"}
     found = []
     for a, b in STEP_SIZE_PAIRS:
         d = paired_difference(records, a, b)
-        found.append((d, verdicts.t_reading("improves", d, TOLERANCE)))
+        found.append((d, "a run diverged" if d["diverged"] else
+                      words[verdicts.verdict("improves", d, TOLERANCE, verdicts.t_multiplier(d["seeds"]))]))
     (p, p_word), (eta, eta_word), (both, both_word) = found
 
     def said(d: dict, word: str) -> str:
-        return f"{d['mean']:+.3f} ± {d['se']:.3f} ({word} as an improvement, {d['seeds']} seeds)"
+        return f"{d['mean']:+.3f} ± {d['se']:.3f} ({word}, {d['seeds']} seeds)"
 
-    if both_word == "supported":
+    if "a run diverged" in (p_word, eta_word, both_word):
+        reading = "a run diverged, and this cannot tell step-size control from curvature"
+    elif p_word != "better":
+        reading = f"dlr shows no gain at its own rate ({p_word}), so there is no gain here to attribute"
+    elif both_word == "better":
         reading = "dlr improves on top of learned step sizes, so its gain is not only step-size control"
-    elif both_word != "inconclusive":
+    elif both_word == "worse":
         reading = "dlr is worse on top of learned step sizes than without it"
-    elif eta_word == "supported":
+    elif eta_word == "better":
         reading = ("learned step sizes give a gain and dlr adds none measurable on top: consistent with reading "
                    "dlr's gain as step-size control")
     else:
-        reading = "learned step sizes give no measurable gain, so this cannot tell step-size control from curvature"
-    return (f"Claim 6 and learned step sizes, each variant at its own rate: against the shared diagonal, the dlr "
-            f"preconditioner changes validation perplexity by {said(p, p_word)} and learned per-step η by "
-            f"{said(eta, eta_word)}; dlr on top of learned η changes it by {said(both, both_word)}. So {reading}.")
+        reading = (f"learned step sizes alone show {'a loss' if eta_word == 'worse' else 'no measurable gain'} and "
+                   "dlr adds none measurable on top of them, so this cannot tell step-size control from curvature")
+    return (f"Claim 6 and learned step sizes, each variant at its own rate, read with the t-based interval: "
+            f"against the shared diagonal, the dlr preconditioner changes validation perplexity by {said(p, p_word)} "
+            f"and learned per-step η by {said(eta, eta_word)}; dlr on top of learned η changes it by "
+            f"{said(both, both_word)}. So {reading}.")
 
 
 def markdown_tables(records: list[dict]) -> str:
