@@ -48,10 +48,16 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
         params = sum(t.numel() for t in llama.parameters())
         assert sweep.steps_for(q) == math.ceil(sweep.LADDER_BUDGET * 20 * params / (q.batch_size * q.seq_len))
     specs = sweep.preset_runs("ladder")
-    assert len(specs) == 3 * 4 * 3 * 2 == 72 and len({s.folder for s in specs}) == 72
-    for name in sweep.LADDER_VARIANTS:
-        rates = sorted({s.config.lr for s in specs if s.name == name})
-        assert rates == [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]   # exact
+    extended = 2 * sum(len(rates) for _, _, rates in sweep.LADDER_EXTENSIONS)
+    assert len(specs) == 3 * 4 * 3 * 2 + extended and len({s.folder for s in specs}) == len(specs)
+    for q in parts:
+        for name in sweep.LADDER_VARIANTS:
+            rates = sorted({s.config.lr for s in specs if s.name == name and s.config.d_model == q.d_model})
+            grid = [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]       # exact
+            grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.d_model, name) for r in more]
+            assert rates == sorted(grid)
+    for width, name, more in sweep.LADDER_EXTENSIONS:                       # each one step of 2 past an edge
+        assert all(abs(math.log2(r / sweep.OWN_RATES[name])) == 2 for r in more)
     manifest = sweep.manifest("ladder", sweep.default_data("ladder"), specs)
     assert manifest["verdict_rule"] == sweep.LADDER_RULE and "rate_rule" not in manifest
 
@@ -269,7 +275,7 @@ def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
 def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
     """At least 3 widths x 4 variants x 2 seeds at each best rate, every best strictly inside its grid."""
     records = _committed(sweep.COMMITTED_LADDER)
-    assert sweep.stale_runs(records, "ladder") == (set(), set()) and len(records) == 72
+    assert sweep.stale_runs(records, "ladder") == (set(), set()) and len(records) >= 72
     best = ladder.best_rates(records)
     assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
     assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
@@ -319,9 +325,9 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
     from dataclasses import replace
 
     p = sweep.SWEEP_PRESETS["ladder"]
-    grown = replace(p, extra_lrs=((32, "attn T=1", (1.6e-2,)),))
+    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=1", (3.2e-2,))))
     parts = {q.d_model: q for q in grown.parts()}
-    assert parts[32].lrs_of("attn T=1")[-1] == 1.6e-2 and 1.6e-2 not in parts[64].lrs_of("attn T=1")
+    assert parts[32].lrs_of("attn T=1")[-1] == 3.2e-2 and 3.2e-2 not in parts[64].lrs_of("attn T=1")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
     before_order = [s.folder for s in sweep.preset_runs("ladder")]
     before = set(before_order)
@@ -331,6 +337,21 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
         after = set(after_order)
     finally:
         sweep.SWEEP_PRESETS["ladder"] = p
-    assert after - before == {"attn-t-1-d32-lr0.016-seed0", "attn-t-1-d32-lr0.016-seed1"} and before <= after
+    assert after - before == {"attn-t-1-d32-lr0.032-seed0", "attn-t-1-d32-lr0.032-seed1"} and before <= after
     assert [f for f in after_order if f in before] == before_order                  # the earlier runs keep their order
-    assert parts[32].lrs_of("llama") == replace(p, extra_lrs=((32, "llama", (2e-3,)),)).parts()[0].lrs_of("llama")
+    assert parts[32].lrs_of("llama") == replace(p, extra_lrs=(*p.extra_lrs, (32, "llama", (2e-3,)))).parts()[0].lrs_of(
+        "llama")                                                               # a rate already there adds nothing
+
+
+def test_a_gap_whose_line_crosses_zero_is_named_so_not_only_closing():
+    """CEM ahead at the smallest width and behind at the largest: LADDER_RULE's word is "closing" (the slope moves
+    the starting gap towards 0), and the summary says where the line crosses 0 and that the gap grows past it."""
+    records = _ladder_like({"attn T=1": lambda x: -0.3 + 0.06 * x}, noise=0.005)
+    found = ladder.trends(records)["attn T=1"]
+    assert found["verdict"] == "closing"
+    n0 = 10 ** (-found["line"]["a"] / found["line"]["b"])
+    assert 6e4 < n0 < 1.6e5                                                  # ln(1 + g) = 0 near log10 N = 5
+    assert f"crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama below" in \
+        ladder.summary(records)
+    assert "crosses 0" not in ladder.crossing(ladder.trends(_ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x}))[
+        "attn T=1"])

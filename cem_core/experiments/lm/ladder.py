@@ -219,6 +219,20 @@ def trend_rows(records: list[dict]) -> list[dict]:
     return out
 
 
+def crossing(t: dict) -> str:
+    """For a closing gap whose line reaches 0 before the paper's scale: where, and that the gap grows again past
+    it (LADDER_RULE's word "closing" says only that the slope moves the gap towards 0)."""
+    line = t["line"]
+    if t["verdict"] != TRENDS[0] or line["b"] == 0:
+        return ""
+    n0 = 10 ** (-line["a"] / line["b"])
+    if not min(p["N"] for p in t["points"]) < n0 < line["at"]:
+        return ""
+    ahead, behind = ("below", "above") if line["b"] > 0 else ("above", "below")
+    return (f", but its line crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama {ahead} "
+            f"that, behind {behind} it, and the gap growing again past it")
+
+
 def summary(records: list[dict]) -> str:
     """The ladder's finding in words, computed from the records (README, app, notebook 05)."""
     best = best_rates(records)
@@ -237,7 +251,8 @@ def summary(records: list[dict]) -> str:
             parts.append(f"{name} is {pct(as_gap(means[-1]))} at d = {max(t['means'])} (no line yet: "
                          f"{line['n']} points{left})")
             continue
-        parts.append(f"{name} goes from {pct(as_gap(means[0]))} to {pct(as_gap(means[-1]))} ({t['verdict']}; the "
+        parts.append(f"{name} goes from {pct(as_gap(means[0]))} to {pct(as_gap(means[-1]))} ({t['verdict']}"
+                     f"{crossing(t)}; the "
                      f"loss gap's slope {line['b']:+.4f} per decade, 95% [{line['b_low']:+.4f}, "
                      f"{line['b_high']:+.4f}]{left}; carried to {line['at'] / 1e6:.1f}M: "
                      + "{}, 95% [{}, {}])".format(*(pct(v, 0) for v in projected(line))))

@@ -138,6 +138,9 @@ OWN_RATES = {"llama": 2e-3, "attn T=1": 4e-3, "attn T=2": 4e-3, "attn T=2, diag 
 # each at the same fraction of 20 tokens per Llama parameter of its width, on a grid around its own d = 96 rate
 LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
 LADDER_VARIANTS = ("llama", "attn T=1", "attn T=2", "cem-full")
+# LADDER_RULE's extensions, added as the ladder's grids ran: (width, variant, the rate beyond the edge it was best at)
+LADDER_EXTENSIONS = ((32, "llama", (8e-3,)), (32, "attn T=1", (1.6e-2,)), (32, "attn T=2", (1.6e-2,)),
+                     (32, "cem-full", (4e-3,)), (64, "attn T=1", (1e-3,)), (64, "cem-full", (4e-3,)))
 LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
 LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 1 and 2 x its own rate at d = 96) "
                "with the lowest mean validation perplexity over the two seeds (a diverged run counts as infinitely "
@@ -172,7 +175,7 @@ SWEEP_PRESETS = {
     "ladder": SweepPreset(**_CPU_SIZES, budget=LADDER_BUDGET, lrs=(), seeds=(0, 1), variants=LADDER_VARIANTS,
                           own_lrs=tuple((name, tuple(OWN_RATES[name] * k for k in LADDER_STEPS))
                                         for name in LADDER_VARIANTS),
-                          widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=2),
+                          widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=2, extra_lrs=LADDER_EXTENSIONS),
     "gpu": SweepPreset(d_model=384, n_layers=6, n_heads=6, d_ff=1024, seq_len=512, batch_size=64, budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
 }
