@@ -168,6 +168,18 @@ def download_buttons(fig, name: str, key: str) -> None:
                             key=f"csv-{key}", on_click="ignore", icon=":material/download:")
 
 
+def results_heading(title: str, records: list, missing: int, absent: str, what: str, shown: str = "the tables") -> bool:
+    """A section of committed results: its heading, a warning with the command when there are none (False), and
+    one when `missing` runs of `what` are not there yet."""
+    st.subheader(title)
+    if not records:
+        st.warning(absent)
+        return False
+    if missing:
+        st.warning(f"{missing} runs of {what} are missing; {shown} show what is there.")
+    return True
+
+
 def verdict_table(rows: list[dict]) -> None:
     """A claims table as a class reads it: the verdict first, then the claim, then the numbers, as a static
     table whose cells wrap (an interactive grid hides its last columns behind a horizontal scroll)."""

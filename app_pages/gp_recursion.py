@@ -15,6 +15,7 @@ from app_pages.common import (
     keep_controls,
     notebook_links,
     restore_controls,
+    results_heading,
     run_safely,
     show_figure,
     verdict_table,
@@ -45,13 +46,10 @@ def posterior(kernel: str, seed: int, k: int):
 
 
 def sweep_section(records) -> None:
-    st.subheader("The committed sweep")
-    if not records:
-        st.warning("No sweep results found: run `make gp-sweep` (about 20 minutes on 2 cores).")
+    if not results_heading("The committed sweep", records, len(gp_sweep.stale_hashes(records, "default")[0]),
+                           "No sweep results found: run `make gp-sweep` (about 20 minutes on 2 cores).",
+                           "the default sweep", "the plots"):
         return
-    missing, _ = gp_sweep.stale_hashes(records, "default")
-    if missing:
-        st.warning(f"{len(missing)} runs of the default sweep are missing; the plots show what is there.")
     st.caption(f"{len(records)} runs: depth-1 and depth-2 models trained on fresh GP functions "
                "(RBF kernel, 32 points); RMSE on a fixed held-out set. Command: "
                "`python -m cem_core gp sweep --out results/gp-default --preset default`.")

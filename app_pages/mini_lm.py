@@ -13,6 +13,7 @@ from app_pages.common import (
     notebook_links,
     plain,
     restore_controls,
+    results_heading,
     run_safely,
     show_figure,
     verdict_table,
@@ -145,13 +146,11 @@ def sweep_records(folder=sweep.COMMITTED_SWEEP):
 
 
 def sweep_section(records) -> None:
-    st.subheader("The committed sweep: the paper's claims in miniature")
-    if not records:
-        st.warning("No LM sweep results found: run `make lm-sweep` (about an hour on 2 cores).")
+    if not results_heading("The committed sweep: the paper's claims in miniature", records,
+                           len(sweep.stale_runs(records, "default")[0]),
+                           "No LM sweep results found: run `make lm-sweep` (about an hour on 2 cores).",
+                           "the default sweep"):
         return
-    missing, _ = sweep.stale_runs(records, "default")
-    if missing:
-        st.warning(f"{len(missing)} runs of the default sweep are missing; the tables show what is there.")
     st.caption(f"{len(records)} runs on the {DEMO_LABEL}: {sweep.preset_summary('default')}. "
                "Every variant sees the same tokens. Command: `python -m cem_core lm sweep --preset default`.")
     st.dataframe(sweep.variant_rows(records), hide_index=True)
@@ -169,16 +168,13 @@ def sweep_section(records) -> None:
 
 
 def own_rate_section(common, own) -> None:
-    st.subheader("Each variant at its own learning rate")
-    if not own:
-        st.warning("No own-rate sweep results found: run `make lm-own` (about 90 minutes on 2 cores).")
+    if not results_heading("Each variant at its own learning rate", own, len(sweep.stale_runs(own, "own")[0]),
+                           "No own-rate sweep results found: run `make lm-own` (about 2 hours on 2 cores).",
+                           "the own-rate sweep"):
         return
-    missing, _ = sweep.stale_runs(own, "own")
-    if missing:
-        st.warning(f"{len(missing)} runs of the own-rate sweep are missing; the tables show what is there.")
     st.caption(f"{len(own)} runs: {sweep.preset_summary('own')}. Each rate is the best of a 6-rate grid at a "
                "quarter of the budget (`results/lm-rates`, every best strictly inside its grid). "
-               "Command: `python -m cem_core lm sweep --preset own`.")
+               "Command: `make lm-own`.")
     st.dataframe(sweep.own_variant_rows(common, own), hide_index=True)
     st.markdown("**The claims twice: at the common rate and with each variant at its own rate**")
     if rows := sweep.side_by_side_rows(common, own):
@@ -191,14 +187,11 @@ def own_rate_section(common, own) -> None:
 
 
 def ladder_section(records) -> None:
-    st.subheader("A width ladder: is the gap to Llama closing with scale?")
-    if not records:
-        st.warning("No width-ladder results found: run `make lm-ladder` (about 50 minutes on 2 "
-                   "cores).")
+    if not results_heading("A width ladder: is the gap to Llama closing with scale?", records,
+                           len(sweep.stale_runs(records, "ladder")[0]),
+                           "No width-ladder results found: run `make lm-ladder` (about 50 minutes on 2 cores).",
+                           "the ladder", "the figure and tables"):
         return
-    missing, _ = sweep.stale_runs(records, "ladder")
-    if missing:
-        st.warning(f"{len(missing)} runs of the ladder are missing; the figure shows what is there.")
     st.caption(f"{len(records)} runs: {sweep.preset_summary('ladder')}.")
     show_figure(interactive.lm_ladder_figure(records), "lm width ladder", "lm-ladder")
     st.markdown(ladder.summary(records))
