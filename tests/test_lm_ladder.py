@@ -56,8 +56,8 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
             grid = [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]       # exact
             grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.d_model, name) for r in more]
             assert rates == sorted(grid)
-    for width, name, more in sweep.LADDER_EXTENSIONS:                       # each one step of 2 past an edge
-        assert all(abs(math.log2(r / sweep.OWN_RATES[name])) == 2 for r in more)
+    for width, name, more in sweep.LADDER_EXTENSIONS:                       # steps of 2 past an edge
+        assert all(abs(math.log2(r / sweep.OWN_RATES[name])) in (2, 3, 4) for r in more)
     manifest = sweep.manifest("ladder", sweep.default_data("ladder"), specs)
     assert manifest["verdict_rule"] == sweep.LADDER_RULE and "rate_rule" not in manifest
 
@@ -325,9 +325,9 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
     from dataclasses import replace
 
     p = sweep.SWEEP_PRESETS["ladder"]
-    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=1", (3.2e-2,))))
+    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=1", (6.4e-2,))))
     parts = {q.d_model: q for q in grown.parts()}
-    assert parts[32].lrs_of("attn T=1")[-1] == 3.2e-2 and 3.2e-2 not in parts[64].lrs_of("attn T=1")
+    assert parts[32].lrs_of("attn T=1")[-1] == 6.4e-2 and 6.4e-2 not in parts[64].lrs_of("attn T=1")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
     before_order = [s.folder for s in sweep.preset_runs("ladder")]
     before = set(before_order)
@@ -337,7 +337,7 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
         after = set(after_order)
     finally:
         sweep.SWEEP_PRESETS["ladder"] = p
-    assert after - before == {"attn-t-1-d32-lr0.032-seed0", "attn-t-1-d32-lr0.032-seed1"} and before <= after
+    assert after - before == {"attn-t-1-d32-lr0.064-seed0", "attn-t-1-d32-lr0.064-seed1"} and before <= after
     assert [f for f in after_order if f in before] == before_order                  # the earlier runs keep their order
     assert parts[32].lrs_of("llama") == replace(p, extra_lrs=(*p.extra_lrs, (32, "llama", (2e-3,)))).parts()[0].lrs_of(
         "llama")                                                               # a rate already there adds nothing
