@@ -166,11 +166,6 @@ def pct(x: float, digits: int = 1) -> str:
     return "+" + text[1:] if float(text[1:-1]) == 0 else text
 
 
-def as_gap(g: float) -> float:
-    """The perplexity gap exp(g) - 1 of a loss gap g."""
-    return math.expm1(g) if math.isfinite(g) else math.nan
-
-
 GAP_COLUMN = "ppl gap to Llama, exp(g) − 1 (g: loss gap, mean ± se over seeds)"
 
 
@@ -185,7 +180,7 @@ def rows(records: list[dict]) -> list[dict]:
         if t and width in t["means"]:
             _, m, se = t["means"][width]
             left = sum(1 for p in t["points"] if p["width"] == width and not math.isfinite(p["g"]))
-            gap = (f"{pct(as_gap(m))} (g = {m:+.4f} ± {se:.4f})" if math.isfinite(m) else "–") + \
+            gap = (f"{pct(math.expm1(m))} (g = {m:+.4f} ± {se:.4f})" if math.isfinite(m) else "–") + \
                 (f", {left} diverged" if left else "")
         edge = "" if b["inside"] else " (at the grid's edge)"
         out.append({"width": str(width), "variant": name, "params": f"{b['params']:,}",
@@ -248,10 +243,10 @@ def summary(records: list[dict]) -> str:
         line = t["line"]
         left = f", {t['diverged']} diverged pairs left out" if t["diverged"] else ""
         if not math.isfinite(line["b"]):
-            parts.append(f"{name} is {pct(as_gap(means[-1]))} at d = {max(t['means'])} (no line yet: "
+            parts.append(f"{name} is {pct(math.expm1(means[-1]))} at d = {max(t['means'])} (no line yet: "
                          f"{line['n']} points{left})")
             continue
-        parts.append(f"{name} goes from {pct(as_gap(means[0]))} to {pct(as_gap(means[-1]))} ({t['verdict']}"
+        parts.append(f"{name} goes from {pct(math.expm1(means[0]))} to {pct(math.expm1(means[-1]))} ({t['verdict']}"
                      f"{crossing(t)}; the "
                      f"loss gap's slope {line['b']:+.4f} per decade, 95% [{line['b_low']:+.4f}, "
                      f"{line['b_high']:+.4f}]{left}; carried to {line['at'] / 1e6:.1f}M: "
