@@ -27,10 +27,6 @@ def paper_scale(vocab_size: int = 257) -> int:
                                **PRESETS["paper-86m"]["model"]).param_counts()["total"]
 
 
-def _ppl(record: dict) -> float:
-    return math.inf if record["diverged"] or not math.isfinite(record["val_ppl"]) else record["val_ppl"]
-
-
 def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
     """{(width, variant): {"lr", "ppl" (mean over seeds at it), "grid", "inside", "params", "runs" (at lr)}}: the
     rate of each variant's grid at each width with the lowest mean perplexity over seeds (a diverged run counts
@@ -41,7 +37,7 @@ def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
     out = {}
     order = list(sweep.VARIANTS)
     for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
-        mean = {lr: statistics.fmean(_ppl(r) for r in runs) for lr, runs in by_lr.items()}
+        mean = {lr: statistics.fmean(sweep.run_ppl(r) for r in runs) for lr, runs in by_lr.items()}
         grid = sorted(mean)
         lr = min(grid, key=lambda x: (mean[x], x))
         out[key] = {"lr": lr, "ppl": mean[lr], "grid": grid, "inside": grid[0] < lr < grid[-1],
@@ -59,10 +55,10 @@ def gap_points(records: list[dict]) -> dict[str, list[dict]]:
         ref = best.get((width, REFERENCE))
         if name == REFERENCE or ref is None:
             continue
-        ref_by_seed = {r["seed"]: _ppl(r) for r in ref["runs"]}
+        ref_by_seed = {r["seed"]: sweep.run_ppl(r) for r in ref["runs"]}
         for r in b["runs"]:
             if r["seed"] in ref_by_seed:
-                pair = (_ppl(r), ref_by_seed[r["seed"]])
+                pair = (sweep.run_ppl(r), ref_by_seed[r["seed"]])
                 g = math.log(pair[0] / pair[1]) if all(map(math.isfinite, pair)) else math.nan
                 points.setdefault(name, []).append({"width": width, "N": ref["params"], "params": b["params"],
                                                     "seed": r["seed"], "g": g, "gap": math.expm1(g)})

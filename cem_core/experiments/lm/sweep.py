@@ -412,14 +412,18 @@ def choose_lr(records: list[dict]) -> float:
     return min(lrs, key=lambda lr: max(ppl(name, lr) / best[name] for name in names))
 
 
+def run_ppl(record: dict) -> float:
+    """A run's validation perplexity for choosing rates: a diverged run counts as infinitely bad."""
+    return math.inf if record["diverged"] or not math.isfinite(record["val_ppl"]) else record["val_ppl"]
+
+
 def own_rates(records: list[dict]) -> dict[str, dict]:
     """Each variant's own learning rate under RATE_RULE, from a rates sweep's records: {name: {"lr": best, "ppl":
     its validation perplexity, "grid": the rates with a record, "inside": whether the best lies strictly inside
     them}}; a diverged run counts as infinitely bad."""
     out = {}
     for name in dict.fromkeys(r["name"] for r in records):
-        ppl = {r["lr"]: (math.inf if r["diverged"] or not math.isfinite(r["val_ppl"]) else r["val_ppl"])
-               for r in records if r["name"] == name}
+        ppl = {r["lr"]: run_ppl(r) for r in records if r["name"] == name}
         grid = sorted(ppl)
         best = min(grid, key=lambda lr: (ppl[lr], lr))
         out[name] = {"lr": best, "ppl": ppl[best], "grid": grid, "inside": grid[0] < best < grid[-1]}
