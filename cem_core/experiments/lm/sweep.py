@@ -143,7 +143,7 @@ LADDER_EXTENSIONS = ((32, "llama", (8e-3,)), (32, "attn T=1", (1.6e-2,)), (32, "
                      (32, "cem-full", (4e-3,)), (64, "attn T=1", (1e-3,)), (64, "cem-full", (4e-3,)),
                      (128, "llama", (5e-4,)), (128, "attn T=1", (1e-3,)), (128, "attn T=2", (1e-3,)),
                      (32, "attn T=1", (3.2e-2,)), (32, "attn T=2", (3.2e-2,)), (32, "cem-full", (8e-3,)),
-                     (64, "cem-full", (8e-3,)))
+                     (64, "cem-full", (8e-3,)), (32, "attn T=1", (6.4e-2,)))
 LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
 LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 1 and 2 x its own rate at d = 96) "
                "with the lowest mean validation perplexity over the two seeds (a diverged run counts as infinitely "
