@@ -299,7 +299,7 @@ def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_nu
     assert sweep.own_summary(common, own) in text
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
     for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own), ladder.summary(rungs)):
-        assert json.dumps(sentence)[1:-1] in notebook
+        assert json.dumps(sentence, ensure_ascii=False)[1:-1] in notebook
 
 
 def test_partial_own_rate_results_say_what_is_missing(committed_lm_sweep):
@@ -325,9 +325,9 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
     from dataclasses import replace
 
     p = sweep.SWEEP_PRESETS["ladder"]
-    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=1", (6.4e-2,))))
+    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=2", (6.4e-2,))))
     parts = {q.d_model: q for q in grown.parts()}
-    assert parts[32].lrs_of("attn T=1")[-1] == 6.4e-2 and 6.4e-2 not in parts[64].lrs_of("attn T=1")
+    assert parts[32].lrs_of("attn T=2")[-1] == 6.4e-2 and 6.4e-2 not in parts[64].lrs_of("attn T=2")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
     before_order = [s.folder for s in sweep.preset_runs("ladder")]
     before = set(before_order)
@@ -337,7 +337,7 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
         after = set(after_order)
     finally:
         sweep.SWEEP_PRESETS["ladder"] = p
-    assert after - before == {"attn-t-1-d32-lr0.064-seed0", "attn-t-1-d32-lr0.064-seed1"} and before <= after
+    assert after - before == {"attn-t-2-d32-lr0.064-seed0", "attn-t-2-d32-lr0.064-seed1"} and before <= after
     assert [f for f in after_order if f in before] == before_order                  # the earlier runs keep their order
     assert parts[32].lrs_of("llama") == replace(p, extra_lrs=(*p.extra_lrs, (32, "llama", (2e-3,)))).parts()[0].lrs_of(
         "llama")                                                               # a rate already there adds nothing
@@ -353,5 +353,10 @@ def test_a_gap_whose_line_crosses_zero_is_named_so_not_only_closing():
     assert 6e4 < n0 < 1.6e5                                                  # ln(1 + g) = 0 near log10 N = 5
     assert f"crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama below" in \
         ladder.summary(records)
-    assert "crosses 0" not in ladder.crossing(ladder.trends(_ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x}))[
-        "attn T=1"])
+    from cem_core.ui import interactive, plots
+    label = f"attn T=1: closing (crosses 0 at ~{float(f'{n0:.2g}'):,.0f}), slope of g"         # the figures' legend
+    assert ladder.legend("attn T=1", found).startswith(label)
+    assert label in [t.name for t in interactive.lm_ladder_figure(records).data][0]
+    assert plots.mpl_lm_ladder(records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
+    still_above = ladder.trends(_ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x}))["attn T=1"]
+    assert "crosses 0" not in ladder.crossing(still_above) + ladder.legend("attn T=1", still_above)

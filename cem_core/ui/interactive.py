@@ -283,7 +283,7 @@ def lm_ladder_figure(records) -> go.Figure:
     for i, (name, t) in enumerate(lm_ladder.trends(records).items()):
         color, line = PALETTE[i % len(PALETTE)], t["line"]
         fig.add_scatter(x=[p["N"] for p in t["points"]], y=[100 * p["gap"] for p in t["points"]], mode="markers",
-                        name=f"{name}: {t['verdict']}", marker=dict(color=color, size=7))
+                        name=lm_ladder.legend(name, t), marker=dict(color=color, size=7))
         if not math.isfinite(line["b"]):
             continue
         widest = max(p["N"] for p in t["points"])

@@ -222,9 +222,8 @@ def mpl_lm_ladder(records):
         c, line, means = colours[k % len(colours)], t["line"], lm_ladder.width_means(t)
         ax.plot([p["N"] for p in t["points"]], [100 * p["gap"] for p in t["points"]], "o", mfc="none", color=c,
                 ms=4, alpha=0.6)
-        label = f"{name}: {t['verdict']}" + (f", slope of g {line['b']:+.3f} per decade"
-                                             if math.isfinite(line["b"]) else "")
-        ax.errorbar(means["N"], [100 * g for g in means["gap"]], fmt="o", color=c, capsize=3, label=label,
+        ax.errorbar(means["N"], [100 * g for g in means["gap"]], fmt="o", color=c, capsize=3,
+                    label=lm_ladder.legend(name, t),
                     yerr=[[100 * e for e in means["minus"]], [100 * e for e in means["plus"]]])
         if not math.isfinite(line["b"]):
             continue

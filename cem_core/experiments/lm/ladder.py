@@ -210,18 +210,31 @@ def trend_rows(records: list[dict]) -> list[dict]:
     return out
 
 
-def crossing(t: dict) -> str:
-    """For a closing gap whose line reaches 0 before the paper's scale: where, and that the gap grows again past
-    it (LADDER_RULE's word "closing" says only that the slope moves the gap towards 0)."""
+def zero_crossing(t: dict) -> float | None:
+    """For a closing gap whose line reaches 0 between the smallest width and the paper's scale, the parameters
+    N where it does (LADDER_RULE's word "closing" says only that the slope moves the gap towards 0); else None."""
     line = t["line"]
     if t["verdict"] != TRENDS[0] or line["b"] == 0:
-        return ""
+        return None
     n0 = 10 ** (-line["a"] / line["b"])
-    if not min(p["N"] for p in t["points"]) < n0 < line["at"]:
+    return n0 if min(p["N"] for p in t["points"]) < n0 < line["at"] else None
+
+
+def crossing(t: dict) -> str:
+    """Where a closing gap's line crosses 0, and that the gap grows again past it; "" when it does not."""
+    n0 = zero_crossing(t)
+    if n0 is None:
         return ""
-    ahead, behind = ("below", "above") if line["b"] > 0 else ("above", "below")
+    ahead, behind = ("below", "above") if t["line"]["b"] > 0 else ("above", "below")
     return (f", but its line crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama {ahead} "
             f"that, behind {behind} it, and the gap growing again past it")
+
+
+def legend(name: str, t: dict) -> str:
+    """A figure's legend entry for one variant's trend: the rule's word, where its line crosses 0, its slope."""
+    n0, b = zero_crossing(t), t["line"]["b"]
+    return (f"{name}: {t['verdict']}" + (f" (crosses 0 at ~{float(f'{n0:.2g}'):,.0f})" if n0 else "")
+            + (f", slope of g {b:+.3f} per decade" if math.isfinite(b) else ""))
 
 
 def summary(records: list[dict]) -> str:
