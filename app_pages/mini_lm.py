@@ -175,7 +175,8 @@ def own_rate_section(common, own) -> None:
     st.caption(f"{len(own)} runs: {sweep.preset_summary('own')}. Each rate is the best of a 6-rate grid at a "
                "quarter of the budget (`results/lm-rates`, every best strictly inside its grid). "
                "Command: `make lm-own`.")
-    st.dataframe(sweep.own_variant_rows(common, own), hide_index=True)
+    rows = sweep.own_variant_rows(common, own)
+    st.dataframe(rows, hide_index=True, height=35 * (len(rows) + 1) + 3)          # every variant, no inner scroll
     st.markdown("**The claims twice: at the common rate and with each variant at its own rate**")
     if rows := sweep.side_by_side_rows(common, own):
         verdict_table(rows)

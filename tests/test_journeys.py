@@ -473,6 +473,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     own.wait_for(timeout=60000)
     own.scroll_into_view_if_needed()
     table = page.locator("[data-testid='stTable']").filter(has_text="own rates: t-based verdict")   # side by side
+    table.first.wait_for(timeout=60000)                                 # the page streams in below its heading
     assert table.count() == 1
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert "own rates: t-based verdict" in headers and "recorded verdict (± 2 se)" in headers, headers
@@ -481,6 +482,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
                          "scroll: e.scrollWidth, width: e.clientWidth}; }")
     assert box["scroll"] <= box["width"] + 1 and box["right"] <= 1400, box
     assert page.get_by_text("Claim 6 and learned step sizes").count() == 1
+    table.scroll_into_view_if_needed()
     page.screenshot(path=_shots(tmp_path) / "lm-own-rates.png", full_page=True)
     rungs = page.get_by_role("heading", name="A width ladder: is the gap to Llama closing with scale?")
     rungs.scroll_into_view_if_needed()
@@ -490,6 +492,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     records = sweep.load_results(Path(__file__).resolve().parents[1] / sweep.COMMITTED_LADDER / "results.json")
     assert {f"{name} projection" for name in ladder.trends(records)} <= set(names), names
     assert page.get_by_text(re.compile("projection, not a result")).count() >= 1
+    page.locator(".js-plotly-plot").filter(has_text="Width ladder").scroll_into_view_if_needed()
     page.screenshot(path=_shots(tmp_path) / "lm-ladder.png", full_page=True)
     _assert_clean(page, "the LM page's evidence")
     page.close()

@@ -250,6 +250,7 @@ def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
     assert projection.x == (ladder.paper_scale(),)
     assert projection.y[0] == pytest.approx(100 * math.expm1(found["attn T=1"]["line"]["projection"]), rel=1e-12)
     assert "projection, not a result" in str(fig.layout.annotations[0].text)
+    assert fig.layout.annotations[0].x == pytest.approx(math.log10(ladder.paper_scale()))    # on the log axis
     mpl = plots.mpl_lm_ladder(records)
     texts = [t.get_text() for t in mpl.axes[0].texts]
     assert any("PROJECTION, not a result" in t for t in texts)

@@ -25,6 +25,11 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf")
 
 
+def _faint(color: str, alpha: float) -> str:
+    """A PALETTE colour as rgba with this alpha: a band's fill (a trace's opacity leaves a fill opaque)."""
+    return f"rgba({int(color[1:3], 16)},{int(color[3:5], 16)},{int(color[5:7], 16)},{alpha})"
+
+
 TEMPLATE = pio.templates["plotly_white"].to_plotly_json()
 FONT_PX = 14          # every plot text at least this size: legible on a projector
 TITLE_PX = 17
@@ -267,7 +272,7 @@ def lm_sweep_figure(records) -> go.Figure:
         fig.add_scatter(x=x, y=c["low"], mode="lines", line=dict(width=0, color=color), showlegend=False,
                         hoverinfo="skip", name=f"{name} lowest seed")
         fig.add_scatter(x=x, y=c["high"], mode="lines", line=dict(width=0, color=color), fill="tonexty",
-                        opacity=0.2, showlegend=False, hoverinfo="skip", name=f"{name} seeds")
+                        fillcolor=_faint(color, 0.2), showlegend=False, hoverinfo="skip", name=f"{name} seeds")
         fig.add_scatter(x=x, y=c["mean"], mode="lines+markers", name=name, line=dict(color=color))
     fig.update_yaxes(type="log")
     return _layout(fig, "Validation perplexity (mean over seeds; band: lowest to highest seed)",
@@ -292,7 +297,8 @@ def lm_ladder_figure(records) -> go.Figure:
             fig.add_scatter(x=b["N"], y=[100 * g for g in b["low"]], mode="lines", line=dict(width=0, color=color),
                             showlegend=False, hoverinfo="skip", name=f"{name} interval low")
             fig.add_scatter(x=b["N"], y=[100 * g for g in b["high"]], mode="lines", line=dict(width=0, color=color),
-                            fill="tonexty", opacity=0.15, showlegend=False, hoverinfo="skip",
+                            fill="tonexty", fillcolor=_faint(color, 0.15 if dash == "solid" else 0.07),
+                            showlegend=False, hoverinfo="skip",
                             name=f"{name} interval")
             fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
                             line=dict(color=color, dash=dash), name=f"{name} fitted line")
@@ -300,11 +306,14 @@ def lm_ladder_figure(records) -> go.Figure:
         fig.add_scatter(x=[top], y=[gap], mode="markers", showlegend=False, name=f"{name} projection",
                         marker=dict(color=color, symbol="diamond-open", size=10),
                         error_y=dict(type="data", symmetric=False, array=[high - gap], arrayminus=[gap - low]))
-    fig.add_vline(x=top, line=dict(color="grey", dash="dot"),
-                  annotation_text=f"{top / 1e6:.1f}M: projection, not a result", annotation_position="top left")
+    fig.add_vline(x=top, line=dict(color="grey", dash="dot"))
+    fig.add_annotation(x=math.log10(top), y=1, yref="paper", xanchor="right", yanchor="top", showarrow=False,
+                       text=f"{top / 1e6:.1f}M: projection, not a result")     # a log axis places text at log10 x
     fig.update_xaxes(type="log")
-    return _layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
-                   "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)")
+    _layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
+            "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)", height=560)
+    return fig.update_layout(legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),   # long labels: below
+                             margin_b=110)
 
 
 # -- design space ---------------------------------------------------------------------------

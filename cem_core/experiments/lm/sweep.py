@@ -646,7 +646,8 @@ def step_size_summary(records: list[dict]) -> str:
     if "a run diverged" in (p_word, eta_word, both_word):
         reading = "a run diverged, and this cannot tell step-size control from curvature"
     elif p_word != "better":
-        reading = f"dlr shows no gain at its own rate ({p_word}), so there is no gain here to attribute"
+        reading = (f"dlr shows no gain at its own rate ({p_word}): there is no gain here to attribute to "
+                   "step-size control or to curvature")
     elif both_word == "better":
         reading = "dlr improves on top of learned step sizes, so its gain is not only step-size control"
     elif both_word == "worse":
