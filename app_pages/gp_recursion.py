@@ -70,7 +70,7 @@ def sweep_section(records) -> None:
 
 @st.cache_data(show_spinner=False)
 def study_records():
-    return gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    return gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
 
 
 def study_section(records) -> None:

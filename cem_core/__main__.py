@@ -274,12 +274,12 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from cem_core.experiments.gp_sweep import PRESETS, load_results, markdown_table, preset_runs, stale_hashes
+    from cem_core.experiments.gp_sweep import GP_SWEEP, PRESETS, markdown_table, preset_runs, stale_hashes
     from cem_core.experiments.records import read_json
     path = Path(args.results)
     if path.is_dir():                                   # a sweep folder
         path = path / "results.json"
-    records = load_results(path)
+    records = GP_SWEEP.load(path)
     if not records:
         raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
     print(markdown_table(records))

@@ -129,7 +129,7 @@ assert error < 1e-9, "cem_core.experiments.gp.gp_posterior_mean disagrees with t
 # or not run at all: everything below works with whatever records exist.
 
 # %%
-records = gp_sweep.load_results(results_path)
+records = gp_sweep.GP_SWEEP.load(results_path)
 missing, _ = gp_sweep.stale_hashes(records, "default")
 print(f"{len(records)} runs loaded; {len(missing)} runs of the default sweep not (yet) in this file")
 if records:

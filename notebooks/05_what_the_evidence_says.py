@@ -133,8 +133,8 @@ def load(loader, path):
     return loader(path) if Path(path).exists() else []
 
 
-gp = load(gp_sweep.load_results, gp_sweep_path)
-study = load(gp_sweep.load_results, gp_study_path)
+gp = load(gp_sweep.GP_SWEEP.load, gp_sweep_path)
+study = load(gp_sweep.GP_SWEEP.load, gp_study_path)
 lm = load(lm_sweep.load_results, lm_sweep_path)
 
 gp_missing, _ = gp_sweep.stale_hashes(gp, "default")

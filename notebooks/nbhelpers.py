@@ -114,7 +114,7 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
         return ", ".join(f"{verdicts_.count(v)} {v}" for v in ("supported", "contradicted", "inconclusive"))
 
     lines = []
-    study = gp_sweep.load_results(gp_study_path) if Path(gp_study_path).exists() else []
+    study = gp_sweep.GP_SWEEP.load(gp_study_path) if Path(gp_study_path).exists() else []
     if study:
         rows = [r for r in gp_study.table_rows(study)
                 if r["condition"] not in gp_study.EQUAL_COMPUTE + gp_study.FORM_COMPARISONS]

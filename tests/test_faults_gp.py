@@ -235,7 +235,7 @@ def test_wrong_shaped_results_are_refused(tmp_path, record, presets, capsys, cas
     path = tmp_path / "results.json"
     path.write_text(json.dumps(content))
     with pytest.raises(ValueError, match=expected) as err:
-        gp_sweep.load_results(path)
+        gp_sweep.GP_SWEEP.load(path)
     assert str(path) in str(err.value)
     for command in (["gp", "report", str(path)], ["gp", "sweep", "--preset", "quick", "--out", str(tmp_path)]):
         assert main(command) == 2

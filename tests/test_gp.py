@@ -224,7 +224,7 @@ def test_run_hash_covers_every_setting():
 def test_committed_results_match_the_default_sweep():
     """results/gp-default/results.json must hold exactly the default preset's runs (by config hash),
     so a change to the task, models or training cannot leave stale results in the app and README."""
-    records = gp_sweep.load_results(COMMITTED_SWEEP / "results.json")
+    records = gp_sweep.GP_SWEEP.load(COMMITTED_SWEEP / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun the default sweep"
 
@@ -357,7 +357,7 @@ def test_a_sweep_reuses_runs_of_the_same_configuration(tmp_path, monkeypatch, ca
     assert main(["gp", "sweep", "--preset", "quick", "--out", str(tmp_path / "b"), "--jobs", "1",
                  "--reuse", str(tmp_path / "a")]) == 0
     assert calls == [new.hash]
-    records = {r["hash"]: r for r in gp_sweep.load_results(tmp_path / "b" / "results.json")}
-    source = {r["hash"]: r for r in gp_sweep.load_results(tmp_path / "a" / "results.json")}
+    records = {r["hash"]: r for r in gp_sweep.GP_SWEEP.load(tmp_path / "b" / "results.json")}
+    source = {r["hash"]: r for r in gp_sweep.GP_SWEEP.load(tmp_path / "a" / "results.json")}
     assert records[other.hash] == source[other.hash] | {"group": "elsewhere"}
     assert first[0].hash not in records

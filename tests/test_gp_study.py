@@ -3,7 +3,7 @@ committed sweep's setup, the plateau rule, and the verdict per condition on hand
 import pytest
 from conftest import ROOT, tiny_study_specs
 
-from cem_core.experiments import gp_study, gp_sweep
+from cem_core.experiments import gp_study, gp_sweep, sweep
 
 
 def test_each_condition_changes_one_factor_of_the_base_setup():
@@ -131,7 +131,7 @@ def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
 def test_the_long_condition_trains_for_the_committed_plateau_length():
     """results/gp-plateau is the probe that set LONG_STEPS: CEM T = 1 trained 16,000 steps, its held-out
     RMSE every 1,000 steps; the rule gives the length the study uses."""
-    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_PLATEAU / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_PLATEAU / "results.json")
     assert gp_sweep.stale_hashes(records, "plateau") == (set(), set())
     assert gp_study.plateau_steps(records) == gp_study.LONG_STEPS
 
@@ -139,12 +139,12 @@ def test_the_long_condition_trains_for_the_committed_plateau_length():
 def test_the_committed_study_holds_every_run_of_the_current_configuration():
     """results/gp-study holds exactly the study preset's 186 runs (by configuration hash), so rerunning the
     study on it trains nothing, and its manifest states the verdict rule fixed before it ran."""
-    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "study")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-study`"
     assert not any(r["diverged"] for r in records)
     assert all("step_diagnostics" in r for r in records if r["group"].endswith("long") and r["attention"] == "cem")
-    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / gp_sweep.MANIFEST)
+    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / sweep.MANIFEST)
     assert manifest["verdict_rule"] == gp_study.VERDICT_RULE and manifest["tolerance"] == gp_study.TOLERANCE
 
 
@@ -152,7 +152,7 @@ def test_the_committed_study_holds_every_run_of_the_current_configuration():
 def test_the_app_and_the_readme_show_the_committed_study():
     from conftest import page_tables, row_values
 
-    records = gp_sweep.load_results(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
     at, frames = page_tables("gp")
     assert row_values(gp_study.table_rows(records)) in [row_values(f) for f in frames]
     assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)

@@ -1,21 +1,11 @@
-"""The Gaussian-process sweep: presets, resumable results, provenance and summaries.
+"""The Gaussian-process sweep: presets, how one run trains, its record's schema, summaries.
 
-Each run is identified by a hash of its full configuration (task, model, training). A sweep
-folder DIR holds one sweep:
-
-- DIR/sweep.json, its manifest: the preset and the task configurations. Runs of another preset
-  or task, and records that are not runs of the sweep (say, after its definition changed), are
-  refused, so two sweeps never mix in one table. A folder made before manifests existed is
-  adopted only when every run in it is one of the requested sweep's runs.
-- DIR/results.json (a list of run records, rewritten atomically after every finished run) and
-  DIR/results.csv. A run whose hash is already there is never retrained. `load_results` checks
-  every record: its fields and their types, that its hash is the hash of its configuration, and
-  that no run appears twice (a copy is never counted as another seed).
-- DIR/.lock: one sweep writes to a folder at a time (`FolderLock`); a second is refused at once.
-
-Worker processes (``jobs`` > 1, ``pool``) leave Ctrl-C to the sweep's process, and exit within a
-second when it dies, however it dies (SIGKILL included). On Ctrl-C or an error the sweep terminates
-its workers at once; every finished run is already saved, and the same command resumes.
+The folder (manifest, results, lock, resume) is ``cem_core.experiments.sweep``'s, the one runner of every
+sweep: DIR/sweep.json records the preset and the task configurations, so runs of another preset or task, and
+records that are not runs of the sweep, are refused; each record is identified by the hash of its full
+configuration (task, model, training) and checked on load (``GP_SWEEP``). Runs go to worker processes of one
+thread each (``pool``), or to a cluster engine (``cluster``); on Ctrl-C or an error the sweep stops its
+workers at once, every finished run is already saved, and the same command resumes.
 """
 from __future__ import annotations
 
@@ -23,7 +13,6 @@ import json
 import math
 import statistics
 import sys
-from contextlib import closing
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -33,11 +22,12 @@ import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
-from . import gp, gp_study
+from . import gp, gp_study, sweep
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
-from .integrity import FolderLock, describe_differences, foreign_files, identity_differences, json_hash, short_repr
+from .integrity import describe_differences, identity_differences, short_repr
 from .pool import SweepProgress, finished
-from .records import atomic_write_text, load_records, provenance, read_json, save_records
+from .records import provenance, read_json
+from .sweep import Experiment, Plan, is_kind, not_finite
 
 PRESETS = ("quick", "default", "gpu", "plateau", "study")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -124,10 +114,6 @@ def _learned_etas(model) -> list | None:
     return etas or None
 
 
-def _worker(spec: RunSpec, device: str) -> dict:
-    return run_spec(spec, device=device, threads=1)
-
-
 # -- results and the folder's identity -------------------------------------------------------
 
 # what each field of a run record must be: those results.csv (the scalars) and the summaries read
@@ -137,51 +123,18 @@ RECORD_FIELDS = {
     "steps": int, "kernel": str, "d_x": int, "n_points": int, "params": int, "rmse": float, "rmse_gp": float,
     "rmse_ratio": float, "rmse_zero": float, "rmse_nearest_neighbour": float, "diverged": bool,
     "train_seconds": float, "config": dict, "rmse_by_position": list, "rmse_gp_by_position": list}
-CSV_FIELDS = tuple(name for name, kind in RECORD_FIELDS.items() if kind not in (dict, list))
-KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-              dict: "an object with task, model and train objects", list: "a list of numbers"}
-MANIFEST = "sweep.json"
 MANIFEST_FORMAT = 1
 
 
-def _is_kind(value, kind) -> bool:
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind is dict:
-        return isinstance(value, dict) and all(isinstance(value.get(k), dict) for k in ("task", "model", "train"))
-    if kind is list:
-        return isinstance(value, list) and all(_is_kind(v, float) for v in value)
-    return isinstance(value, kind)
-
-
-def _record_problem(record) -> str:
-    """What is wrong with one run record ('' when nothing)."""
-    if not isinstance(record, dict):
-        return f"{short_repr(record)} is not an object (a run record)"
-    for name, kind in RECORD_FIELDS.items():
-        if name not in record:
-            return f"the field {name!r} is missing"
-        if not _is_kind(record[name], kind):
-            return f"{name}={short_repr(record[name])} is invalid: must be {KIND_NAMES[kind]}"
-    if json_hash(record["config"]) != record["hash"]:
-        return f"hash={record['hash']!r} is invalid: it is not the hash of the record's config (the record was edited)"
-    if not record["diverged"]:                # a diverged run's RMSE may be nan; any other number is finite
-        for name, kind in RECORD_FIELDS.items():
-            values = record[name] if kind is list else [record[name]] if kind is float else []
-            if not all(math.isfinite(v) for v in values):
-                return f"{name}={short_repr(record[name])} is invalid: not finite in a run that did not diverge"
-    return ""
-
-
-def load_results(path: Path) -> list[dict]:
-    """The run records in results.json ([] when there is none), each checked (``records.load_records``)."""
-    return load_records(path, _record_problem)
-
-
-def save_results(out_dir: Path, records: list[dict]) -> None:
-    save_records(out_dir, records, CSV_FIELDS)
+def _gp_record_problem(record: dict) -> str:
+    """A GP record's own checks: its config holds task, model and train; its curves are numbers, and finite
+    (with its other numbers) unless the run diverged (a diverged run's RMSE may be nan)."""
+    if not all(isinstance(record["config"].get(k), dict) for k in ("task", "model", "train")):
+        return f"config={short_repr(record['config'])} is invalid: must be an object with task, model and train objects"
+    for name in ("rmse_by_position", "rmse_gp_by_position"):
+        if not all(is_kind(v, float) for v in record[name]):
+            return f"{name}={short_repr(record[name])} is invalid: must be a list of numbers"
+    return "" if record["diverged"] else not_finite(record, RECORD_FIELDS)
 
 
 def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
@@ -195,11 +148,15 @@ def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
     return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks} | rule
 
 
+def _is_manifest(manifest) -> bool:
+    return (isinstance(manifest, dict) and manifest.get("format") == MANIFEST_FORMAT and "preset" in manifest
+            and isinstance(manifest["preset"], (str, type(None))) and isinstance(manifest.get("tasks"), list)
+            and all(isinstance(task, dict) for task in manifest["tasks"]))
+
+
 def read_manifest(path: Path) -> dict:
     manifest = read_json(path)
-    if not (isinstance(manifest, dict) and manifest.get("format") == MANIFEST_FORMAT and "preset" in manifest
-            and isinstance(manifest["preset"], (str, type(None))) and isinstance(manifest.get("tasks"), list)
-            and all(isinstance(task, dict) for task in manifest["tasks"])):
+    if not _is_manifest(manifest):
         raise ValueError(f"{path} is not a sweep manifest of format {MANIFEST_FORMAT} (an object with format, "
                          "preset and tasks); move its folder away to start a sweep afresh")
     return manifest
@@ -210,88 +167,49 @@ def _by_field(identity: dict) -> dict:
     return {**identity, "tasks": {str(i): task for i, task in enumerate(identity["tasks"])}}
 
 
-def _strangers(records: list[dict], specs: list[RunSpec], preset: str | None) -> str:
-    """What the records that are not runs of the requested sweep are ('' when there are none)."""
-    wanted = {s.hash for s in specs}
-    strangers = [r for r in records if r["hash"] not in wanted]
-    if not strangers:
-        return ""
+def _compare(recorded: dict, wanted: dict) -> str:
+    if not _is_manifest(recorded):
+        return f"no sweep manifest of format {MANIFEST_FORMAT} (an object with format, preset and tasks)"
+    return describe_differences(_by_field(recorded), _by_field(wanted))
+
+
+def _strangers(strangers: list[dict], plan: Plan) -> str:
+    """Which runs the records that are not runs of the requested sweep are."""
+    preset = plan.manifest["preset"]
     text = f"{len(strangers)} of its runs are not in {f'preset {preset!r}' if preset else 'the requested runs'}"
     hashes = {r["hash"] for r in strangers}
     owners = [p for p in PRESETS if hashes <= {s.hash for s in preset_runs(p)}]
     if owners:
         text += f": they are runs of preset {owners[0]!r}"
-    if specs:
+    if plan.specs:
         config = strangers[0]["config"]
-        nearest = min(specs, key=lambda s: len(identity_differences(config, s.config())))
+        nearest = min(plan.specs, key=lambda s: len(identity_differences(config, s.config())))
         text += (f"; run {strangers[0]['hash']} differs from the nearest requested run in "
                  f"{describe_differences(config, nearest.config(), limit=3)}")
     return text
 
 
-def _claim_folder(out: Path, preset: str | None, specs: list[RunSpec], records: list[dict]) -> None:
-    """Refuse a folder that holds another sweep; adopt one that holds (part of) this one, writing its
-    manifest when it has none."""
-    wanted = sweep_identity(preset, specs)
-    path = out / MANIFEST
-    stray = foreign_files(out, (MANIFEST, "results.json", "results.csv"))
-    if stray:
-        raise ValueError(f"{out} holds files that are not a GP sweep's ({', '.join(stray[:6])}): choose a new or "
-                         "empty folder with --out")
-    if path.exists() and (differences := describe_differences(_by_field(read_manifest(path)), _by_field(wanted))):
-        problem = f"its {MANIFEST} records {differences}"
-    else:
-        problem = _strangers(records, specs, preset)
-    if problem:
-        raise ValueError(f"{out} holds another sweep ({problem}); runs of two sweeps must not mix in one "
-                         f"folder: start afresh with another --out, or move {out} away")
-    if not path.exists():
-        atomic_write_text(path, json.dumps(wanted, indent=1))
+GP_SWEEP = Experiment(label="GP sweep", fields=RECORD_FIELDS, identity="config", compare=_compare,
+                      csv_fields=tuple(name for name, kind in RECORD_FIELDS.items() if kind not in (dict, list)),
+                      check=_gp_record_problem, strangers=_strangers)
 
 
 # -- running a sweep -------------------------------------------------------------------------
 
 
-def _finished_runs(todo: list[RunSpec], jobs: int, device: str):
-    """Records of the runs as they finish: in this process, or in ``jobs`` worker processes of one
-    thread each (``pool.finished``: terminated at once when anything goes wrong)."""
-    return finished(partial(run_spec if jobs == 1 else _worker, device=device), todo, jobs)
-
-
 def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
-              on_start=None, on_done=None, reuse: list[dict] = ()) -> list[dict]:
-    """Run every spec not yet in out_dir/results.json; return all records, in spec order. Resumable.
+              on_start=None, on_done=None, reuse: list[dict] = (), executor=finished) -> list[dict]:
+    """Run every spec not yet in out_dir/results.json (``sweep.run``); return all records, in spec order.
 
-    Holds the folder's lock throughout and refuses a folder of another sweep (``preset`` names the
-    sweep in its manifest). Records in ``reuse`` (another sweep's, checked) whose hash is one of the
-    specs' are the same configuration already trained: they are taken as they are, provenance and all,
-    under this sweep's group. ``on_start(todo)`` is called with the runs to do once the folder is
-    claimed, ``on_done(record)`` after each finished run (already saved)."""
+    ``preset`` names the sweep in its manifest. Records in ``reuse`` (another sweep's, checked) whose hash is
+    one of the specs' are the same configuration already trained: they are taken as they are, provenance and
+    all, under this sweep's group. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
-    out_dir = Path(out_dir)
-    with FolderLock(out_dir, "GP sweep"):
-        records = load_results(out_dir / "results.json")
-        _claim_folder(out_dir, preset, specs, records)
-        done = {r["hash"] for r in records}
-        groups = {s.hash: s.group for s in specs}
-        adopted = [r | {"group": groups[r["hash"]]} for r in reuse if r["hash"] in groups and r["hash"] not in done]
-        if adopted:
-            records += adopted
-            done |= {r["hash"] for r in adopted}
-            save_results(out_dir, records)
-        todo = [s for s in specs if s.hash not in done]
-        if on_start:
-            on_start(todo)
-        with closing(_finished_runs(todo, jobs, device)) as runs:
-            for record in runs:
-                records.append(record)
-                save_results(out_dir, records)
-                if on_done:
-                    on_done(record)
-        order = {s.hash: i for i, s in enumerate(specs)}
-        records.sort(key=lambda r: order[r["hash"]])
-        save_results(out_dir, records)
-    return records
+    groups = {s.hash: s.group for s in specs}
+    plan = Plan(specs=specs, key=lambda s: s.hash, manifest=sweep_identity(preset, specs),
+                run=partial(run_spec, device=device, threads=None if jobs == 1 else 1),
+                reuse=[r | {"group": groups[r["hash"]]} for r in reuse if r["hash"] in groups])
+    return sweep.run(GP_SWEEP, out_dir, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
 
 
 # -- summaries -------------------------------------------------------------------------------
@@ -360,9 +278,7 @@ def markdown_table(records: list[dict]) -> str:
 
 def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
-    want = {s.hash for s in preset_runs(preset)}
-    have = {r["hash"] for r in records}
-    return want - have, have - want
+    return sweep.stale(records, (s.hash for s in preset_runs(preset)))
 
 
 def _results_path(path) -> Path:
@@ -380,11 +296,11 @@ def main_sweep(args) -> int:
     try:
         with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
                            lambda r: f"{run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
-            reuse = load_results(_results_path(args.reuse)) if args.reuse else []
+            reuse = GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
             records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
                                 on_start=progress.start, on_done=progress.done, reuse=reuse)
     except KeyboardInterrupt:
-        kept = {r["hash"] for r in load_results(out / "results.json")} & {s.hash for s in specs}
+        kept = {r["hash"] for r in GP_SWEEP.load(out / "results.json")} & {s.hash for s in specs}
         print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
               "again to resume", file=sys.stderr)
         return 130
