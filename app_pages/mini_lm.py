@@ -142,7 +142,7 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
 
 @st.cache_data(show_spinner=False)
 def sweep_records(folder=sweep.COMMITTED_SWEEP):
-    return sweep.load_results(ROOT / folder / "results.json")
+    return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
 
 
 def sweep_section(records) -> None:

@@ -135,7 +135,7 @@ def load(loader, path):
 
 gp = load(gp_sweep.GP_SWEEP.load, gp_sweep_path)
 study = load(gp_sweep.GP_SWEEP.load, gp_study_path)
-lm = load(lm_sweep.load_results, lm_sweep_path)
+lm = load(lm_sweep.LM_SWEEP.load, lm_sweep_path)
 
 gp_missing, _ = gp_sweep.stale_hashes(gp, "default")
 study_specs = gp_study.conditions()
@@ -751,7 +751,7 @@ if lm:
 # variants at three widths (`results/lm-ladder`) and fits the gap against parameters.
 
 # %%
-lm_own = load(lm_sweep.load_results, lm_own_path)
+lm_own = load(lm_sweep.LM_SWEEP.load, lm_own_path)
 if lm and lm_own:
     own_total = len(lm_sweep.preset_runs("own"))
     report(f"{len(lm_own)} of the own-rate sweep's {own_total} runs loaded.")
@@ -766,7 +766,7 @@ else:
     report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run `make lm-own`.")
 
 # %%
-lm_ladder_records = load(lm_sweep.load_results, lm_ladder_path)
+lm_ladder_records = load(lm_sweep.LM_SWEEP.load, lm_ladder_path)
 if lm_ladder_records:
     report(f"{len(lm_ladder_records)} of the ladder's {len(lm_sweep.preset_runs('ladder'))} runs loaded. "
            + lm_ladder.summary(lm_ladder_records))

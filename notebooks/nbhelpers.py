@@ -124,7 +124,7 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
                      f"{' (supported: ' + ', '.join(supported) + ')' if supported else ''}.")
     else:
         lines.append(f"**GP regression**: no study results at `{gp_study_path}` yet.")
-    lm = lm_sweep.load_results(lm_sweep_path) if Path(lm_sweep_path).exists() else []
+    lm = lm_sweep.LM_SWEEP.load(lm_sweep_path) if Path(lm_sweep_path).exists() else []
     claims = lm_sweep.claim_rows(lm) if lm else []
     table = pd.DataFrame(claims, columns=["#", "claim", "verdict"]).set_index("#")
     if lm:

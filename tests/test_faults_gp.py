@@ -225,7 +225,7 @@ def record() -> dict:
 def test_wrong_shaped_results_are_refused(tmp_path, record, presets, capsys, case, expected):
     """Attack: valid JSON of the wrong shape, or one run twice, in results.json. Old: KeyError or
     TypeError tracebacks from `gp sweep` and `gp report`, and a duplicate counted as another seed.
-    Now `load_results` refuses it naming the file, the record and the field, and both commands
+    Now `GP_SWEEP.load` refuses it naming the file, the record and the field, and both commands
     print the error (exit 2)."""
     edited = dict(record, config=dict(record["config"], train=dict(record["config"]["train"], steps=5)))
     content = {"dict": {"runs": [record]}, "list of numbers": [1, 2],

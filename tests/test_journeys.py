@@ -489,7 +489,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     settle(page)
     names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map(t => "
                           "t.name))")
-    records = sweep.load_results(Path(__file__).resolve().parents[1] / sweep.COMMITTED_LADDER / "results.json")
+    records = sweep.LM_SWEEP.load(Path(__file__).resolve().parents[1] / sweep.COMMITTED_LADDER / "results.json")
     assert {f"{name} projection" for name in ladder.trends(records)} <= set(names), names
     assert page.get_by_text(re.compile("projection, not a result")).count() >= 1
     page.locator(".js-plotly-plot").filter(has_text="Width ladder").scroll_into_view_if_needed()

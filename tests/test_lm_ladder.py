@@ -12,16 +12,17 @@ from conftest import ROOT, page_tables, row_values
 
 from cem_core.experiments import verdicts
 from cem_core.experiments.lm import ladder, sweep
+from cem_core.experiments.sweep import MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
 
 @pytest.fixture(scope="module")
 def committed_lm_sweep():
-    return sweep.load_results(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+    return sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")
 
 
 def test_the_own_rate_preset_trains_each_variant_at_its_own_rate():
-    rates = sweep.own_rates(sweep.load_results(ROOT / sweep.COMMITTED_RATES / "results.json"))
+    rates = sweep.own_rates(sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_RATES / "results.json"))
     assert sweep.OWN_RATES == {name: r["lr"] for name, r in rates.items()}     # as the committed grid found them
     specs = sweep.preset_runs("own")
     p = sweep.SWEEP_PRESETS["own"]
@@ -261,7 +262,7 @@ def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
 
 
 def _committed(folder):
-    return sweep.load_results(ROOT / folder / "results.json")
+    return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
 
 
 def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
@@ -269,7 +270,7 @@ def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
     assert sweep.stale_runs(records, "own") == (set(), set()) and len(records) == 33
     assert {(r["name"], r["lr"]) for r in records} == set(sweep.OWN_RATES.items())
     assert all(sorted(r["seed"] for r in records if r["name"] == n) == [0, 1, 2] for n in sweep.OWN_RATES)
-    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / sweep.MANIFEST).read_text())
+    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / MANIFEST).read_text())
     assert (manifest["verdict_rule"], manifest["rate_rule"]) == (sweep.T_RULE, sweep.RATE_RULE)
 
 
@@ -280,7 +281,7 @@ def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
     best = ladder.best_rates(records)
     assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
     assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
-    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / sweep.MANIFEST).read_text())
+    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / MANIFEST).read_text())
     assert manifest["verdict_rule"] == sweep.LADDER_RULE
 
 

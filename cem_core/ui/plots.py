@@ -379,9 +379,9 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_
         paths += _save(builder(data()), out, name)
     for figures, load, results, command in (
             (GP_FIGURES, gp_sweep.GP_SWEEP.load, gp_results, "make gp-sweep"),
-            (LM_FIGURES, lm_sweep.load_results, lm_results, "make lm-sweep"),
+            (LM_FIGURES, lm_sweep.LM_SWEEP.load, lm_results, "make lm-sweep"),
             (GP_STUDY_FIGURES, gp_sweep.GP_SWEEP.load, gp_study_results, "make gp-study"),
-            (LADDER_FIGURES, lm_sweep.load_results, ladder_results, "make lm-ladder")):
+            (LADDER_FIGURES, lm_sweep.LM_SWEEP.load, ladder_results, "make lm-ladder")):
         records = load(results)
         if not records:
             raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "

@@ -21,29 +21,21 @@ difference in validation perplexity and its standard error, under ``VERDICT_RULE
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
-from contextlib import closing
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 import torch
 
+from cem_core.experiments import sweep as runner
 from cem_core.experiments import verdicts
-from cem_core.experiments.integrity import FolderLock, describe_differences, foreign_files, json_hash, short_repr
+from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
-from cem_core.experiments.records import (
-    and_list,
-    atomic_write_text,
-    load_records,
-    markdown_table,
-    provenance,
-    read_json,
-    save_records,
-)
+from cem_core.experiments.records import and_list, markdown_table, provenance
+from cem_core.experiments.sweep import Experiment, Plan
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -58,7 +50,7 @@ COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe
 COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate (issue 26) ...
 COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
 COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder
-MANIFEST, MANIFEST_FORMAT = "sweep.json", 1
+MANIFEST_FORMAT = 1
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
 VARIANTS = {
@@ -291,10 +283,6 @@ def run_one(spec: RunSpec, data: DataConfig, out: Path, threads: int | None = No
             "identity": identity, "provenance": provenance()}
 
 
-def _worker(spec: RunSpec, data: DataConfig, out: Path) -> dict:
-    return run_one(spec, data, out, threads=1)
-
-
 RECORD_FIELDS = {"hash": str, "name": str, "seed": int, "lr": float, "variant": str, "params": int, "steps": int,
                  "tokens": int, "diverged": bool, "val_ppl": float, "val_loss": float, "val_ppl_by_T": dict,
                  "tokens_per_s": float, "val_curve": list, "identity": dict}
@@ -302,17 +290,8 @@ CSV_FIELDS = ("name", "seed", "lr", "variant", "params", "steps", "tokens", "div
               "tokens_per_s", "hash")
 
 
-def _record_problem(record) -> str:
-    if not isinstance(record, dict):
-        return f"{short_repr(record)} is not an object (a run record)"
-    for name, kind in RECORD_FIELDS.items():
-        value = record.get(name)
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float
-              else isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
-        if not ok:
-            return f"the field {name!r} is missing or not a {kind.__name__}"
-    if json_hash(record["identity"]) != record["hash"]:
-        return f"hash={record['hash']!r} is not the hash of the record's identity (the record was edited)"
+def _lm_record_problem(record: dict) -> str:
+    """An LM record's own checks: its seed, rate and variant are its identity's, and its name a variant's."""
     config = record["identity"].get("config", {})
     for name in ("seed", "lr", "variant"):
         if config.get(name) != record[name]:
@@ -320,15 +299,6 @@ def _record_problem(record) -> str:
     if record["name"] not in VARIANTS:
         return f"name={record['name']!r} is not one of the sweep's variants"
     return ""
-
-
-def load_results(path: Path) -> list[dict]:
-    """The run records in results.json ([] when there is none), each checked (``records.load_records``)."""
-    return load_records(path, _record_problem)
-
-
-def save_results(out: Path, records: list[dict]) -> None:
-    save_records(out, records, CSV_FIELDS)
 
 
 def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
@@ -340,59 +310,33 @@ def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
             **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {})}
 
 
-def _claim_folder(out: Path, wanted: dict, records: list[dict]) -> None:
-    stray = foreign_files(out, (MANIFEST, "results.json", "results.csv", "runs"))
-    if stray:
-        raise ValueError(f"{out} holds files that are not an LM sweep's ({', '.join(stray[:6])}): choose a new or "
-                         "empty folder with --out")
-    path = out / MANIFEST
-    if path.exists():
-        recorded = read_json(path)
-        if not isinstance(recorded, dict):
-            raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
-        # the same sweep may have grown (new variants added to the preset): its runs a superset of those recorded
-        grown = isinstance(recorded.get("runs"), list) and set(recorded["runs"]) <= set(wanted["runs"])
-        if differences := describe_differences({k: v for k, v in recorded.items() if k != "data_label"
-                                                 and not (k == "runs" and grown)},
-                                               {k: v for k, v in wanted.items() if k != "data_label"
-                                                and not (k == "runs" and grown)}, limit=4):
-            raise ValueError(f"{out} holds another sweep (its {MANIFEST} records {differences}); runs of two "
-                             f"sweeps or two data sources must not mix in one folder: use another --out")
-        if recorded["runs"] != wanted["runs"]:
-            atomic_write_text(path, json.dumps(wanted, indent=1))      # the grown sweep's runs, in its order
-    strangers = [r for r in records if r["hash"] not in set(wanted["runs"])]
-    if strangers:
-        raise ValueError(f"{out}: {len(strangers)} records in results.json are not runs of this sweep (first: "
-                         f"{strangers[0]['name']}, seed {strangers[0]['seed']}); move {out} away to start afresh")
-    if not path.exists():
-        atomic_write_text(path, json.dumps(wanted, indent=1))
+def _compare(recorded: dict, wanted: dict) -> str:
+    """The manifests' differences, the label aside; a sweep that has grown (new variants or rates added to its
+    preset: its runs a superset of those recorded) is the same sweep."""
+    grown = isinstance(recorded.get("runs"), list) and set(recorded["runs"]) <= set(wanted["runs"])
+    kept = [k for k in {*recorded, *wanted} if k != "data_label" and not (k == "runs" and grown)]
+    return describe_differences({k: recorded[k] for k in kept if k in recorded},
+                                {k: wanted[k] for k in kept if k in wanted}, limit=4)
+
+
+LM_SWEEP = Experiment(label="LM sweep", article="an", fields=RECORD_FIELDS, identity="identity",
+                      compare=_compare, own_files=("runs",), check=_lm_record_problem, csv_fields=CSV_FIELDS,
+                      strangers=lambda records, plan: (
+                          f"{len(records)} of its records are not runs of this sweep (first: {records[0]['name']}, "
+                          f"seed {records[0]['seed']})"))
 
 
 def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, on_start=None,
-              on_done=None) -> list[dict]:
-    """Run every run of the preset not yet in out/results.json; return all records in sweep order."""
+              on_done=None, executor=finished) -> list[dict]:
+    """Run every run of the preset not yet in out/results.json (``sweep.run``); return all records in sweep
+    order. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
     out = Path(out)
     data = data or default_data(preset)
     specs = preset_runs(preset)
-    with FolderLock(out, "LM sweep"):
-        records = load_results(out / "results.json")
-        _claim_folder(out, manifest(preset, data, specs), records)
-        done = {r["hash"] for r in records}
-        todo = [s for s in specs if json_hash(s.config.identity(data)) not in done]
-        if on_start:
-            on_start(todo)
-        fn = partial(run_one if jobs == 1 else _worker, data=data, out=out)
-        with closing(finished(fn, todo, jobs)) as runs:
-            for record in runs:
-                records.append(record)
-                save_results(out, records)
-                if on_done:
-                    on_done(record)
-        order = {json_hash(s.config.identity(data)): i for i, s in enumerate(specs)}
-        records.sort(key=lambda r: order[r["hash"]])
-        save_results(out, records)
-    return records
+    plan = Plan(specs=specs, key=lambda s: json_hash(s.config.identity(data)), manifest=manifest(preset, data, specs),
+                run=partial(run_one, data=data, out=out, threads=None if jobs == 1 else 1))
+    return runner.run(LM_SWEEP, out, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
 
 
 def choose_lr(records: list[dict]) -> float:
@@ -433,9 +377,7 @@ def own_rates(records: list[dict]) -> dict[str, dict]:
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
     data = data or default_data(preset)
-    want = {json_hash(s.config.identity(data)) for s in preset_runs(preset)}
-    have = {r["hash"] for r in records}
-    return want - have, have - want
+    return runner.stale(records, (json_hash(s.config.identity(data)) for s in preset_runs(preset)))
 
 
 # -- summaries and the claims table ----------------------------------------------------------------
