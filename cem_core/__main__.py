@@ -83,7 +83,7 @@ def _default(cls, name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cem_core.experiments import gp, gp_study, gp_sweep
+    from cem_core.experiments import cluster, gp, gp_study, gp_sweep
     from cem_core.experiments.lm import data as lm_data
     from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
     from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
@@ -143,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
     sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
                                        "(same hash) are taken instead of trained again, provenance kept")
+    cluster.add_arguments(sweep)
     report = gp_parser.add_parser("report", help="print the summary table of a sweep")
     report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
                         help="a sweep folder or its results.json (default: the committed sweep, from the repository "
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
     lm_sw.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
+    cluster.add_arguments(lm_sw)
     for p in (lm_train, lm_cmp, lm_sw):
         p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
                        help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")

@@ -22,7 +22,7 @@ import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
-from . import gp, gp_study, sweep
+from . import cluster, gp, gp_study, sweep
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import describe_differences, identity_differences, short_repr
 from .pool import SweepProgress, finished
@@ -298,7 +298,8 @@ def main_sweep(args) -> int:
                            lambda r: f"{run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
             reuse = GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
             records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
-                                on_start=progress.start, on_done=progress.done, reuse=reuse)
+                                on_start=progress.start, on_done=progress.done, reuse=reuse,
+                                executor=cluster.from_arguments(args, out))
     except KeyboardInterrupt:
         kept = {r["hash"] for r in GP_SWEEP.load(out / "results.json")} & {s.hash for s in specs}
         print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "

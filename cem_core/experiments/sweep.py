@@ -11,6 +11,7 @@ A sweep folder DIR holds one sweep of one kind (an ``Experiment``):
   Every record is checked on load (its fields and their kinds, that its hash is the hash of its identity,
   that no run appears twice) and again when a worker hands it back (also: that it is a run still to do).
 - DIR/.lock: one sweep writes to a folder at a time (``FolderLock``); a second is refused at once.
+- DIR/cluster-logs/: the job logs, when a cluster engine ran the runs (``cluster``).
 
 Runs are handed to an executor, ``executor(fn, specs, jobs)``, which yields records as runs finish: by default
 ``pool.finished`` (this process, or ``jobs`` local worker processes); ``cluster.finished`` hands them to a
@@ -25,6 +26,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cluster import LOGS
 from .integrity import FolderLock, foreign_files, json_hash, short_repr
 from .pool import finished
 from .records import atomic_write_text, load_records, read_json, save_records
@@ -113,7 +115,7 @@ def not_finite(record: dict, fields: dict) -> str:
 def claim(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -> None:
     """Refuse a folder that holds another sweep, or files of another tool; adopt one that holds (part of)
     this one, writing its manifest when it has none or when the sweep has grown."""
-    stray = foreign_files(out, (MANIFEST, RESULTS, "results.csv", *kind.own_files))
+    stray = foreign_files(out, (MANIFEST, RESULTS, "results.csv", LOGS, *kind.own_files))
     if stray:
         raise ValueError(f"{out} holds files that are not {kind.article} {kind.label}'s ({', '.join(stray[:6])}): "
                          "choose a new or empty folder with --out")

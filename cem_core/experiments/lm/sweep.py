@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
+from cem_core.experiments import cluster, verdicts
 from cem_core.experiments import sweep as runner
-from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
 from cem_core.experiments.pool import SweepProgress, finished
 from cem_core.experiments.records import and_list, markdown_table, provenance
@@ -619,7 +619,8 @@ def main_sweep(args, data: DataConfig | None) -> int:
     try:
         with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
                            lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
-            records = run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start, on_done=progress.done)
+            records = run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start, on_done=progress.done,
+                                executor=cluster.from_arguments(args, out))
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
         return 130
