@@ -12,18 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # app_pages importabl
 
 from app_pages import lesson_mode  # noqa: E402
 from app_pages.common import teacher_mode  # noqa: E402
+from cem_core.ui.pages import APP_PAGES  # noqa: E402
 
 present = lesson_mode.presentation()
 st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")
 torch.set_num_threads(1)   # page compute is small; one thread avoids fighting a background training run
 
-PAGES = {
-    "energy": st.Page("app_pages/energy.py", title="Energy descent", icon=":material/trending_down:", default=True),
-    "design": st.Page("app_pages/design_space.py", title="Design space", icon=":material/tune:", url_path="design"),
-    "gp": st.Page("app_pages/gp_recursion.py", title="GP recursion", icon=":material/show_chart:", url_path="gp"),
-    "lm": st.Page("app_pages/mini_lm.py", title="Mini language model", icon=":material/description:", url_path="lm"),
-}
+PAGES = {p.key: st.Page(p.file, title=p.title, icon=p.icon, url_path=p.path or None, default=not p.path)
+         for p in APP_PAGES}
 
 # Less empty space above the title, so that a projected page shows its plots (Streamlit has no setting for it);
 # presentation mode: larger text for the room (the plots scale their own fonts). One element either way: the

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from cem_core.ui import pages
+
 ROOT = Path(__file__).resolve().parents[1]               # the repository
 COMMITTED_SWEEP = ROOT / "results" / "gp-default"          # the committed GP sweep
 NOT_RUN = "DID NOT RUN"
@@ -156,8 +158,7 @@ def child_env(**extra: str) -> dict:
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", **extra}
 
 
-APP_PAGES = {"energy": "app_pages/energy.py", "design": "app_pages/design_space.py",
-             "gp": "app_pages/gp_recursion.py", "lm": "app_pages/mini_lm.py"}
+APP_PAGES = {p.key: p.file for p in pages.APP_PAGES}
 
 
 def shown(markdown: str) -> str:

@@ -9,9 +9,11 @@ import pytest
 from appdriver import CHROMIUM, chromium, playback, serve_app, settle, traces, version
 from conftest import child_env, require_system_package
 
+from cem_core.ui.pages import APP_PAGES
+
 pytestmark = pytest.mark.slow          # a real Chromium against a real Streamlit server
-PAGES = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}
-TITLES = {"energy": "Energy descent", "design": "Design space", "gp": "GP recursion", "lm": "Mini language model"}
+PAGES = {p.key: p.path for p in APP_PAGES}
+TITLES = {p.key: p.title for p in APP_PAGES}
 
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 

@@ -5,15 +5,12 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlencode, urlparse
 
+from .pages import APP_PAGES
+
 APP_ADDRESS = "http://localhost:8501"      # where `make app` serves the app
 LAB_ADDRESS = "http://localhost:8888"      # where `make notebooks` serves JupyterLab
-APP_PATHS = {"energy": "", "design": "design", "gp": "gp", "lm": "lm"}   # page -> url_path (app.py)
-PAGE_NOTEBOOKS = {                          # the notebooks that derive or read what each page shows
-    "energy": ("00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space"),
-    "design": ("03_design_space",),
-    "gp": ("04_gp_recursion", "05_what_the_evidence_says"),
-    "lm": ("05_what_the_evidence_says",),
-}
+APP_PATHS = {p.key: p.path for p in APP_PAGES}                       # page -> its URL path
+PAGE_NOTEBOOKS = {p.key: p.notebooks for p in APP_PAGES}              # the notebooks that derive or read each page
 
 
 def app_running(timeout: float = 0.2) -> bool:
