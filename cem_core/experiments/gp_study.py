@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import verdicts
@@ -70,26 +70,52 @@ def plateau_steps(records: list[dict]) -> int:
     return min(step for step, value in run["rmse_curve"] if value <= 1.01 * best)
 
 
-def conditions() -> dict[str, list[RunSpec]]:
-    """The study's runs by condition (module docstring)."""
+@dataclass(frozen=True)
+class Condition:
+    """One condition of the study: its runs (none for a claim that compares other conditions' runs), its claim
+    (text, [(kind, (group, T), (group, T)), ...]: the paper's claim is that deeper recursion lowers the RMSE),
+    what the claim compares ("recursion": deeper T against T = 1; "equal compute"; "form": one form of the
+    energy against another), and whether the conditions map draws a panel for it, showing the Llama run of
+    ``llama_of`` when it has none of its own. A new condition is one entry of ``study``."""
+    name: str
+    runs: tuple
+    claim: tuple
+    compares: str = "recursion"
+    mapped: bool = True
+    llama_of: str | None = None
+
+
+def _deeper(group: str, against: str | None = None, Ts=(4, 8)) -> tuple:
+    """The claim that T = 4 and T = 8 each lower the RMSE below T = 1 (of ``against``, else of the group)."""
+    text = (f"with {group}, T = 4 and T = 8 each below T = 1 ({against})" if against else
+            "deeper recursion lowers the RMSE (T = 4 and T = 8 each below T = 1)")
+    return text, [("improves", (group, T), (against or group, 1)) for T in Ts]
+
+
+def study() -> tuple[Condition, ...]:
+    """The study's conditions, in the order of its table (module docstring)."""
     task, model, train = GPTaskConfig(), _BASE_MODEL, _BASE_TRAIN
-    out = {
-        "base": _runs("base", task, model, train),
-        "long": _runs("long", task, model, replace(train, steps=LONG_STEPS), Ts=LONG_TS),
-        "interleaved": _runs("interleaved", task, replace(model, tokens="interleaved"), train),
-        "attention only": _runs("attention only", task, replace(model, mlp="none"), train),
-        "64 points": _runs("64 points", GPTaskConfig(n_points=64), model, train),
-        "d_x = 2": _runs("d_x = 2", GPTaskConfig(d_x=2), model, train),
-    }
+    long = replace(train, steps=LONG_STEPS)
+    out = [Condition("base", _runs("base", task, model, train), _deeper("base")),
+           Condition("long", _runs("long", task, model, long, Ts=LONG_TS), _deeper("long"))]
+    for name, t, m in (("interleaved", task, replace(model, tokens="interleaved")),
+                       ("attention only", task, replace(model, mlp="none")),
+                       ("64 points", GPTaskConfig(n_points=64), model), ("d_x = 2", GPTaskConfig(d_x=2), model)):
+        out.append(Condition(name, _runs(name, t, m, train), _deeper(name)))
     for name, switches in (("eta per step", dict(eta_mode="per_step")), ("P psd", dict(preconditioner="psd")),
                            ("P dlr", dict(preconditioner="dlr"))):
-        out[name] = _runs(name, task, model.with_cem(**switches), train, Ts=(4, 8), llama=False)
-    out["depth 4"] = _runs("depth 4", task, replace(model, depth=4), train, Ts=(1,), llama=False)
-    out["looped x4"] = _runs("looped x4", task, replace(model, loops=4), train, Ts=(1,), llama=False)
+        runs = _runs(name, task, model.with_cem(**switches), train, Ts=(4, 8), llama=False)
+        out.append(Condition(name, runs, _deeper(name, against="base")))
+    out += [Condition("depth 4", _runs("depth 4", task, replace(model, depth=4), train, Ts=(1,), llama=False),
+                      ("recursion matches depth at equal compute: T = 4 at depth 1 within 2% of T = 1 at depth 4",
+                       [("comparable", ("base", 4), ("depth 4", 1))]), compares="equal compute", mapped=False),
+            Condition("looped x4", _runs("looped x4", task, replace(model, loops=4), train, Ts=(1,), llama=False),
+                      ("recursion matches a looped block: T = 4 within 2% of one block looped 4 times",
+                       [("comparable", ("base", 4), ("looped x4", 1))]), compares="equal compute", mapped=False)]
+    # the block as one energy and the distance-form diagonal (fixed before their runs trained)
     shared, distance = dict(diagonal="shared"), dict(diagonal="shared", diagonal_form="distance")
     cem_mlp = replace(model, mlp="cem")
     joint = cem_mlp.with_cem(block="joint")
-    long = replace(train, steps=LONG_STEPS)
     for name, m, steps, Ts in (("diagonal shared", model.with_cem(**shared), train, NEW_TS),
                                ("distance", model.with_cem(**distance), train, NEW_TS),
                                ("CEM MLP", cem_mlp, train, NEW_TS),
@@ -98,8 +124,33 @@ def conditions() -> dict[str, list[RunSpec]]:
                                ("distance long", model.with_cem(**distance), long, LONG_TS),
                                ("joint long", joint, long, LONG_TS),
                                ("joint + distance long", joint.with_cem(**distance), long, LONG_TS)):
-        out[name] = _runs(name, task, m, steps, Ts=Ts, llama=False)
-    return out
+        out.append(Condition(name, _runs(name, task, m, steps, Ts=Ts, llama=False), _deeper(name),
+                             llama_of="long" if steps is long else "base"))
+    out += [Condition("distance vs bilinear", (), (
+                "the distance form lowers the RMSE against the bilinear shared diagonal at T = 1, 4 and 8",
+                [("improves", ("distance", T), ("diagonal shared", T)) for T in NEW_TS]),
+                compares="form", mapped=False),
+            Condition("joint vs sequential", (), (
+                "one energy for the block lowers the RMSE against the sequential CEM block (CEM MLP) at T = 1, 4 "
+                "and 8", [("improves", ("joint", T), ("CEM MLP", T)) for T in NEW_TS]),
+                compares="form", mapped=False),
+            Condition("joint vs looped", (), (
+                "the joint block matches a looped block: joint T = 4 within 2% of one block looped 4 times",
+                [("comparable", ("joint", 4), ("looped x4", 1))]), compares="equal compute", mapped=False)]
+    return tuple(out)
+
+
+STUDY = study()
+CLAIMS = {c.name: c.claim for c in STUDY}
+EQUAL_COMPUTE = tuple(c.name for c in STUDY if c.compares == "equal compute")
+FORM_COMPARISONS = tuple(c.name for c in STUDY if c.compares == "form")
+MAP_CONDITIONS = tuple(c.name for c in STUDY if c.mapped)
+LLAMA_OF = {c.name: c.llama_of for c in STUDY if c.llama_of}       # a panel without a Llama run of its own
+
+
+def conditions() -> dict[str, list[RunSpec]]:
+    """The study's runs by condition."""
+    return {c.name: list(c.runs) for c in STUDY if c.runs}
 
 
 def study_runs() -> list[RunSpec]:
@@ -115,39 +166,6 @@ def _ratios(records: list[dict], group: str, T: int | None, attention: str = "ce
             if r["group"] == group and r["attention"] == attention and (T is None or r["T"] == T)}
 
 
-# each condition's claim: (text, [(kind, (group, T), (group, T)), ...]); the paper's claim is that deeper
-# recursion lowers the RMSE
-CLAIMS = {
-    **{group: ("deeper recursion lowers the RMSE (T = 4 and T = 8 each below T = 1)",
-               [("improves", (group, 4), (group, 1)), ("improves", (group, 8), (group, 1))])
-       for group in ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2")},
-    **{group: (f"with {group}, T = 4 and T = 8 each below T = 1 (base)",
-               [("improves", (group, 4), ("base", 1)), ("improves", (group, 8), ("base", 1))])
-       for group in ("eta per step", "P psd", "P dlr")},
-    "depth 4": ("recursion matches depth at equal compute: T = 4 at depth 1 within 2% of T = 1 at depth 4",
-                [("comparable", ("base", 4), ("depth 4", 1))]),
-    "looped x4": ("recursion matches a looped block: T = 4 within 2% of one block looped 4 times",
-                  [("comparable", ("base", 4), ("looped x4", 1))]),
-    # the block as one energy and the distance-form diagonal (fixed before their runs trained)
-    **{group: ("deeper recursion lowers the RMSE (T = 4 and T = 8 each below T = 1)",
-               [("improves", (group, 4), (group, 1)), ("improves", (group, 8), (group, 1))])
-       for group in ("diagonal shared", "distance", "CEM MLP", "joint", "joint + distance", "distance long",
-                     "joint long", "joint + distance long")},
-    "distance vs bilinear": ("the distance form lowers the RMSE against the bilinear shared diagonal at T = 1, 4 "
-                             "and 8", [("improves", ("distance", T), ("diagonal shared", T)) for T in NEW_TS]),
-    "joint vs sequential": ("one energy for the block lowers the RMSE against the sequential CEM block (CEM MLP) "
-                            "at T = 1, 4 and 8", [("improves", ("joint", T), ("CEM MLP", T)) for T in NEW_TS]),
-    "joint vs looped": ("the joint block matches a looped block: joint T = 4 within 2% of one block looped 4 times",
-                        [("comparable", ("joint", 4), ("looped x4", 1))]),
-}
-
-
-# the claims that compare at equal compute, and those that compare one form of the energy with another; every
-# other claim of CLAIMS is about recursion (deeper T against T = 1)
-EQUAL_COMPUTE = ("depth 4", "looped x4", "joint vs looped")
-FORM_COMPARISONS = ("distance vs bilinear", "joint vs sequential")
-
-
 def conditions_table(records: list[dict]) -> list[dict]:
     """One row per condition: its claim, the pairs with mean ± se of the ratio difference, the verdict."""
     rows = []
@@ -159,14 +177,6 @@ def conditions_table(records: list[dict]) -> list[dict]:
         rows.append({"condition": group, "claim": text, "pairs": compared,
                      "verdict": verdicts.overall([p["verdict"] for p in compared])})
     return rows
-
-
-MAP_CONDITIONS = ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
-                  "P dlr", "diagonal shared", "distance", "distance long", "CEM MLP", "joint", "joint long",
-                  "joint + distance", "joint + distance long")
-# a panel without a Llama run of its own shows this condition's (the same length of training)
-LLAMA_OF = {"diagonal shared": "base", "distance": "base", "CEM MLP": "base", "joint": "base",
-            "joint + distance": "base", "distance long": "long", "joint long": "long", "joint + distance long": "long"}
 
 
 def conditions_map(records: list[dict]) -> dict:

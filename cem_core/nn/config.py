@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from .energy import ACTIVATION_FUNCTIONS
 from .validate import check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
@@ -26,7 +27,7 @@ DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x 
 BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
 PRECONDITIONERS = ("none", "dlr", "psd")
 ETA_MODES = ("fixed", "learned", "per_step")
-ACTIVATIONS = ("silu", "gelu", "relu")
+ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)      # the element-wise energy's phi, one entry each in energy.py
 KINDS = ("llama", "cem")
 MLP_KINDS = (*KINDS, "none")   # "none": attention-only blocks
 
