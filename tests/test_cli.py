@@ -5,7 +5,8 @@ from dataclasses import fields
 
 import pytest
 
-from cem_core.__main__ import build_parser, cem_options
+from cem_core.cli import build_parser
+from cem_core.cli.options import cem_options
 from cem_core.nn.config import CEMOptions, switches
 
 

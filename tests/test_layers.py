@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cem_core"
-RANK = {"nn": 0, "experiments": 1, "ui": 2}                  # the package root and __main__ sit on top
+RANK = {"nn": 0, "experiments": 1, "ui": 2, "cli": 3}                # the package root and __main__ sit on top
 THIRD_PARTY = {"nn": {"torch", "numpy"}}                     # what a layer may import besides the standard library
 
 

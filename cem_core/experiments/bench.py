@@ -13,7 +13,6 @@ every variant vs llama (tokens/s); the fast path vs the autograd reference; acti
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -33,7 +32,6 @@ from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, M
 from cem_core.nn.validate import check_choice, check_int
 
 from .lm.train import PRESETS, LMTrainConfig, train_step
-from .records import atomic_write_text, check_new_output, provenance
 from .schedule import adamw
 
 
@@ -381,22 +379,3 @@ def format_table(records: list[dict], c: BenchConfig) -> str:
             lines.append(f"{'':<{w}} activation memory: {r['saved_bytes_a'] / 2**20:.1f} MiB vs "
                          f"{r['saved_bytes_b'] / 2**20:.1f} MiB")
     return "\n".join(lines)
-
-
-def main(args) -> int:
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    c = BenchConfig(d_model=args.d_model, n_heads=args.n_heads, seq_len=args.seq_len, batch=args.batch,
-                    d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
-                    compile=args.compile, lm_preset=args.lm_preset)
-    AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
-    if args.json:
-        check_new_output("json", args.json)                               # before the measurements
-    records = run(c)
-    print(format_table(records, c))
-    if args.json:
-        atomic_write_text(args.json, json.dumps({"config": c.__dict__, "convention": CONVENTION,
-                                                 "threads": torch.get_num_threads(), "provenance": provenance(),
-                                                 "records": records}, indent=1))
-        print(f"records written to {args.json}")
-    return 0

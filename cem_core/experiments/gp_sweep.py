@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -22,10 +21,10 @@ import torch
 
 from cem_core.nn.validate import check_choice, check_int
 
-from . import cluster, gp, gp_study, sweep
+from . import gp, gp_study, sweep
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
 from .integrity import describe_differences, identity_differences, short_repr
-from .pool import SweepProgress, finished
+from .pool import finished
 from .records import provenance, read_json
 from .sweep import Experiment, Plan, is_kind, not_finite
 
@@ -279,35 +278,6 @@ def markdown_table(records: list[dict]) -> str:
 def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
     return sweep.stale(records, (s.hash for s in preset_runs(preset)))
-
-
-def _results_path(path) -> Path:
-    """A sweep folder or its results.json."""
-    path = Path(path)
-    return path / "results.json" if path.is_dir() else path
-
-
-def main_sweep(args) -> int:
-    specs = preset_runs(args.preset)
-    out = Path(args.out)
-    if args.reuse and not _results_path(args.reuse).is_file():
-        raise ValueError(f"reuse={args.reuse!r} is invalid: no sweep folder with a results.json, nor a results.json, "
-                         "is there")
-    try:
-        with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
-                           lambda r: f"{run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
-            reuse = GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
-            records = run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
-                                on_start=progress.start, on_done=progress.done, reuse=reuse,
-                                executor=cluster.from_arguments(args, out))
-    except KeyboardInterrupt:
-        kept = {r["hash"] for r in GP_SWEEP.load(out / "results.json")} & {s.hash for s in specs}
-        print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
-              "again to resume", file=sys.stderr)
-        return 130
-    print(markdown_table(records))
-    print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
-    return 0
 
 
 # -- figure data (plotted by cem_core.ui.plots with matplotlib, and by the app with plotly) -----

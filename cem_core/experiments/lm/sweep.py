@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 import torch
 
-from cem_core.experiments import cluster, verdicts
 from cem_core.experiments import sweep as runner
+from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
-from cem_core.experiments.pool import SweepProgress, finished
+from cem_core.experiments.pool import finished
 from cem_core.experiments.records import and_list, markdown_table, provenance
 from cem_core.experiments.sweep import Experiment, Plan
 from cem_core.nn.config import CEMOptions
@@ -611,23 +610,6 @@ def markdown_tables(records: list[dict]) -> str:
     claims_ = [r | {"verdict": f"**{r['verdict']}**"} for r in claim_rows(records)]
     return (markdown_table(variant_rows(records), ("params", "× Llama", "val ppl (mean ± se)", "seeds", "tokens/s"))
             + "\n\n" + markdown_table(claims_, ("#", "ppl(A) − ppl(B), mean ± se")))
-
-
-def main_sweep(args, data: DataConfig | None) -> int:
-    out = Path(args.out)
-    specs = preset_runs(args.preset)
-    try:
-        with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
-                           lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
-            records = run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start, on_done=progress.done,
-                                executor=cluster.from_arguments(args, out))
-    except KeyboardInterrupt:
-        print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
-        return 130
-    print(f"data: {describe(data or default_data(args.preset))}")
-    print(markdown_tables(records))
-    print(f"\nverdict rule: {VERDICT_RULE}\nresults: {out / 'results.json'}")
-    return 0
 
 
 def preset_summary(preset: str) -> str:

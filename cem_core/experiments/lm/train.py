@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -175,18 +174,6 @@ class Dist:
     @property
     def active(self) -> bool:
         return self.world_size > 1
-
-
-def exit_process(code: int) -> None:
-    """End this process with `code`. A torchrun rank leaves without the interpreter's shutdown: gloo's
-    worker threads still hold the tensors of their last collectives, and freeing those while Python
-    shuts down aborts the process now and then ("terminate called without an active exception",
-    pytorch/pytorch#179291; 6 runs in 100 here). Every result file is already written and closed."""
-    if dist.is_initialized():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
 
 
 def init_distributed() -> Dist:

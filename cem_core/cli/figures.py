@@ -1,0 +1,36 @@
+"""``python -m cem_core figures``: the static figures (PNG and SVG) into a folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from cem_core.experiments import gp_study, gp_sweep
+from cem_core.experiments.lm import sweep as lm_sweep
+
+
+def add(sub) -> None:
+    figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
+    figures.add_argument("--out", default="figures", help="the folder (default figures)")
+    figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),
+                         help="the LM sweep's results.json (default: the committed sweep, from the repository root)")
+    figures.add_argument("--ladder-results", default=str(lm_sweep.COMMITTED_LADDER / "results.json"),
+                         help="the LM width ladder's results.json (default: the committed ladder, from the repository "
+                              "root)")
+    figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_SWEEP / "results.json"),
+                         help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
+    figures.add_argument("--gp-study-results", default=str(gp_study.COMMITTED_STUDY / "results.json"),
+                         help="the GP factor study's results.json (default: the committed study, from the repository "
+                              "root)")
+    figures.set_defaults(run=write_figures)
+
+
+def write_figures(args) -> int:
+    from cem_core.ui.plots import write_all_figures
+    out = Path(args.out)
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise ValueError(f"out={args.out!r} is invalid: it is a file (or a link to no folder), not a folder")
+    for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results,
+                                   gp_study_results=args.gp_study_results, ladder_results=args.ladder_results):
+        print(path)
+    return 0
+
+

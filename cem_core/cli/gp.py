@@ -1,0 +1,164 @@
+"""``python -m cem_core gp train | sweep | report``: Gaussian-process in-context regression."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from cem_core.experiments import cluster, gp, gp_sweep
+from cem_core.experiments.pool import SweepProgress
+from cem_core.nn.config import KINDS, MLP_KINDS, check_eval_T
+from cem_core.nn.validate import check_device
+
+from .options import add_cem_arguments, cem_options, default_of
+
+
+def add(sub) -> None:
+    gp_parser = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(
+        dest="gp_command", required=True)
+    train = gp_parser.add_parser("train", help="train one model and compare it with the GP optimum")
+    model, task, training = gp.GPModelConfig, gp.GPTaskConfig, gp.GPTrainConfig
+    train.add_argument("--attention", choices=KINDS, default=default_of(model, "attention"),
+                       help=f"attention kind (default {default_of(model, 'attention')})")
+    train.add_argument("--mlp", choices=MLP_KINDS, default=default_of(model, "mlp"),
+                       help=f"MLP kind (default {default_of(model, 'mlp')}: SwiGLU, so runs differ in attention only; "
+                            "none: attention-only blocks)")
+    train.add_argument("--tokens", choices=gp.TOKEN_FORMATS, default=default_of(model, "tokens"),
+                       help="token format: pairs = [x_j, x_{j-1}, y_{j-1}, first]; interleaved = a query token "
+                            f"[x_j, 0, 1] then [x_j, y_j, 0] (default {default_of(model, 'tokens')})")
+    for name, what in (("width", "residual width"), ("depth", "number of blocks"), ("n_heads", "attention heads"),
+                       ("d_ff", "MLP width"), ("loops", "times the blocks run over, weights shared")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=int, default=default_of(model, name),
+                           help=f"{what} (default {default_of(model, name)})")
+    add_cem_arguments(train)
+    train.add_argument("--kernel", choices=gp.KERNELS, default=default_of(task, "kernel"),
+                       help=f"GP kernel of the task (default {default_of(task, 'kernel')})")
+    for name, kind, what in (("lengthscale", float, "kernel lengthscale"), ("noise_var", float, "noise variance"),
+                             ("d_x", int, "input dimension"), ("n_points", int, "points per function")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default_of(task, name),
+                           help=f"{what} (default {default_of(task, name)})")
+    for name, kind, what in (("steps", int, "training steps"), ("batch_size", int, "functions per step"),
+                             ("lr", float, "peak learning rate"), ("seed", int, "training seed")):
+        train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default_of(training, name),
+                           help=f"{what} (default {default_of(training, name)})")
+    train.add_argument("--eval-T", type=int, nargs="*", default=[],
+                       help="also evaluate the trained model at these T (test-time scaling)")
+    train.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    train.add_argument("--out", help="write the run record (JSON) to this new file")
+    sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
+    sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
+    sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
+                       help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
+                            "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
+                            "study (the factor study: where recursion helps) (default: default)")
+    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="parallel worker processes, one thread each (default: min(2, cores))")
+    sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
+                                       "(same hash) are taken instead of trained again, provenance kept")
+    cluster.add_arguments(sweep)
+    report = gp_parser.add_parser("report", help="print the summary table of a sweep")
+    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
+                        help="a sweep folder or its results.json (default: the committed sweep, from the repository "
+                             "root)")
+
+    train.set_defaults(run=gp_train)
+    sweep.set_defaults(run=gp_sweep_command)
+    report.set_defaults(run=gp_report)
+
+
+def gp_train(args) -> int:
+    check_device(args.device)
+    import json
+
+    from tqdm import tqdm
+
+    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+    from cem_core.experiments.gp_sweep import RunSpec, run_label, run_spec
+    from cem_core.experiments.records import atomic_write_text, check_new_output
+
+    cem = cem_options(args)
+    spec = RunSpec(
+        task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
+                          d_x=args.d_x, n_points=args.n_points),
+        model=GPModelConfig(attention=args.attention, mlp=args.mlp, width=args.width, depth=args.depth,
+                            n_heads=args.n_heads, d_ff=args.d_ff, cem=cem, tokens=args.tokens, loops=args.loops),
+        train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
+        group="cli")
+    eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
+    if eval_Ts and args.attention != "cem" and args.mlp != "cem":
+        raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
+    if args.out:
+        check_new_output("out", args.out)                         # before training: the record is never lost
+    bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
+
+    def progress(step, loss):
+        bar.update(1)
+        if step % 25 == 0:
+            bar.set_postfix(loss=f"{loss:.4f}")
+
+    record = run_spec(spec, device=args.device, progress=progress, eval_Ts=eval_Ts)
+    bar.close()
+    print(f"{run_label(record)}: {record['params']:,} parameters, {record['train_seconds']:.1f} s")
+    print(f"held-out RMSE {record['rmse']:.4f}  GP optimum {record['rmse_gp']:.4f}  ratio {record['rmse_ratio']:.3f}"
+          f"  (zero {record['rmse_zero']:.4f}, nearest neighbour {record['rmse_nearest_neighbour']:.4f})"
+          + ("  DIVERGED" if record["diverged"] else ""))
+    if record.get("rmse_by_eval_T"):
+        print(f"test-time scaling (trained at T={cem.T}):\n  T    RMSE    ratio")
+        for T, value in record["rmse_by_eval_T"].items():
+            print(f"  {int(T):<4d} {value:.4f}  {value / record['rmse_gp']:.3f}")
+    if args.out:
+        atomic_write_text(args.out, json.dumps(record, indent=1))
+        print(f"record written to {args.out}")
+    return 0
+
+
+def gp_report(args) -> int:
+    from cem_core.experiments.gp_sweep import GP_SWEEP, PRESETS, markdown_table, preset_runs, stale_hashes
+    from cem_core.experiments.records import read_json
+    path = Path(args.results)
+    if path.is_dir():                                   # a sweep folder
+        path = path / "results.json"
+    records = GP_SWEEP.load(path)
+    if not records:
+        raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
+    print(markdown_table(records))
+    manifest = read_json(path.parent / "sweep.json") if (path.parent / "sweep.json").is_file() else {}
+    preset = manifest.get("preset") if isinstance(manifest, dict) else None
+    if preset in PRESETS:
+        missing, _ = stale_hashes(records, preset)
+        if missing:
+            print(f"note: {len(missing)} of {len(preset_runs(preset))} runs of preset {preset} are missing (the sweep "
+                  "has not finished: run the same gp sweep again to resume); the table shows what is there",
+                  file=sys.stderr)
+    return 0
+
+
+def _results_path(path) -> Path:
+    """A sweep folder or its results.json."""
+    path = Path(path)
+    return path / "results.json" if path.is_dir() else path
+
+
+def gp_sweep_command(args) -> int:
+    check_device(args.device)
+    specs = gp_sweep.preset_runs(args.preset)
+    out = Path(args.out)
+    if args.reuse and not _results_path(args.reuse).is_file():
+        raise ValueError(f"reuse={args.reuse!r} is invalid: no sweep folder with a results.json, nor a results.json, "
+                         "is there")
+    try:
+        with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
+                           lambda r: f"{gp_sweep.run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
+            reuse = gp_sweep.GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
+            records = gp_sweep.run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
+                                on_start=progress.start, on_done=progress.done, reuse=reuse,
+                                executor=cluster.from_arguments(args, out))
+    except KeyboardInterrupt:
+        kept = {r["hash"] for r in gp_sweep.GP_SWEEP.load(out / "results.json")} & {s.hash for s in specs}
+        print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
+    print(gp_sweep.markdown_table(records))
+    print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
+    return 0

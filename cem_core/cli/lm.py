@@ -1,0 +1,144 @@
+"""``python -m cem_core lm train | compare | sweep``: language models on SlimPajama (or the offline demo corpus)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from cem_core.experiments import cluster
+from cem_core.experiments.lm import data as lm_data
+from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
+from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
+from cem_core.experiments.pool import SweepProgress
+from cem_core.nn.model import VARIANTS
+
+
+def add(sub) -> None:
+    lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
+        dest="lm_command", required=True)
+    lm_train = lm.add_parser("train", help="train one variant (resumes from --out when it holds a checkpoint)")
+    lm_train.add_argument("--variant", choices=tuple(VARIANTS), default="cem-full",
+                          help="llama, cem-attn, cem-mlp or cem-full (default cem-full)")
+    lm_cmp = lm.add_parser("compare", help="train every variant on the same data and print one table")
+    lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
+                        help="the variants to train (default: all)")
+    lm_cmp.add_argument("--json", help="also write the table as JSON records here")
+    lm_sw = lm.add_parser("sweep", help="the paper's LM claims in miniature: nine variants x three seeds on the same "
+                                        "tokens (resumable), and the claims table")
+    lm_sw.add_argument("--preset", choices=lm_sweep.PRESETS, default="default",
+                       help="; ".join(lm_sweep.preset_summary(p) for p in lm_sweep.PRESETS) + " (default: default)")
+    lm_sw.add_argument("--out", default=None, help="the sweep's folder (default: results/lm-<preset>)")
+    lm_sw.add_argument("--data", default="demo",
+                       help="demo (offline, NOT SlimPajama; the whole demo corpus) | slimpajama | PATH (local "
+                            "SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+    lm_sw.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="parallel worker processes, one thread each (default: min(2, cores))")
+    cluster.add_arguments(lm_sw)
+    for p in (lm_train, lm_cmp, lm_sw):
+        p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
+                       help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
+        p.add_argument("--source-filter", nargs="+", metavar="NAME",
+                       help="keep only records whose meta.redpajama_set_name is one of these")
+        p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
+                       help="skip (and count) documents longer than this many bytes (default 16 MiB)")
+    for p in (lm_train, lm_cmp):
+        p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
+                       help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
+        p.add_argument("--data", default="demo",
+                       help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
+                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+        p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
+        p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+        p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
+        p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
+        p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
+        p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
+        p.add_argument("--eval-T", type=int, nargs="*", default=None,
+                       help="also report validation perplexity at these T (test-time scaling)")
+        p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
+        p.add_argument("--dtype", choices=tuple(TRAIN_DTYPES),
+                       help="parameter format; bfloat16 = float32 weights with bf16 autocast on GPU "
+                            "(default: the preset's)")
+        p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+        p.add_argument("--seed", type=int, help="initialization and data seed (default 0)")
+        p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda when present)")
+
+    lm_train.set_defaults(run=lm_train_command)
+    lm_cmp.set_defaults(run=lm_compare)
+    lm_sw.set_defaults(run=lm_sweep_command)
+
+
+def _lm_data(args, **demo):
+    from cem_core.experiments.lm.data import DataConfig
+    common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None,
+                  max_document_bytes=args.max_document_bytes)
+    if args.data == "demo":
+        return DataConfig(source="demo", dataset_id=args.dataset_id, **common, **demo)
+    if args.data == "slimpajama":
+        return DataConfig(source=args.data, dataset_id=args.dataset_id, **common)
+    return DataConfig(source="path", path=args.data, **common)
+
+
+def lm_sweep_command(args) -> int:
+    data = _lm_data(args, demo_max_bytes=lm_sweep.SWEEP_PRESETS[args.preset].demo_max_bytes)
+    out = Path(args.out or f"results/lm-{args.preset}")
+    specs = lm_sweep.preset_runs(args.preset)
+    try:
+        with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
+                           lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
+            records = lm_sweep.run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start,
+                                         on_done=progress.done, executor=cluster.from_arguments(args, out))
+    except KeyboardInterrupt:
+        print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
+        return 130
+    print(f"data: {lm_data.describe(data)}")
+    print(lm_sweep.markdown_tables(records))
+    print(f"\nverdict rule: {lm_sweep.VERDICT_RULE}\nresults: {out / 'results.json'}")
+    return 0
+
+
+def _lm_overrides(args) -> dict:
+    return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
+            "T": args.T, "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
+            "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed}
+
+
+def lm_train_command(args) -> int:
+    from cem_core.experiments.lm.compare import data_line
+    from cem_core.experiments.lm.data import describe
+    from cem_core.experiments.lm.train import LMTrainConfig, train
+    data = _lm_data(args)
+    cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, **_lm_overrides(args))
+    out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.run_hash(data)[:8]}"
+    print(f"training {args.variant} ({args.preset}) on {describe(data)} into {out}", flush=True)
+    summary = train(cfg, data, out, device=args.device).summary
+    if summary:
+        print(data_line(summary["data_stats"]))
+        print(f"{summary['variant']}: {summary['params']:,} parameters, {summary['tokens_per_s']:,.0f} tokens/s, "
+              f"validation perplexity {summary['val_ppl']:.3f}"
+              + (f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else ""))
+        print(f"trained on {summary['tokens']:,} tokens; the compute-optimal budget (20 tokens/parameter) "
+              f"would be {summary['chinchilla_tokens']:,}")
+        for T, ppl in summary["val_ppl_by_T"].items():
+            print(f"  evaluated at T={T}: perplexity {ppl:.3f}")
+        print(f"sample: {summary['sample']!r}")
+    return 0
+
+
+def lm_compare(args) -> int:
+    from cem_core.experiments.lm.compare import compare, table, write_json
+    from cem_core.experiments.records import check_new_output
+    out = args.out or f"runs/lm/{args.preset}/compare"
+    if args.json:                                                 # before any training; its own table may exist
+        check_new_output("json", args.json, own=Path(out) / "compare.json", run_folder=out)
+    data = _lm_data(args)
+    records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
+                      **_lm_overrides(args))
+    print(table(records, data))
+    if args.json:
+        write_json(records, args.json)
+        print(f"records written to {args.json}")
+    return 0
+
+
