@@ -71,12 +71,12 @@ def test_a_record_a_worker_hands_back_is_checked_before_it_is_saved(tmp_path):
     spec = tiny_study_specs(["base"], seeds=(0,))[0]
     plan = sweep.Plan(specs=[{"hash": spec.hash}], key=lambda s: s["hash"], run=dict, manifest={"kind": "test"})
     with pytest.raises(ValueError, match=r"a worker handed back a record that is not sound \(the field 'group' "):
-        sweep.run(gp_sweep.GP_SWEEP, tmp_path, plan, executor=finished)
+        sweep.run_plan(gp_sweep.GP_SWEEP, tmp_path, plan, executor=finished)
     assert not (tmp_path / "results.json").exists()
     record = gp_sweep.run_spec(spec)
     other = sweep.Plan(specs=[spec], key=lambda s: "f" * 16, run=lambda s: record, manifest={"kind": "test"})
     with pytest.raises(ValueError, match=r"is not one of the runs to do"):
-        sweep.run(gp_sweep.GP_SWEEP, tmp_path / "other", other, executor=finished)
+        sweep.run_plan(gp_sweep.GP_SWEEP, tmp_path / "other", other, executor=finished)
     assert not (tmp_path / "other" / "results.json").exists()
 
 

@@ -144,7 +144,7 @@ def test_the_committed_study_holds_every_run_of_the_current_configuration():
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-study`"
     assert not any(r["diverged"] for r in records)
     assert all("step_diagnostics" in r for r in records if r["group"].endswith("long") and r["attention"] == "cem")
-    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / sweep.MANIFEST)
+    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / sweep.SWEEP_MANIFEST)
     assert manifest["verdict_rule"] == gp_study.VERDICT_RULE and manifest["tolerance"] == gp_study.TOLERANCE
 
 

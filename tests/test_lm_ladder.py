@@ -12,7 +12,7 @@ from conftest import ROOT, page_tables, row_values
 
 from cem_core.experiments import verdicts
 from cem_core.experiments.lm import ladder, sweep
-from cem_core.experiments.sweep import MANIFEST
+from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
 
@@ -270,7 +270,7 @@ def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
     assert sweep.stale_runs(records, "own") == (set(), set()) and len(records) == 33
     assert {(r["name"], r["lr"]) for r in records} == set(sweep.OWN_RATES.items())
     assert all(sorted(r["seed"] for r in records if r["name"] == n) == [0, 1, 2] for n in sweep.OWN_RATES)
-    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / MANIFEST).read_text())
+    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / SWEEP_MANIFEST).read_text())
     assert (manifest["verdict_rule"], manifest["rate_rule"]) == (sweep.T_RULE, sweep.RATE_RULE)
 
 
@@ -281,7 +281,7 @@ def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
     best = ladder.best_rates(records)
     assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
     assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
-    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / MANIFEST).read_text())
+    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / SWEEP_MANIFEST).read_text())
     assert manifest["verdict_rule"] == sweep.LADDER_RULE
 
 

@@ -12,7 +12,7 @@ from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import json_hash
 from cem_core.experiments.lm import sweep
 from cem_core.experiments.lm.data import DataConfig, content_sha256
-from cem_core.experiments.sweep import MANIFEST
+from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
 QUICK_DATA = sweep.default_data("quick")
@@ -34,7 +34,7 @@ def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
     two = [r for r in records if r["name"] in ("attn T=2", "mlp T=2", "cem-full")]
     assert all(set(r["val_ppl_by_T"]) == {"1", "2", "4"} for r in two)
     assert sweep.LM_SWEEP.load(out / "results.json") == records
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = json.loads((out / SWEEP_MANIFEST).read_text())
     assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["data_sha256"]
 
 
@@ -87,10 +87,10 @@ def test_edited_records_and_stray_files_are_refused(quick, tmp_path):
 
 @pytest.mark.parametrize("manifest, message", [("{not json", "is not valid JSON"), ("[1]", "is not a sweep manifest")])
 def test_a_damaged_manifest_is_refused_with_its_path(tmp_path, manifest, message):
-    (tmp_path / MANIFEST).write_text(manifest)
+    (tmp_path / SWEEP_MANIFEST).write_text(manifest)
     with pytest.raises(ValueError, match=message) as refused:
         sweep.run_sweep(tmp_path, "quick", None)
-    assert str(tmp_path / MANIFEST) in str(refused.value)
+    assert str(tmp_path / SWEEP_MANIFEST) in str(refused.value)
 
 
 def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, monkeypatch):
@@ -114,7 +114,7 @@ def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     data = shard_corpus(tmp_path)
     out = tmp_path / "sweep"
     assert main(["lm", "sweep", "--preset", "quick", "--data", data.path, "--out", str(out), "--jobs", "1"]) == 0
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = json.loads((out / SWEEP_MANIFEST).read_text())
     assert manifest["data"]["source"] == "path" and manifest["data_sha256"] == content_sha256(data)   # the shards
     assert "local SlimPajama-format shards" in manifest["data_label"]
     assert len(sweep.LM_SWEEP.load(out / "results.json")) == 2 * len(sweep.SWEPT)
@@ -177,16 +177,16 @@ def test_a_sweep_that_grew_trains_only_its_new_runs_and_another_sweep_is_still_r
     shutil.copytree(source, out, ignore=shutil.ignore_patterns("runs"))
     new = [s for s in sweep.preset_runs("quick") if s.name in ("attn T=2, diag shared, distance", "cem-full, joint")]
     new_hashes = {json_hash(s.config.identity(QUICK_DATA)) for s in new}
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = json.loads((out / SWEEP_MANIFEST).read_text())
     old = dict(manifest, runs=[h for h in manifest["runs"] if h not in new_hashes])
-    (out / MANIFEST).write_text(json.dumps(old))
+    (out / SWEEP_MANIFEST).write_text(json.dumps(old))
     sweep.LM_SWEEP.save(out, [r for r in records if r["hash"] not in new_hashes])
     trained = []
     grown = sweep.run_sweep(out, "quick", jobs=1, on_start=trained.extend)
     assert {json_hash(s.config.identity(QUICK_DATA)) for s in trained} == new_hashes and len(trained) == 4
     assert [r["hash"] for r in grown] == [r["hash"] for r in records]
-    assert json.loads((out / MANIFEST).read_text())["runs"] == manifest["runs"]
-    (out / MANIFEST).write_text(json.dumps(dict(manifest, runs=manifest["runs"] + ["f" * 64])))
+    assert json.loads((out / SWEEP_MANIFEST).read_text())["runs"] == manifest["runs"]
+    (out / SWEEP_MANIFEST).write_text(json.dumps(dict(manifest, runs=manifest["runs"] + ["f" * 64])))
     with pytest.raises(ValueError, match="holds another sweep"):
         sweep.run_sweep(out, "quick", jobs=1)
 
@@ -201,7 +201,7 @@ def test_committed_sweep_matches_the_current_configuration():
     missing, extra = sweep.stale_runs(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun `make lm-sweep`"
     assert len(records) == 33 and all(r["provenance"]["git_commit"] for r in records)
-    manifest = json.loads((ROOT / sweep.COMMITTED_SWEEP / MANIFEST).read_text())
+    manifest = json.loads((ROOT / sweep.COMMITTED_SWEEP / SWEEP_MANIFEST).read_text())
     assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["tolerance"] == sweep.TOLERANCE
     probe = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_PROBE / "results.json")
     assert sweep.stale_runs(probe, "probe") == (set(), set())
@@ -265,5 +265,5 @@ def test_the_rates_sweep_is_whole_and_every_best_rate_is_inside_its_grid():
     rates = sweep.own_rates(records)
     assert set(rates) == set(sweep.SWEEP_PRESETS["rates"].variants)
     assert all(r["inside"] and r["grid"] == sorted(sweep.RATE_GRID) for r in rates.values()), rates
-    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest = json.loads((folder / SWEEP_MANIFEST).read_text())
     assert manifest["rate_rule"] == sweep.RATE_RULE and manifest["preset"] == "rates"

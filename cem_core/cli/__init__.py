@@ -17,8 +17,8 @@ from . import bench, figures, gp, info, lm
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cem_core", description="CEM Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (info, gp, lm, bench, figures):
-        group.add(sub)
+    for add in (info.add_info, gp.add_gp, lm.add_lm, bench.add_bench, figures.add_figures):
+        add(sub)
     return parser
 
 

@@ -14,7 +14,7 @@ from cem_core.nn.validate import check_device
 from .options import default_of
 
 
-def add(sub) -> None:
+def add_bench(sub) -> None:
     bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
     for name, what in (("d_model", "residual width"), ("n_heads", "attention heads"), ("seq_len", "sequence length"),
                        ("batch", "batch size"), ("d_ff", "MLP width"), ("repeats", "timed repeats per row")):

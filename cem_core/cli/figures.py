@@ -7,7 +7,7 @@ from cem_core.experiments import gp_study, gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 
 
-def add(sub) -> None:
+def add_figures(sub) -> None:
     figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
     figures.add_argument("--out", default="figures", help="the folder (default figures)")
     figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),

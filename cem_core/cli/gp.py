@@ -13,10 +13,31 @@ from cem_core.nn.validate import check_device
 from .options import add_cem_arguments, cem_options, default_of
 
 
-def add(sub) -> None:
+def add_gp(sub) -> None:
     gp_parser = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(
         dest="gp_command", required=True)
-    train = gp_parser.add_parser("train", help="train one model and compare it with the GP optimum")
+    _add_train(gp_parser.add_parser("train", help="train one model and compare it with the GP optimum"))
+    sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
+    sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
+    sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
+                       help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
+                            "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
+                            "study (the factor study: where recursion helps) (default: default)")
+    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="parallel worker processes, one thread each (default: min(2, cores))")
+    sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
+    sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
+                                       "(same hash) are taken instead of trained again, provenance kept")
+    cluster.add_arguments(sweep)
+    report = gp_parser.add_parser("report", help="print the summary table of a sweep")
+    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
+                        help="a sweep folder or its results.json (default: the committed sweep, from the repository "
+                             "root)")
+    sweep.set_defaults(run=gp_sweep_command)
+    report.set_defaults(run=gp_report)
+
+
+def _add_train(train) -> None:
     model, task, training = gp.GPModelConfig, gp.GPTaskConfig, gp.GPTrainConfig
     train.add_argument("--attention", choices=KINDS, default=default_of(model, "attention"),
                        help=f"attention kind (default {default_of(model, 'attention')})")
@@ -45,26 +66,7 @@ def add(sub) -> None:
                        help="also evaluate the trained model at these T (test-time scaling)")
     train.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
     train.add_argument("--out", help="write the run record (JSON) to this new file")
-    sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
-    sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
-    sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
-                       help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
-                            "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
-                            "study (the factor study: where recursion helps) (default: default)")
-    sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                       help="parallel worker processes, one thread each (default: min(2, cores))")
-    sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
-    sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
-                                       "(same hash) are taken instead of trained again, provenance kept")
-    cluster.add_arguments(sweep)
-    report = gp_parser.add_parser("report", help="print the summary table of a sweep")
-    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
-                        help="a sweep folder or its results.json (default: the committed sweep, from the repository "
-                             "root)")
-
     train.set_defaults(run=gp_train)
-    sweep.set_defaults(run=gp_sweep_command)
-    report.set_defaults(run=gp_report)
 
 
 def gp_train(args) -> int:

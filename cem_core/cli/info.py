@@ -11,7 +11,7 @@ from .options import add_cem_arguments, cem_options
 KV_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}   # KV-cache formats
 
 
-def add(sub) -> None:
+def add_info(sub) -> None:
     info = sub.add_parser("info", help="parameter counts and KV-cache size: Llama vs CEM variants")
     info.add_argument("--d-model", type=int, default=768, help="residual width d (default 768)")
     info.add_argument("--n-layers", type=int, default=12, help="number of blocks (default 12)")

@@ -14,7 +14,7 @@ from cem_core.experiments.pool import SweepProgress
 from cem_core.nn.model import VARIANTS
 
 
-def add(sub) -> None:
+def add_lm(sub) -> None:
     lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
         dest="lm_command", required=True)
     lm_train = lm.add_parser("train", help="train one variant (resumes from --out when it holds a checkpoint)")
@@ -36,37 +36,46 @@ def add(sub) -> None:
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     cluster.add_arguments(lm_sw)
     for p in (lm_train, lm_cmp, lm_sw):
-        p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
-                       help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
-        p.add_argument("--source-filter", nargs="+", metavar="NAME",
-                       help="keep only records whose meta.redpajama_set_name is one of these")
-        p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
-                       help="skip (and count) documents longer than this many bytes (default 16 MiB)")
+        _add_data_flags(p)
     for p in (lm_train, lm_cmp):
-        p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
-                       help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
-        p.add_argument("--data", default="demo",
-                       help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
-                            "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
-        p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
-        p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
-        p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
-        p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
-        p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
-        p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
-        p.add_argument("--eval-T", type=int, nargs="*", default=None,
-                       help="also report validation perplexity at these T (test-time scaling)")
-        p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
-        p.add_argument("--dtype", choices=tuple(TRAIN_DTYPES),
-                       help="parameter format; bfloat16 = float32 weights with bf16 autocast on GPU "
-                            "(default: the preset's)")
-        p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
-        p.add_argument("--seed", type=int, help="initialization and data seed (default 0)")
-        p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda when present)")
-
+        _add_training_flags(p)
     lm_train.set_defaults(run=lm_train_command)
     lm_cmp.set_defaults(run=lm_compare)
     lm_sw.set_defaults(run=lm_sweep_command)
+
+
+def _add_data_flags(p) -> None:
+    """The data flags of every lm command."""
+    p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
+                   help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
+    p.add_argument("--source-filter", nargs="+", metavar="NAME",
+                   help="keep only records whose meta.redpajama_set_name is one of these")
+    p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
+                   help="skip (and count) documents longer than this many bytes (default 16 MiB)")
+
+
+def _add_training_flags(p) -> None:
+    """The flags of one training run (lm train, lm compare): a preset and what to change in it."""
+    p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
+                   help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
+    p.add_argument("--data", default="demo",
+                   help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
+                        "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+    p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
+    p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
+    p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
+    p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
+    p.add_argument("--eval-T", type=int, nargs="*", default=None,
+                   help="also report validation perplexity at these T (test-time scaling)")
+    p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
+    p.add_argument("--dtype", choices=tuple(TRAIN_DTYPES),
+                   help="parameter format; bfloat16 = float32 weights with bf16 autocast on GPU "
+                        "(default: the preset's)")
+    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+    p.add_argument("--seed", type=int, help="initialization and data seed (default 0)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda when present)")
 
 
 def _lm_data(args, **demo):

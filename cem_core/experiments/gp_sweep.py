@@ -26,7 +26,7 @@ from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rm
 from .integrity import describe_differences, identity_differences, short_repr
 from .pool import finished
 from .records import provenance, read_json
-from .sweep import Experiment, Plan, is_kind, not_finite
+from .sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
 
 PRESETS = ("quick", "default", "gpu", "plateau", "study")
 EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -122,7 +122,6 @@ RECORD_FIELDS = {
     "steps": int, "kernel": str, "d_x": int, "n_points": int, "params": int, "rmse": float, "rmse_gp": float,
     "rmse_ratio": float, "rmse_zero": float, "rmse_nearest_neighbour": float, "diverged": bool,
     "train_seconds": float, "config": dict, "rmse_by_position": list, "rmse_gp_by_position": list}
-MANIFEST_FORMAT = 1
 
 
 def _gp_record_problem(record: dict) -> str:
@@ -166,7 +165,7 @@ def _by_field(identity: dict) -> dict:
     return {**identity, "tasks": {str(i): task for i, task in enumerate(identity["tasks"])}}
 
 
-def _compare(recorded: dict, wanted: dict) -> str:
+def _gp_manifest_differences(recorded: dict, wanted: dict) -> str:
     if not _is_manifest(recorded):
         return f"no sweep manifest of format {MANIFEST_FORMAT} (an object with format, preset and tasks)"
     return describe_differences(_by_field(recorded), _by_field(wanted))
@@ -188,7 +187,7 @@ def _strangers(strangers: list[dict], plan: Plan) -> str:
     return text
 
 
-GP_SWEEP = Experiment(label="GP sweep", fields=RECORD_FIELDS, identity="config", compare=_compare,
+GP_SWEEP = Experiment(label="GP sweep", fields=RECORD_FIELDS, identity="config", compare=_gp_manifest_differences,
                       csv_fields=tuple(name for name, kind in RECORD_FIELDS.items() if kind not in (dict, list)),
                       check=_gp_record_problem, strangers=_strangers)
 
@@ -198,7 +197,7 @@ GP_SWEEP = Experiment(label="GP sweep", fields=RECORD_FIELDS, identity="config",
 
 def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
               on_start=None, on_done=None, reuse: list[dict] = (), executor=finished) -> list[dict]:
-    """Run every spec not yet in out_dir/results.json (``sweep.run``); return all records, in spec order.
+    """Run every spec not yet in out_dir/results.json (``sweep.run_plan``); return all records, in spec order.
 
     ``preset`` names the sweep in its manifest. Records in ``reuse`` (another sweep's, checked) whose hash is
     one of the specs' are the same configuration already trained: they are taken as they are, provenance and
@@ -208,7 +207,7 @@ def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu",
     plan = Plan(specs=specs, key=lambda s: s.hash, manifest=sweep_identity(preset, specs),
                 run=partial(run_spec, device=device, threads=None if jobs == 1 else 1),
                 reuse=[r | {"group": groups[r["hash"]]} for r in reuse if r["hash"] in groups])
-    return sweep.run(GP_SWEEP, out_dir, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
+    return sweep.run_plan(GP_SWEEP, out_dir, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
 
 
 # -- summaries -------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ from .integrity import FolderLock, foreign_files, json_hash, short_repr
 from .pool import finished
 from .records import atomic_write_text, load_records, read_json, save_records
 
-MANIFEST = "sweep.json"
+SWEEP_MANIFEST = "sweep.json"
+MANIFEST_FORMAT = 1                   # what a manifest's "format" says: the layout of its fields
 RESULTS = "results.json"
 KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "an object",
               list: "a list"}
@@ -112,21 +113,21 @@ def not_finite(record: dict, fields: dict) -> str:
     return ""
 
 
-def claim(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -> None:
+def claim_folder(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -> None:
     """Refuse a folder that holds another sweep, or files of another tool; adopt one that holds (part of)
     this one, writing its manifest when it has none or when the sweep has grown."""
-    stray = foreign_files(out, (MANIFEST, RESULTS, "results.csv", LOGS, *kind.own_files))
+    stray = foreign_files(out, (SWEEP_MANIFEST, RESULTS, "results.csv", LOGS, *kind.own_files))
     if stray:
         raise ValueError(f"{out} holds files that are not {kind.article} {kind.label}'s ({', '.join(stray[:6])}): "
                          "choose a new or empty folder with --out")
-    path = out / MANIFEST
+    path = out / SWEEP_MANIFEST
     recorded = read_json(path) if path.exists() else None
     if recorded is not None and not isinstance(recorded, dict):
         raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
     wanted = set(plan.keys())
     problem = ""
     if recorded is not None and (differences := kind.compare(recorded, plan.manifest)):
-        problem = f"its {MANIFEST} records {differences}"
+        problem = f"its {SWEEP_MANIFEST} records {differences}"
     elif strangers := [r for r in records if r["hash"] not in wanted]:
         problem = kind.strangers(strangers, plan)
     if problem:
@@ -136,7 +137,7 @@ def claim(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -> None:
         atomic_write_text(path, json.dumps(plan.manifest, indent=1))
 
 
-def run(kind: Experiment, out, plan: Plan, jobs: int = 1, executor=finished, on_start=None,
+def run_plan(kind: Experiment, out, plan: Plan, jobs: int = 1, executor=finished, on_start=None,
         on_done=None) -> list[dict]:
     """Run every run of the plan not yet in out/results.json; return all its records in plan order.
 
@@ -146,7 +147,7 @@ def run(kind: Experiment, out, plan: Plan, jobs: int = 1, executor=finished, on_
     out = Path(out)
     with FolderLock(out, kind.label):
         records = kind.load(out / RESULTS)
-        claim(kind, out, plan, records)
+        claim_folder(kind, out, plan, records)
         done = {r["hash"] for r in records}
         wanted = set(plan.keys())
         adopted = [r for r in plan.reuse if r["hash"] in wanted and r["hash"] not in done]

@@ -34,7 +34,7 @@ from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import and_list, markdown_table, provenance
-from cem_core.experiments.sweep import Experiment, Plan
+from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
@@ -49,7 +49,6 @@ COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe
 COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate (issue 26) ...
 COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
 COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder
-MANIFEST_FORMAT = 1
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
 VARIANTS = {
@@ -309,7 +308,7 @@ def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
             **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {})}
 
 
-def _compare(recorded: dict, wanted: dict) -> str:
+def _lm_manifest_differences(recorded: dict, wanted: dict) -> str:
     """The manifests' differences, the label aside; a sweep that has grown (new variants or rates added to its
     preset: its runs a superset of those recorded) is the same sweep."""
     grown = isinstance(recorded.get("runs"), list) and set(recorded["runs"]) <= set(wanted["runs"])
@@ -319,7 +318,8 @@ def _compare(recorded: dict, wanted: dict) -> str:
 
 
 LM_SWEEP = Experiment(label="LM sweep", article="an", fields=RECORD_FIELDS, identity="identity",
-                      compare=_compare, own_files=("runs",), check=_lm_record_problem, csv_fields=CSV_FIELDS,
+                      compare=_lm_manifest_differences, own_files=("runs",), check=_lm_record_problem,
+                      csv_fields=CSV_FIELDS,
                       strangers=lambda records, plan: (
                           f"{len(records)} of its records are not runs of this sweep (first: {records[0]['name']}, "
                           f"seed {records[0]['seed']})"))
@@ -327,7 +327,7 @@ LM_SWEEP = Experiment(label="LM sweep", article="an", fields=RECORD_FIELDS, iden
 
 def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, on_start=None,
               on_done=None, executor=finished) -> list[dict]:
-    """Run every run of the preset not yet in out/results.json (``sweep.run``); return all records in sweep
+    """Run every run of the preset not yet in out/results.json (``sweep.run_plan``); return all records in sweep
     order. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
     out = Path(out)
@@ -335,7 +335,7 @@ def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, o
     specs = preset_runs(preset)
     plan = Plan(specs=specs, key=lambda s: json_hash(s.config.identity(data)), manifest=manifest(preset, data, specs),
                 run=partial(run_one, data=data, out=out, threads=None if jobs == 1 else 1))
-    return runner.run(LM_SWEEP, out, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
+    return runner.run_plan(LM_SWEEP, out, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
 
 
 def choose_lr(records: list[dict]) -> float:
