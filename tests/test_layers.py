@@ -109,3 +109,42 @@ def test_every_third_party_import_is_declared_in_pyproject():
     third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in ("cem_core", "__future__")}
     missing = {DISTRIBUTIONS.get(m, m) for m in third_party} - declared
     assert third_party and not missing, f"imported by cem_core but not in pyproject.toml: {sorted(missing)}"
+
+
+# Issue 27 is removing these; a name may leave this list, never join it (the acceptance: both lists empty)
+TWINS_TO_GO = {"CLAIMS", "COMMITTED_SWEEP", "EVAL_TS", "KINDS", "PRESETS", "RECORD_FIELDS", "RunSpec", "TOLERANCE",
+               "VARIANTS", "VERDICT_RULE", "_record_problem", "markdown", "markdown_table", "paired_difference",
+               "preset_runs", "run_sweep", "summarize"}
+LONG_TO_GO = {"diagnose_phase", "_train", "per_token_figure"}
+MAX_FUNCTION_LINES = 50
+
+
+def _definitions(tree: ast.Module) -> list[str]:
+    """The module-level names a module defines: functions, classes and assigned names."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def test_no_new_name_is_defined_in_two_modules_and_no_new_function_is_long():
+    """One owner per name: a class, function or constant defined at the top of two modules of cem_core is two
+    things under one name (or one thing twice). Functions stay under MAX_FUNCTION_LINES lines."""
+    where: dict[str, set] = {}
+    long = set()
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        for name in _definitions(tree):
+            if name not in ("__all__", "log"):
+                where.setdefault(name, set()).add(path.relative_to(PACKAGE).as_posix())
+        long |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES}
+    twins = {name for name, paths in where.items() if len(paths) > 1}
+    assert twins <= TWINS_TO_GO, {name: sorted(where[name]) for name in twins - TWINS_TO_GO}
+    assert long <= LONG_TO_GO, sorted(long - LONG_TO_GO)
+    assert _definitions(ast.parse("A = 1\ndef f(): pass\nclass C: pass\nb: int = 2\n")) == ["A", "f", "C", "b"]
