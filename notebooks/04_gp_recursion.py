@@ -133,7 +133,7 @@ records = gp_sweep.GP_SWEEP.load(results_path)
 missing, _ = gp_sweep.stale_hashes(records, "default")
 print(f"{len(records)} runs loaded; {len(missing)} runs of the default sweep not (yet) in this file")
 if records:
-    display(Markdown(gp_sweep.markdown_table(records)))
+    display(Markdown(gp_sweep.results_markdown(records)))
 
 # %% [markdown]
 # **RMSE against context length.** Early positions have seen few points and everyone is close to

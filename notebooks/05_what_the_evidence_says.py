@@ -317,7 +317,7 @@ report(f"±2 se covers the true difference with probability 2/√6 = **{coverage
 
 # %% [markdown]
 # **Recompute one claim by hand.** Claim 3 ("T = 2 improves CEM attention over T = 1") from the raw
-# records with numpy, against `cem_core.experiments.lm.sweep.paired_difference` (which calls
+# records with numpy, against `cem_core.experiments.lm.sweep.variant_difference` (which calls
 # `cem_core.experiments.verdicts.paired_difference`) and `verdicts.verdict`. **Tolerance: $10^{-12}$
 # absolute** on the mean and the standard error (float64; numpy and `statistics` may sum in different
 # orders); the verdicts must be equal. Skipped, with a note, while the claim's runs are missing.
@@ -333,7 +333,7 @@ else:
     diffs = np.array([A[k] - B[k] for k in seeds])
     m_hand, se_hand = diffs.mean(), diffs.std(ddof=1) / np.sqrt(len(diffs))
     verdict_hand = "supported" if m_hand < -2 * se_hand else "contradicted" if m_hand > 2 * se_hand else "inconclusive"
-    ours = lm_sweep.paired_difference(lm, a_name, b_name)
+    ours = lm_sweep.variant_difference(lm, a_name, b_name)
     error = max(abs(m_hand - ours["mean"]), abs(se_hand - ours["se"]))
     print(f"by hand: m = {m_hand:+.4f}, se = {se_hand:.4f} over seeds {seeds} -> {verdict_hand}; "
           f"max |difference from cem_core| = {error:.1e}")
@@ -345,7 +345,7 @@ else:
 # **comparable** claim with the 2% tolerance):
 
 # %%
-exercise_pair = lm_sweep.paired_difference(lm, "mlp T=1", "llama")
+exercise_pair = lm_sweep.variant_difference(lm, "mlp T=1", "llama")
 m, se, ref = exercise_pair["mean"], exercise_pair["se"], exercise_pair["reference"]
 print(f"m = {m:+.4f}, se = {se:.4f}, ref = ppl(llama) = {ref:.4f} over {exercise_pair['seeds']} seeds")
 

@@ -165,7 +165,7 @@ def test_the_claims_side_by_side_and_what_learned_step_sizes_say(committed_lm_sw
     for r in rows:
         assert r["recorded verdict (± 2 se)"] == shown[r["#"]]["verdict"]        # the recorded verdicts unmoved
         assert r[f"common rate {sweep.DEFAULT_LR:g}: A − B"] == shown[r["#"]]["ppl(A) − ppl(B), mean ± se"]
-    first = sweep.paired_difference(common, "attn T=1", "llama")
+    first = sweep.variant_difference(common, "attn T=1", "llama")
     assert rows[0]["own rates: A − B"].startswith(f"{first['mean'] + 1.0:+.3f}")   # Llama 1.0 better at its rate
     text = sweep.step_size_summary(own)
     assert "consistent with reading dlr's gain as step-size control" in text and "-0.310 ± 0.006 (better" in text

@@ -143,7 +143,7 @@ def _records(ppl: dict[str, list[float]]) -> list[dict]:
     ("marginal", [9.0, 9.1, 9.0], [10.0, 10.1, 10.05], "contradicted"),     # a 10% gain is not marginal
 ])
 def test_verdicts_follow_the_stated_rule(kind, a, b, expected):
-    d = sweep.paired_difference(_records({"A": a, "B": b}), "A", "B")
+    d = sweep.variant_difference(_records({"A": a, "B": b}), "A", "B")
     assert d["seeds"] == 3 and d["mean"] == pytest.approx(sum(a) / 3 - sum(b) / 3)
     assert verdicts.verdict(kind, d, sweep.TOLERANCE) == expected
 

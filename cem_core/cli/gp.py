@@ -116,7 +116,7 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from cem_core.experiments.gp_sweep import GP_SWEEP, PRESETS, markdown_table, preset_runs, stale_hashes
+    from cem_core.experiments.gp_sweep import GP_SWEEP, PRESETS, preset_runs, results_markdown, stale_hashes
     from cem_core.experiments.records import read_json
     path = Path(args.results)
     if path.is_dir():                                   # a sweep folder
@@ -124,7 +124,7 @@ def gp_report(args) -> int:
     records = GP_SWEEP.load(path)
     if not records:
         raise ValueError(f"results={str(path)!r} is invalid: no results there; run `python -m cem_core gp sweep` first")
-    print(markdown_table(records))
+    print(results_markdown(records))
     manifest = read_json(path.parent / "sweep.json") if (path.parent / "sweep.json").is_file() else {}
     preset = manifest.get("preset") if isinstance(manifest, dict) else None
     if preset in PRESETS:
@@ -161,6 +161,6 @@ def gp_sweep_command(args) -> int:
         print(f"interrupted: {len(kept)} of {len(specs)} runs finished and kept in {out}; run the same command "
               "again to resume", file=sys.stderr)
         return 130
-    print(gp_sweep.markdown_table(records))
+    print(gp_sweep.results_markdown(records))
     print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
     return 0

@@ -257,7 +257,8 @@ def summarize(records: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown_table(records: list[dict]) -> str:
+def results_markdown(records: list[dict]) -> str:
+    """The sweep's summary table (per configuration, mean ± std over seeds) and its baselines, in Markdown."""
     lines = ["| model | group | params | RMSE | RMSE / GP optimum (mean ± std over seeds) | seeds |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for row in summarize(records):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-KINDS = ("improves", "comparable", "marginal")
+CLAIM_KINDS = ("improves", "comparable", "marginal")
 
 
 def rule(metric: str, meaning: str, tolerance: float, w: str = "2 se") -> str:
@@ -43,8 +43,8 @@ def paired_difference(a: dict, b: dict, diverged: bool = False) -> dict:
 def verdict(kind: str, d: dict, tolerance: float, multiplier: float = 2.0) -> str:
     """supported, contradicted or inconclusive for one pair, under ``rule`` (m against ``multiplier`` standard
     errors: 2 in the recorded rule; ``t_multiplier`` in its t-based reading)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not a claim kind: must be one of {', '.join(KINDS)}")
+    if kind not in CLAIM_KINDS:
+        raise ValueError(f"kind={kind!r} is not a claim kind: must be one of {', '.join(CLAIM_KINDS)}")
     m, se, ref = d["mean"], d["se"], d["reference"]
     if not all(math.isfinite(x) for x in (m, se, ref, multiplier)):
         return "contradicted" if d["diverged"] else "inconclusive"

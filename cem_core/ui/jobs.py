@@ -140,7 +140,7 @@ class JobBoard:
             job = json.loads(path.read_text())
         except (OSError, ValueError) as err:
             return {"status": "corrupt", "running": False, "problem": f"{path} is not valid JSON ({err})"}
-        problem = _record_problem(job)
+        problem = _job_problem(job)
         if problem:
             return {"status": "corrupt", "running": False, "problem": f"{path} is not a job record: {problem}"}
         status = _status(job)
@@ -190,7 +190,7 @@ def _outside(path: Path, root: Path) -> bool:
     return not Path(os.path.realpath(path)).is_relative_to(root)      # a link loop is not an error here
 
 
-def _record_problem(job) -> str | None:
+def _job_problem(job) -> str | None:
     if not isinstance(job, dict):
         return "it is not a JSON object"
     for name, kind in RECORD_FIELDS.items():

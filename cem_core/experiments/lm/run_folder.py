@@ -252,7 +252,7 @@ STEP_FIELDS = {"step": int, "loss": float, "tokens_per_s": float}
 EVAL_FIELDS = {"val_loss": float, "val_ppl": float}
 
 
-def _record_problem(record: dict) -> str | None:
+def _step_problem(record: dict) -> str | None:
     """Why a step record is not one the trainer wrote (a hand edit, another tool), or None."""
     for name, kind in [*STEP_FIELDS.items(), *EVAL_FIELDS.items()]:
         value = record.get(name)
@@ -278,7 +278,7 @@ def _parse_lines(path: Path, text: str) -> tuple[list[dict], bool]:
         record = _json_object(line)
         if record is None and i == len(numbered) - 1:
             return records, True
-        problem = "not a JSON object" if record is None else _record_problem(record) if i else None
+        problem = "not a JSON object" if record is None else _step_problem(record) if i else None
         if problem:
             raise ValueError(f"{path}, line {number}: {problem} ({line[:60]!r}); the metrics file is "
                              f"damaged; {_fresh_start_hint(path.parent)}")

@@ -422,7 +422,7 @@ def validation_curves(records: list[dict]) -> dict:
     return curves
 
 
-def paired_difference(records: list[dict], a: str, b: str) -> dict:
+def variant_difference(records: list[dict], a: str, b: str) -> dict:
     """ppl(a) - ppl(b) paired by seed (``verdicts.paired_difference``), with the two names."""
     by_seed = {name: {r["seed"]: r for r in records if r["name"] == name} for name in (a, b)}
     seeds = set(by_seed[a]) & set(by_seed[b])
@@ -443,7 +443,7 @@ def claims(records: list[dict]) -> list[dict]:
     for i, (text, pairs) in enumerate(CLAIMS, 1):
         compared = []
         for kind, a, b in pairs:
-            d = paired_difference(records, a, b)
+            d = variant_difference(records, a, b)
             compared.append(d | {"kind": kind, "verdict": verdicts.verdict(kind, d, TOLERANCE),
                                  "reading": verdicts.t_reading(kind, d, TOLERANCE)})
         rows.append({"claim": i, "text": text, "pairs": compared,
@@ -576,7 +576,7 @@ def step_size_summary(records: list[dict]) -> str:
     words = {"supported": "better", "contradicted": "worse", "inconclusive": "no measurable difference"}
     found = []
     for a, b in STEP_SIZE_PAIRS:
-        d = paired_difference(records, a, b)
+        d = variant_difference(records, a, b)
         found.append((d, "a run diverged" if d["diverged"] else
                       words[verdicts.verdict("improves", d, TOLERANCE, verdicts.t_multiplier(d["seeds"]))]))
     (p, p_word), (eta, eta_word), (both, both_word) = found
