@@ -30,7 +30,7 @@ def plain(text: str) -> str:
 @st.cache_data(show_spinner=False)
 def gp_sweep_records() -> list[dict]:
     """The committed GP sweep's records (the GP page's plots, the lesson's GP step)."""
-    return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
 
 
 def job_board() -> jobs.JobBoard:

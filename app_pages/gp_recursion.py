@@ -84,7 +84,7 @@ def study_section(records) -> None:
         st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
     st.pyplot(plots.mpl_gp_conditions_map(records), clear_figure=True)
     verdict_table(gp_study.table_rows(records))
-    st.caption(f"Verdict rule, fixed before the study ran: {gp_study.VERDICT_RULE}")
+    st.caption(f"Verdict rule, fixed before the study ran: {gp_study.STUDY_RULE}")
     st.pyplot(plots.mpl_gp_step_diagnostics(records), clear_figure=True)
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
             "The diagnostic above shows what the steps of the trained layers do: whether the energy falls, how "

@@ -21,7 +21,7 @@ from app_pages.common import (
 from cem_core.experiments.lm import ladder, sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
-from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, seconds_per_step
+from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, run_seconds, seconds_per_step
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
 
@@ -31,7 +31,7 @@ KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
 
 def launcher(board: jobs.JobBoard) -> None:
     st.subheader("Start a run")
-    presets = list(PRESETS) if HAS_GPU else ["cpu-tiny"]
+    presets = list(TRAIN_PRESETS) if HAS_GPU else ["cpu-tiny"]
     restore_controls("lm", jobs.JobSpec, KEYS)
     choices, skipped = data_entries(board)
     if st.session_state[KEYS["data"]] not in choices:               # a link naming a folder that is not here

@@ -100,7 +100,7 @@ def pm(mean: float, se: float, digits: int = 3) -> str:
 # §2.14), and their comparisons
 PAPER_SETUPS = ("base", "long", "interleaved", "attention only", "64 points", "d_x = 2", "eta per step", "P psd",
                 "P dlr", "depth 4", "looped x4")
-assert set(PAPER_SETUPS) <= set(gp_study.CLAIMS)
+assert set(PAPER_SETUPS) <= set(gp_study.STUDY_CLAIMS)
 
 
 def is_paper_claim(text: str) -> bool:
@@ -179,7 +179,7 @@ print(f"{len(gp)} GP sweep runs, {len(study)} study runs, {len(lm)} LM runs load
 
 # %%
 for name, path, rule in (("LM claims sweep", lm_sweep_path, lm_sweep.VERDICT_RULE),
-                         ("GP factor study", gp_study_path, gp_study.VERDICT_RULE)):
+                         ("GP factor study", gp_study_path, gp_study.STUDY_RULE)):
     manifest = Path(path).parent / "sweep.json"
     recorded = json.loads(manifest.read_text()).get("verdict_rule") if manifest.exists() else None
     if recorded is None:

@@ -25,9 +25,9 @@ def test_the_same_sweep_through_the_local_pool_and_submitit_local_gives_identica
     pool, once as submitit jobs. The records are the same to the last digit (timing aside), in the same order,
     and the submitit folder holds the sweep's files and the jobs' logs, nothing else."""
     specs = tiny_study_specs(["base"], seeds=(0, 1))[:4]
-    pool_records = gp_sweep.run_sweep(tmp_path / "pool", specs, jobs=2)
+    pool_records = gp_sweep.run_gp_sweep(tmp_path / "pool", specs, jobs=2)
     engine = cluster.executor("submitit-local", tmp_path / "jobs" / cluster.LOGS, poll=0.1)
-    job_records = gp_sweep.run_sweep(tmp_path / "jobs", specs, jobs=2, executor=engine)
+    job_records = gp_sweep.run_gp_sweep(tmp_path / "jobs", specs, jobs=2, executor=engine)
     assert len(pool_records) == 4 and [r["hash"] for r in job_records] == [s.hash for s in specs]
     assert _without_timing(job_records) == _without_timing(pool_records)
     assert _without_timing(gp_sweep.GP_SWEEP.load(tmp_path / "jobs" / "results.json")) == _without_timing(pool_records)
@@ -35,7 +35,7 @@ def test_the_same_sweep_through_the_local_pool_and_submitit_local_gives_identica
         [".lock", "cluster-logs", "results.csv", "results.json", "sweep.json"])
     assert any((tmp_path / "jobs" / cluster.LOGS).rglob("*_log.out"))        # each job's log is kept
     # resumed through the engine: nothing left to run, nothing submitted
-    assert gp_sweep.run_sweep(tmp_path / "jobs", specs, jobs=2, executor=engine) == job_records
+    assert gp_sweep.run_gp_sweep(tmp_path / "jobs", specs, jobs=2, executor=engine) == job_records
 
 
 def test_a_job_that_fails_ends_the_sweep_with_its_error_and_its_log(tmp_path):

@@ -272,7 +272,7 @@ def test_readme_walkthrough_is_the_lesson():
     from cem_core.ui import lesson
 
     readme = (ROOT / "README.md").read_text()
-    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
     assert lesson.readme_section(readme) == lesson.markdown(records), (
         "the README's lesson differs from cem_core.ui.lesson: paste lesson.markdown(records) between its markers")
     for index in range(len(lesson.STEPS)):

@@ -67,7 +67,7 @@ def test_lesson_claims_hold():
     for step in lesson.STEPS:
         if step.page == "energy":
             assert _energy_problems(step) == [], (step.title, lesson.state_link(step))
-    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
     gp_step, = (s for s in lesson.STEPS if s.page == "gp")
     assert lesson.gp_problems(gp_step, records) == []
     numbers = lesson.gp_numbers(records)
@@ -85,7 +85,7 @@ def test_lesson_checker_can_fail():
     depth = next(s for s in lesson.STEPS if s.lower_than_pinned)
     energies = explore(depth.controls())["phases"][0]["energies"]
     assert lesson.lower_problems(energies, energies)
-    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_SWEEP / "results.json")
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
     helped = [r | {"rmse_ratio": r["rmse_ratio"] / r["T"]} if r["attention"] != "llama" else r for r in records]
     gp_step, = (s for s in lesson.STEPS if s.page == "gp")
     assert lesson.gp_problems(gp_step, helped)

@@ -26,7 +26,7 @@ def test_a_lock_that_is_a_link_is_refused_and_its_target_kept(tmp_path):
     with pytest.raises(ValueError, match="is a symbolic link"):
         FolderLock(folder, "run").acquire()
     with pytest.raises(ValueError, match="is a symbolic link"):        # a sweep into the folder, the same
-        gp_sweep.run_sweep(folder, [])
+        gp_sweep.run_gp_sweep(folder, [])
     assert target.read_text() == "keep\n" and (folder / LOCK_NAME).is_symlink()
 
 

@@ -35,7 +35,7 @@ def run_spec(spec, **kw):
     return real_run_spec(spec, **kw)
 
 gp_sweep.run_spec = run_spec
-gp_sweep.preset_runs = lambda preset: pickle.loads(open({specs!r}, "rb").read())
+gp_sweep.gp_preset_runs = lambda preset: pickle.loads(open({specs!r}, "rb").read())
 
 if __name__ == "__main__":
     from cem_core.__main__ import main
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_at_once_and_keeps_finished_runs(tmp_path, jobs, to, monkey
     # the same command again (here in this process, with the long run faked) trains only the unfinished run
     calls = []
     kept = json.loads((out / "results.json").read_text())[0]
-    monkeypatch.setattr(gp_sweep, "preset_runs", lambda preset: [SHORT, LONG])
+    monkeypatch.setattr(gp_sweep, "gp_preset_runs", lambda preset: [SHORT, LONG])
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or
                         dict(kept, hash=spec.hash, config=spec.config(), steps=spec.train.steps))
     assert main(["gp", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0, capsys.readouterr().err
@@ -166,7 +166,7 @@ def presets(monkeypatch):
     calls are counted."""
     runs = {"quick": [SHORT], "default": [tiny_spec(4)], "gpu": [tiny_spec(5)], "plateau": [tiny_spec(6)],
             "study": [tiny_spec(7)]}
-    monkeypatch.setattr(gp_sweep, "preset_runs", lambda preset: runs[preset])
+    monkeypatch.setattr(gp_sweep, "gp_preset_runs", lambda preset: runs[preset])
     calls = []
     real = gp_sweep.run_spec
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or real(spec, **kw))
@@ -190,9 +190,9 @@ def test_another_preset_is_refused(tmp_path, presets, capsys):
 
 def test_another_task_is_refused(tmp_path):
     """The library call too: a folder holds one task list; a run on another task is refused."""
-    gp_sweep.run_sweep(tmp_path, [SHORT])
+    gp_sweep.run_gp_sweep(tmp_path, [SHORT])
     with pytest.raises(ValueError, match=r"tasks\.0\.n_points: 8 there, 16 now"):
-        gp_sweep.run_sweep(tmp_path, [tiny_spec(3, n_points=16)])
+        gp_sweep.run_gp_sweep(tmp_path, [tiny_spec(3, n_points=16)])
 
 
 def test_legacy_folder_is_adopted_only_by_its_own_preset(tmp_path, presets, capsys):
@@ -260,12 +260,12 @@ def test_committed_sweep_folder_is_whole(tmp_path, monkeypatch):
     """results/gp-default holds the default preset's manifest, and a default sweep into (a copy of) it
     adopts it without training anything: every committed record passes the checks."""
     manifest = json.loads((COMMITTED_SWEEP / "sweep.json").read_text())
-    assert manifest == gp_sweep.sweep_identity("default", gp_sweep.preset_runs("default"))
+    assert manifest == gp_sweep.sweep_identity("default", gp_sweep.gp_preset_runs("default"))
     copy = tmp_path / "gp-default"
     shutil.copytree(COMMITTED_SWEEP, copy)
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: pytest.fail(f"retrained {spec.hash}"))
-    records = gp_sweep.run_sweep(copy, gp_sweep.preset_runs("default"), preset="default")
-    assert [r["hash"] for r in records] == [s.hash for s in gp_sweep.preset_runs("default")]
+    records = gp_sweep.run_gp_sweep(copy, gp_sweep.gp_preset_runs("default"), preset="default")
+    assert [r["hash"] for r in records] == [s.hash for s in gp_sweep.gp_preset_runs("default")]
 
 
 def test_gp_report_takes_a_sweep_folder_and_refuses_other_folders_clearly(tmp_path, capsys):

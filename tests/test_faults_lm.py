@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, child_env, free_port, interruptible, shard_corpus, tiny_gp_spec
 
 from cem_core.__main__ import main
-from cem_core.experiments.gp_sweep import run_sweep
+from cem_core.experiments.gp_sweep import run_gp_sweep
 from cem_core.experiments.integrity import FolderLock, file_sha256, json_hash
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.train import LMTrainConfig, train
@@ -81,8 +81,8 @@ def test_an_lm_run_and_a_gp_sweep_never_share_a_folder(tmp_path, capsys, one_thr
     data = shard_corpus(tmp_path)
     train(tiny(steps=2), data, tmp_path / "lm", progress=False)
     with pytest.raises(ValueError, match=r"holds files that are not a GP sweep's \(checkpoint-00000002.pt"):
-        run_sweep(tmp_path / "lm", [tiny_gp_spec(2)])
-    run_sweep(tmp_path / "gp", [tiny_gp_spec(2)])
+        run_gp_sweep(tmp_path / "lm", [tiny_gp_spec(2)])
+    run_gp_sweep(tmp_path / "gp", [tiny_gp_spec(2)])
     with pytest.raises(ValueError, match=r"is not empty \(results.csv, results.json, sweep.json\)"):
         train(tiny(steps=2), data, tmp_path / "gp", progress=False)
     code, _, err = cli(capsys, "lm", "compare", "--variants", "llama", "--data", data.path, "--out",

@@ -125,9 +125,9 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     so the test does not depend on how far the real sweep has got."""
     listed = set(re.findall(r"`([A-Za-z0-9_]+\.(?:png|svg))`", README.read_text()))
     assert len(listed) >= 22
-    gp_sweep.run_sweep(tmp_path / "gp", tiny_gp_specs())
+    gp_sweep.run_gp_sweep(tmp_path / "gp", tiny_gp_specs())
     lm_sweep.run_sweep(tmp_path / "lm", "quick")
-    gp_sweep.run_sweep(tmp_path / "study", tiny_study_specs(["long", "eta per step"], seeds=(0,)))
+    gp_sweep.run_gp_sweep(tmp_path / "study", tiny_study_specs(["long", "eta per step"], seeds=(0,)))
     out = tmp_path / "figures"
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),

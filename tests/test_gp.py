@@ -187,19 +187,19 @@ def test_invalid_settings_name_the_field(cls, kwargs, field):
 
 def test_invalid_preset_and_cli_eval_T(capsys):
     with pytest.raises(ValueError, match="^preset="):
-        gp_sweep.preset_runs("huge")
+        gp_sweep.gp_preset_runs("huge")
     assert main(["gp", "train", "--eta-mode", "per_step", "--T", "2", "--eval-T", "4", "--steps", "1"]) == 2
     assert "eval_T=4 is invalid" in capsys.readouterr().err
 
 
 def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
     specs = tiny_gp_specs()
-    records = gp_sweep.run_sweep(tmp_path, specs[:1])
+    records = gp_sweep.run_gp_sweep(tmp_path, specs[:1])
     assert [r["hash"] for r in records] == [specs[0].hash]
     calls = []
     real = gp_sweep.run_spec
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or real(spec, **kw))
-    records = gp_sweep.run_sweep(tmp_path, specs)
+    records = gp_sweep.run_gp_sweep(tmp_path, specs)
     assert calls == [specs[1].hash]                                          # the finished run was not retrained
     saved = json.loads((tmp_path / "results.json").read_text())
     assert [r["hash"] for r in saved] == [s.hash for s in specs]
@@ -210,7 +210,7 @@ def test_sweep_writes_results_and_skips_finished_runs(tmp_path, monkeypatch):
     assert saved[1]["rmse_ratio"] == pytest.approx(saved[1]["rmse"] / saved[1]["rmse_gp"])
     assert "rmse_by_eval_T" in saved[1] and "rmse_by_eval_T" not in saved[0]
     assert (tmp_path / "results.csv").read_text().count("\n") == 3
-    gp_sweep.run_sweep(tmp_path, specs)
+    gp_sweep.run_gp_sweep(tmp_path, specs)
     assert calls == [specs[1].hash]
 
 
@@ -230,7 +230,7 @@ def test_committed_results_match_the_default_sweep():
 
 
 def test_report_and_figures_from_results(tmp_path, capsys):
-    gp_sweep.run_sweep(tmp_path, tiny_gp_specs())
+    gp_sweep.run_gp_sweep(tmp_path, tiny_gp_specs())
     assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
     assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out
@@ -347,13 +347,13 @@ def test_a_sweep_reuses_runs_of_the_same_configuration(tmp_path, monkeypatch, ca
     """--reuse takes another sweep's runs of the same configuration (same hash) as they are, under this
     sweep's group, and trains only the rest; runs of other configurations are not taken."""
     first = tiny_gp_specs()
-    gp_sweep.run_sweep(tmp_path / "a", first)
+    gp_sweep.run_gp_sweep(tmp_path / "a", first)
     other = replace(first[1], group="elsewhere")                             # same configuration, another group
     new = replace(first[0], train=replace(first[0].train, seed=5))           # not in the first sweep
     calls = []
     real = gp_sweep.run_spec
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or real(spec, **kw))
-    monkeypatch.setattr(gp_sweep, "preset_runs", lambda preset: [other, new])
+    monkeypatch.setattr(gp_sweep, "gp_preset_runs", lambda preset: [other, new])
     assert main(["gp", "sweep", "--preset", "quick", "--out", str(tmp_path / "b"), "--jobs", "1",
                  "--reuse", str(tmp_path / "a")]) == 0
     assert calls == [new.hash]

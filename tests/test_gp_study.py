@@ -9,7 +9,7 @@ from cem_core.experiments import gp_study, gp_sweep, sweep
 def test_each_condition_changes_one_factor_of_the_base_setup():
     conditions = gp_study.conditions()
     # the base condition is the committed sweep's depth-1 Llama and CEM (no diagonal) runs, hash for hash
-    assert {s.hash for s in conditions["base"]} == {s.hash for s in gp_sweep.preset_runs("default")
+    assert {s.hash for s in conditions["base"]} == {s.hash for s in gp_sweep.gp_preset_runs("default")
                                                     if s.group == "depth1" and s.model.cem.diagonal == "none"}
     changed = {"long": lambda s: s.train.steps == gp_study.LONG_STEPS,
                "interleaved": lambda s: s.model.tokens == "interleaved",
@@ -44,7 +44,7 @@ def test_each_condition_changes_one_factor_of_the_base_setup():
                for name in ("distance long", "joint long", "joint + distance long"))
     # the bilinear shared diagonal at base is the committed sweep's, hash for hash
     assert {s.hash for s in conditions["diagonal shared"]} == {
-        s.hash for s in gp_sweep.preset_runs("default")
+        s.hash for s in gp_sweep.gp_preset_runs("default")
         if s.group == "depth1" and s.model.cem.diagonal == "shared" and s.model.cem.T in gp_study.NEW_TS}
     assert len(gp_study.study_runs()) == len({s.hash for s in gp_study.study_runs()}) == 186
 
@@ -115,7 +115,7 @@ def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
 
     from cem_core.ui.plots import mpl_gp_conditions_map, mpl_gp_step_diagnostics
 
-    records = gp_sweep.run_sweep(tmp_path, tiny_study_specs(["base", "P psd"]), jobs=1)
+    records = gp_sweep.run_gp_sweep(tmp_path, tiny_study_specs(["base", "P psd"]), jobs=1)
     cem = [r for r in records if r["attention"] == "cem"]
     assert all(len(r["step_diagnostics"]["rmse_ratio_after_step"]) == r["T"] + 1 for r in cem)
     base = next(r for r in gp_study.conditions_table(records) if r["condition"] == "base")
@@ -145,7 +145,7 @@ def test_the_committed_study_holds_every_run_of_the_current_configuration():
     assert not any(r["diverged"] for r in records)
     assert all("step_diagnostics" in r for r in records if r["group"].endswith("long") and r["attention"] == "cem")
     manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_STUDY / sweep.SWEEP_MANIFEST)
-    assert manifest["verdict_rule"] == gp_study.VERDICT_RULE and manifest["tolerance"] == gp_study.TOLERANCE
+    assert manifest["verdict_rule"] == gp_study.STUDY_RULE and manifest["tolerance"] == gp_study.STUDY_TOLERANCE
 
 
 @pytest.mark.slow                      # a whole app page
@@ -155,6 +155,6 @@ def test_the_app_and_the_readme_show_the_committed_study():
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
     at, frames = page_tables("gp")
     assert row_values(gp_study.table_rows(records)) in [row_values(f) for f in frames]
-    assert any(gp_study.VERDICT_RULE in caption.value for caption in at.caption)
+    assert any(gp_study.STUDY_RULE in caption.value for caption in at.caption)
     assert len(at.get("image")) >= 3                  # the conditions map, the step diagnostics, the forms
-    assert gp_study.markdown(records) in (ROOT / "README.md").read_text()
+    assert gp_study.study_markdown(records) in (ROOT / "README.md").read_text()

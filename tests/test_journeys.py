@@ -340,7 +340,7 @@ def _check_lesson_step(page, index: int, records) -> None:
 
 
 def test_the_lesson_end_to_end(app, browser, tmp_path):
-    records = gp_sweep.GP_SWEEP.load(Path(__file__).resolve().parents[1] / gp_sweep.COMMITTED_SWEEP / "results.json")
+    records = gp_sweep.GP_SWEEP.load(Path(__file__).resolve().parents[1] / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(f"{app.url}/?T=9&seed=5")                                  # a state the lesson must not inherit
     settle(page)

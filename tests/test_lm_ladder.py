@@ -290,7 +290,7 @@ def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_nu
     common, own = _committed(sweep.COMMITTED_SWEEP), _committed(sweep.COMMITTED_OWN)
     rungs = _committed(sweep.COMMITTED_LADDER)
     readme = (ROOT / "README.md").read_text()
-    assert sweep.own_markdown(common, own) in readme and ladder.markdown(rungs) in readme
+    assert sweep.own_markdown(common, own) in readme and ladder.ladder_markdown(rungs) in readme
     at, frames = page_tables("lm")
     shown = [row_values(f) for f in frames]
     for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own),
@@ -315,7 +315,7 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     rows = ladder.trend_rows(records)
     assert all(r["trend"] == "no trend shown" and r["points"] == "2" for r in rows)
     assert rows[0][ladder.SLOPE_COLUMN].startswith("– (a line needs")
-    assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.markdown(records)
+    assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
     from cem_core.ui import interactive, plots
     assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
     plots.mpl_lm_ladder(records)

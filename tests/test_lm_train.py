@@ -12,7 +12,7 @@ from conftest import shard_corpus as corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, train
+from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, train
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel
 
 TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
@@ -117,7 +117,7 @@ def _closed_form_total(d, L, H, f, V, attention, mlp, cem):
 @pytest.mark.parametrize("preset", ["paper-86m", "paper-162m"])
 def test_paper_presets_build_on_meta_with_documented_counts(preset):
     readme = (ROOT / "README.md").read_text()
-    m = PRESETS[preset]["model"]
+    m = TRAIN_PRESETS[preset]["model"]
     kinds = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"), "cem-mlp": ("llama", "cem"),
              "cem-full": ("cem", "cem")}
     for variant in VARIANTS:

@@ -363,7 +363,7 @@ def test_wrong_sign_fails_the_derivation_check(flip):
 def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
     """The sweep may be absent or incomplete: the notebook runs with whatever records exist (here none,
     or two tiny runs), injected papermill-style as a cell after the parameters cell."""
-    gp_sweep.run_sweep(tmp_path, tiny_gp_specs()[:n_runs])
+    gp_sweep.run_gp_sweep(tmp_path, tiny_gp_specs()[:n_runs])
     nb = jupytext.read(NOTEBOOKS / "04_gp_recursion.py")
     at = next(k for k, c in enumerate(nb.cells) if "parameters" in tags(c))
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(f"results_path = {str(tmp_path / 'results.json')!r}\nsteps = 3"))

@@ -6,7 +6,7 @@ import json
 import torch
 
 from cem_core.experiments.bench import CONVENTION, BenchConfig, format_table, run
-from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
+from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.records import atomic_write_text, check_new_output, provenance
 from cem_core.nn.attention import AttentionConfig
 from cem_core.nn.validate import check_device

@@ -15,7 +15,7 @@ def add_figures(sub) -> None:
     figures.add_argument("--ladder-results", default=str(lm_sweep.COMMITTED_LADDER / "results.json"),
                          help="the LM width ladder's results.json (default: the committed ladder, from the repository "
                               "root)")
-    figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_SWEEP / "results.json"),
+    figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_GP_SWEEP / "results.json"),
                          help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
     figures.add_argument("--gp-study-results", default=str(gp_study.COMMITTED_STUDY / "results.json"),
                          help="the GP factor study's results.json (default: the committed study, from the repository "

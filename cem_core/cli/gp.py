@@ -19,7 +19,7 @@ def add_gp(sub) -> None:
     _add_train(gp_parser.add_parser("train", help="train one model and compare it with the GP optimum"))
     sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
     sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")
-    sweep.add_argument("--preset", choices=gp_sweep.PRESETS, default="default",
+    sweep.add_argument("--preset", choices=gp_sweep.GP_PRESETS, default="default",
                        help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
                             "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
                             "study (the factor study: where recursion helps) (default: default)")
@@ -30,7 +30,7 @@ def add_gp(sub) -> None:
                                        "(same hash) are taken instead of trained again, provenance kept")
     cluster.add_arguments(sweep)
     report = gp_parser.add_parser("report", help="print the summary table of a sweep")
-    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_SWEEP),
+    report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_GP_SWEEP),
                         help="a sweep folder or its results.json (default: the committed sweep, from the repository "
                              "root)")
     sweep.set_defaults(run=gp_sweep_command)
@@ -116,7 +116,7 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from cem_core.experiments.gp_sweep import GP_SWEEP, PRESETS, preset_runs, results_markdown, stale_hashes
+    from cem_core.experiments.gp_sweep import GP_PRESETS, GP_SWEEP, gp_preset_runs, results_markdown, stale_hashes
     from cem_core.experiments.records import read_json
     path = Path(args.results)
     if path.is_dir():                                   # a sweep folder
@@ -127,11 +127,11 @@ def gp_report(args) -> int:
     print(results_markdown(records))
     manifest = read_json(path.parent / "sweep.json") if (path.parent / "sweep.json").is_file() else {}
     preset = manifest.get("preset") if isinstance(manifest, dict) else None
-    if preset in PRESETS:
+    if preset in GP_PRESETS:
         missing, _ = stale_hashes(records, preset)
         if missing:
-            print(f"note: {len(missing)} of {len(preset_runs(preset))} runs of preset {preset} are missing (the sweep "
-                  "has not finished: run the same gp sweep again to resume); the table shows what is there",
+            print(f"note: {len(missing)} of {len(gp_preset_runs(preset))} runs of preset {preset} are missing (the "
+                  "sweep has not finished: run the same gp sweep again to resume); the table shows what is there",
                   file=sys.stderr)
     return 0
 
@@ -144,7 +144,7 @@ def _results_path(path) -> Path:
 
 def gp_sweep_command(args) -> int:
     check_device(args.device)
-    specs = gp_sweep.preset_runs(args.preset)
+    specs = gp_sweep.gp_preset_runs(args.preset)
     out = Path(args.out)
     if args.reuse and not _results_path(args.reuse).is_file():
         raise ValueError(f"reuse={args.reuse!r} is invalid: no sweep folder with a results.json, nor a results.json, "
@@ -153,7 +153,7 @@ def gp_sweep_command(args) -> int:
         with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
                            lambda r: f"{gp_sweep.run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
             reuse = gp_sweep.GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
-            records = gp_sweep.run_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
+            records = gp_sweep.run_gp_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
                                 on_start=progress.start, on_done=progress.done, reuse=reuse,
                                 executor=cluster.from_arguments(args, out))
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ from cem_core.experiments import cluster
 from cem_core.experiments.lm import data as lm_data
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
-from cem_core.experiments.lm.train import PRESETS as LM_PRESETS
+from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
 from cem_core.nn.model import VARIANTS
 

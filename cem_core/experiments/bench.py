@@ -31,7 +31,7 @@ from cem_core.nn.mlp import CEMGatedMLP
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
 
-from .lm.train import PRESETS, LMTrainConfig, train_step
+from .lm.train import TRAIN_PRESETS, LMTrainConfig, train_step
 from .schedule import adamw
 
 
@@ -54,7 +54,7 @@ class BenchConfig:
         for name in ("d_model", "n_heads", "seq_len", "batch", "d_ff", "repeats"):
             check_int(name, getattr(self, name), 1)
         check_int("warmup", self.warmup, 0)
-        check_choice("lm_preset", self.lm_preset, tuple(PRESETS))
+        check_choice("lm_preset", self.lm_preset, tuple(TRAIN_PRESETS))
 
 
 def _sync(device: str) -> None:

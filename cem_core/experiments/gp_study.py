@@ -44,8 +44,8 @@ LONG_TS = (1, 4, 8)      # the long condition leaves T = 2 out to fit the study'
 NEW_TS = (1, 4, 8)       # the T grid of the block-energy and distance-form conditions (joint: STUDY_TS)
 COMMITTED_PLATEAU = Path("results") / "gp-plateau"   # where the repository keeps them, from its root
 COMMITTED_STUDY = Path("results") / "gp-study"
-TOLERANCE = 0.02
-VERDICT_RULE = verdicts.rule("ratio", "held-out RMSE / GP optimum", TOLERANCE)
+STUDY_TOLERANCE = 0.02
+STUDY_RULE = verdicts.rule("ratio", "held-out RMSE / GP optimum", STUDY_TOLERANCE)
 
 _BASE_MODEL = GPModelConfig(width=64, d_ff=128, n_heads=4)
 _BASE_TRAIN = GPTrainConfig(steps=BASE_STEPS, batch_size=32)
@@ -141,7 +141,7 @@ def study() -> tuple[Condition, ...]:
 
 
 STUDY = study()
-CLAIMS = {c.name: c.claim for c in STUDY}
+STUDY_CLAIMS = {c.name: c.claim for c in STUDY}
 EQUAL_COMPUTE = tuple(c.name for c in STUDY if c.compares == "equal compute")
 FORM_COMPARISONS = tuple(c.name for c in STUDY if c.compares == "form")
 MAP_CONDITIONS = tuple(c.name for c in STUDY if c.mapped)
@@ -169,11 +169,11 @@ def _ratios(records: list[dict], group: str, T: int | None, attention: str = "ce
 def conditions_table(records: list[dict]) -> list[dict]:
     """One row per condition: its claim, the pairs with mean ± se of the ratio difference, the verdict."""
     rows = []
-    for group, (text, pairs) in CLAIMS.items():
+    for group, (text, pairs) in STUDY_CLAIMS.items():
         compared = []
         for kind, a, b in pairs:
             d = verdicts.paired_difference(_ratios(records, *a), _ratios(records, *b))
-            compared.append(d | {"kind": kind, "a": a, "b": b, "verdict": verdicts.verdict(kind, d, TOLERANCE)})
+            compared.append(d | {"kind": kind, "a": a, "b": b, "verdict": verdicts.verdict(kind, d, STUDY_TOLERANCE)})
         rows.append({"condition": group, "claim": text, "pairs": compared,
                      "verdict": verdicts.overall([p["verdict"] for p in compared])})
     return rows
@@ -196,8 +196,8 @@ def conditions_map(records: list[dict]) -> dict:
         llama = LLAMA_OF.get(group, group)
         label = "Llama attention" + (f" ({llama})" if llama != group else "")
         lines = {label: _ratios(records, llama, None, "llama")}
-        # the other conditions that claims on this panel's runs compare with (CLAIMS)
-        others = {b for _, pairs in CLAIMS.values() for _, a, b in pairs if a[0] == group and b[0] != group}
+        # the other conditions that claims on this panel's runs compare with (STUDY_CLAIMS)
+        others = {b for _, pairs in STUDY_CLAIMS.values() for _, a, b in pairs if a[0] == group and b[0] != group}
         curves = {}
         for other in sorted({o for o, _ in others}):
             other_Ts = sorted(T for o, T in others if o == other)
@@ -255,7 +255,7 @@ def table_rows(records: list[dict]) -> list[dict]:
             for r in conditions_table(records)]
 
 
-def markdown(records: list[dict]) -> str:
+def study_markdown(records: list[dict]) -> str:
     """The conditions table (verdicts in bold), as the README shows it."""
     rows = [r | {"verdict": f"**{r['verdict']}**"} for r in table_rows(records)]
     return markdown_table(rows, ("ratio(A) − ratio(B), mean ± se", "seeds"))

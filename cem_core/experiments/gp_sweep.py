@@ -28,14 +28,14 @@ from .pool import finished
 from .records import provenance, read_json
 from .sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
 
-PRESETS = ("quick", "default", "gpu", "plateau", "study")
-EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
-COMMITTED_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
+GP_PRESETS = ("quick", "default", "gpu", "plateau", "study")
+GP_EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
+COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
 
 
-def preset_runs(preset: str) -> list[RunSpec]:
+def gp_preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (see the README's GP section for what each one answers)."""
-    check_choice("preset", preset, PRESETS)
+    check_choice("preset", preset, GP_PRESETS)
     if preset in ("plateau", "study"):                # the factor study (gp_study)
         return gp_study.plateau_runs() if preset == "plateau" else gp_study.study_runs()
     # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
@@ -71,7 +71,7 @@ def preset_runs(preset: str) -> list[RunSpec]:
 
 
 def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, progress=None,
-             eval_Ts: tuple = EVAL_TS) -> dict:
+             eval_Ts: tuple = GP_EVAL_TS) -> dict:
     """Train and evaluate one run; return its record for results.json.
 
     CEM runs are also evaluated at each T in ``eval_Ts`` (test-time scaling), except per-step
@@ -116,7 +116,7 @@ def _learned_etas(model) -> list | None:
 # -- results and the folder's identity -------------------------------------------------------
 
 # what each field of a run record must be: those results.csv (the scalars) and the summaries read
-RECORD_FIELDS = {
+GP_RECORD_FIELDS = {
     "hash": str, "group": str, "attention": str, "mlp": str, "depth": int, "width": int, "T": int,
     "diagonal": str, "preconditioner": str, "eta_mode": str, "eta": float, "anchor": float, "seed": int,
     "steps": int, "kernel": str, "d_x": int, "n_points": int, "params": int, "rmse": float, "rmse_gp": float,
@@ -132,7 +132,7 @@ def _gp_record_problem(record: dict) -> str:
     for name in ("rmse_by_position", "rmse_gp_by_position"):
         if not all(is_kind(v, float) for v in record[name]):
             return f"{name}={short_repr(record[name])} is invalid: must be a list of numbers"
-    return "" if record["diverged"] else not_finite(record, RECORD_FIELDS)
+    return "" if record["diverged"] else not_finite(record, GP_RECORD_FIELDS)
 
 
 def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
@@ -142,7 +142,7 @@ def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
     for spec in specs:
         if (task := spec.config()["task"]) not in tasks:
             tasks.append(task)
-    rule = {"verdict_rule": gp_study.VERDICT_RULE, "tolerance": gp_study.TOLERANCE} if preset == "study" else {}
+    rule = {"verdict_rule": gp_study.STUDY_RULE, "tolerance": gp_study.STUDY_TOLERANCE} if preset == "study" else {}
     return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks} | rule
 
 
@@ -176,7 +176,7 @@ def _strangers(strangers: list[dict], plan: Plan) -> str:
     preset = plan.manifest["preset"]
     text = f"{len(strangers)} of its runs are not in {f'preset {preset!r}' if preset else 'the requested runs'}"
     hashes = {r["hash"] for r in strangers}
-    owners = [p for p in PRESETS if hashes <= {s.hash for s in preset_runs(p)}]
+    owners = [p for p in GP_PRESETS if hashes <= {s.hash for s in gp_preset_runs(p)}]
     if owners:
         text += f": they are runs of preset {owners[0]!r}"
     if plan.specs:
@@ -187,15 +187,15 @@ def _strangers(strangers: list[dict], plan: Plan) -> str:
     return text
 
 
-GP_SWEEP = Experiment(label="GP sweep", fields=RECORD_FIELDS, identity="config", compare=_gp_manifest_differences,
-                      csv_fields=tuple(name for name, kind in RECORD_FIELDS.items() if kind not in (dict, list)),
+GP_SWEEP = Experiment(label="GP sweep", fields=GP_RECORD_FIELDS, identity="config", compare=_gp_manifest_differences,
+                      csv_fields=tuple(name for name, kind in GP_RECORD_FIELDS.items() if kind not in (dict, list)),
                       check=_gp_record_problem, strangers=_strangers)
 
 
 # -- running a sweep -------------------------------------------------------------------------
 
 
-def run_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
+def run_gp_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cpu", preset: str | None = None,
               on_start=None, on_done=None, reuse: list[dict] = (), executor=finished) -> list[dict]:
     """Run every spec not yet in out_dir/results.json (``sweep.run_plan``); return all records, in spec order.
 
@@ -235,7 +235,7 @@ def run_label(r: dict) -> str:
     return ", ".join(parts) + f" (depth {r['depth']})"
 
 
-def summarize(records: list[dict]) -> list[dict]:
+def configuration_rows(records: list[dict]) -> list[dict]:
     """Mean and spread (sample std) over seeds of the RMSE ratio, per configuration, in sweep order."""
     groups: dict[str, list[dict]] = {}
     for r in records:
@@ -261,7 +261,7 @@ def results_markdown(records: list[dict]) -> str:
     """The sweep's summary table (per configuration, mean ± std over seeds) and its baselines, in Markdown."""
     lines = ["| model | group | params | RMSE | RMSE / GP optimum (mean ± std over seeds) | seeds |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
-    for row in summarize(records):
+    for row in configuration_rows(records):
         div = f" ({row['diverged']} diverged)" if row["diverged"] else ""
         lines.append(f"| {row['label']} | {row['group']} | {row['params']:,} | {row['rmse_mean']:.4f} | "
                      f"{row['ratio_mean']:.3f} ± {row['ratio_std']:.3f} | {row['seeds']}{div} |")
@@ -277,7 +277,7 @@ def results_markdown(records: list[dict]) -> str:
 
 def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
-    return sweep.stale(records, (s.hash for s in preset_runs(preset)))
+    return sweep.stale(records, (s.hash for s in gp_preset_runs(preset)))
 
 
 # -- figure data (plotted by cem_core.ui.plots with matplotlib, and by the app with plotly) -----

@@ -34,7 +34,7 @@ from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.lm.data import shard_files
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
-from cem_core.experiments.lm.train import PRESETS, LMTrainConfig, run_seconds, train_flops_per_token
+from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, run_seconds, train_flops_per_token
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 
@@ -42,7 +42,7 @@ from .controls import Controls
 
 TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
 CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
-RECORD_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
+JOB_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 DATA_SOURCES = ("demo", "slimpajama")   # the choices that are not folders
 TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # the page's columns of compare.json
 
@@ -52,7 +52,7 @@ class JobSpec(Controls):
     """One ``lm compare`` run; round-trips through the URL like the other pages' controls. `data`
     is a source or the name of a shard folder (the board checks that the folder is there)."""
 
-    SPECS = {"preset": ("choice", tuple(PRESETS)), "variants": ("choices", VARIANTS), "data": ("name", None)}
+    SPECS = {"preset": ("choice", tuple(TRAIN_PRESETS)), "variants": ("choices", VARIANTS), "data": ("name", None)}
     PREFIX = "lm_"
 
     preset: str = "cpu-tiny"
@@ -193,7 +193,7 @@ def _outside(path: Path, root: Path) -> bool:
 def _job_problem(job) -> str | None:
     if not isinstance(job, dict):
         return "it is not a JSON object"
-    for name, kind in RECORD_FIELDS.items():
+    for name, kind in JOB_FIELDS.items():
         if not isinstance(job.get(name), kind) or isinstance(job.get(name), bool):
             return f"its field {name!r} is missing or not a {kind.__name__}"
     return None

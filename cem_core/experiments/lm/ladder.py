@@ -14,7 +14,7 @@ from cem_core.experiments.records import markdown_table
 from cem_core.nn.model import ModelConfig
 
 from . import sweep
-from .train import PRESETS
+from .train import TRAIN_PRESETS
 
 REFERENCE = "llama"
 TRENDS = ("closing", "widening", "no trend shown")
@@ -23,8 +23,9 @@ TRENDS = ("closing", "widening", "no trend shown")
 def paper_scale(vocab_size: int = 257) -> int:
     """The Llama parameters of the paper's smallest scale as this project builds it (``lm train --preset
     paper-86m``: 85.2M with the byte tokenizer)."""
-    return ModelConfig.variant("llama", vocab_size=vocab_size, max_seq_len=PRESETS["paper-86m"]["train"]["seq_len"],
-                               **PRESETS["paper-86m"]["model"]).param_counts()["total"]
+    paper = TRAIN_PRESETS["paper-86m"]
+    return ModelConfig.variant("llama", vocab_size=vocab_size, max_seq_len=paper["train"]["seq_len"],
+                               **paper["model"]).param_counts()["total"]
 
 
 def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
@@ -35,7 +36,7 @@ def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
     for r in records:
         groups.setdefault((r["identity"]["config"]["d_model"], r["name"]), {}).setdefault(r["lr"], []).append(r)
     out = {}
-    order = list(sweep.VARIANTS)
+    order = list(sweep.SWEEP_VARIANTS)
     for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         mean = {lr: statistics.fmean(sweep.run_ppl(r) for r in runs) for lr, runs in by_lr.items()}
         grid = sorted(mean)
@@ -280,7 +281,7 @@ def _ratio(n: int) -> str:
     return f"{float(f'{r:.2g}'):,.0f}"
 
 
-def markdown(records: list[dict]) -> str:
+def ladder_markdown(records: list[dict]) -> str:
     """The ladder as the README shows it: the runs at their best rates, the fitted trends and the summary."""
     return (markdown_table(rows(records), ("width", "params", "rate", "val ppl (mean)", GAP_COLUMN))
             + "\n\n" + markdown_table(trend_rows(records), ("points",)) + "\n\n" + summary(records))

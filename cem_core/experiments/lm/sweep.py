@@ -51,7 +51,7 @@ COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at
 COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
-VARIANTS = {
+SWEEP_VARIANTS = {
     "llama": ("llama", None),
     "attn T=1": ("cem-attn", CEMOptions(T=1)),
     "attn T=2": ("cem-attn", CEMOptions(T=2)),
@@ -69,8 +69,8 @@ VARIANTS = {
     "attn T=2, diag shared, P dlr, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", preconditioner="dlr",
                                                                          eta_mode="per_step")),
 }
-PAPER_VARIANTS = tuple(VARIANTS)[:9]       # the nine variants the paper's claims compare
-SWEPT = tuple(VARIANTS)[:11]               # the committed sweep's eleven (before the learned step sizes)
+PAPER_VARIANTS = tuple(SWEEP_VARIANTS)[:9]       # the nine variants the paper's claims compare
+SWEPT = tuple(SWEEP_VARIANTS)[:11]               # the committed sweep's eleven (before the learned step sizes)
 EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
 
 
@@ -156,7 +156,7 @@ SWEEP_PRESETS = {
     "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=SWEPT),
     # each variant's own learning rate (issue 26): a grid at a quarter of the budget, under RATE_RULE
     "rates": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=RATE_GRID, seeds=(0,),
-                         variants=(*PAPER_VARIANTS, *tuple(VARIANTS)[len(SWEPT):])),
+                         variants=(*PAPER_VARIANTS, *tuple(SWEEP_VARIANTS)[len(SWEPT):])),
     "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
                          variants=("llama", "attn T=2", "cem-full")),
     "quick": SweepPreset(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, budget=0.002,
@@ -202,8 +202,8 @@ CLAIMS = [
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    name: str                          # a key of VARIANTS
+class SweepRun:
+    name: str                          # a key of SWEEP_VARIANTS
     config: LMTrainConfig
     ladder: bool = False               # a run of a width ladder: its folder names its width
 
@@ -227,7 +227,7 @@ def steps_for(p: SweepPreset) -> int:
     return max(2, math.ceil(p.budget * 20 * llama_params(p) / (p.batch_size * p.seq_len)))
 
 
-def preset_runs(preset: str) -> list[RunSpec]:
+def preset_runs(preset: str) -> list[SweepRun]:
     check_choice("preset", preset, PRESETS)
     specs = []
     for p in SWEEP_PRESETS[preset].parts():
@@ -235,7 +235,7 @@ def preset_runs(preset: str) -> list[RunSpec]:
         every = max(1, steps // p.evals)
         for lr in dict.fromkeys(lr for name in p.variants for lr in p.lrs_of(name)):    # in the preset's order
             for name in (name for name in p.variants if lr in p.lrs_of(name)):
-                variant, cem = VARIANTS[name]
+                variant, cem = SWEEP_VARIANTS[name]
                 depth = (cem or CEMOptions()).T
                 for seed in p.seeds:
                     cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, d_model=p.d_model,
@@ -244,7 +244,7 @@ def preset_runs(preset: str) -> list[RunSpec]:
                                         eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
                                         eval_T=EVAL_TS if variant != "llama" and depth == 2
                                         and cem.eta_mode != "per_step" else ())   # per-step etas: only at their T
-                    specs.append(RunSpec(name=name, config=cfg, ladder=bool(SWEEP_PRESETS[preset].widths)))
+                    specs.append(SweepRun(name=name, config=cfg, ladder=bool(SWEEP_PRESETS[preset].widths)))
     return specs
 
 
@@ -255,7 +255,7 @@ def default_data(preset: str) -> DataConfig:
 # -- running -----------------------------------------------------------------------------------
 
 
-def run_one(spec: RunSpec, data: DataConfig, out: Path, threads: int | None = None) -> dict:
+def run_one(spec: SweepRun, data: DataConfig, out: Path, threads: int | None = None) -> dict:
     """Train (or resume) one run in out/runs/<folder>; return its record for results.json."""
     if threads:
         torch.set_num_threads(threads)
@@ -281,7 +281,7 @@ def run_one(spec: RunSpec, data: DataConfig, out: Path, threads: int | None = No
             "identity": identity, "provenance": provenance()}
 
 
-RECORD_FIELDS = {"hash": str, "name": str, "seed": int, "lr": float, "variant": str, "params": int, "steps": int,
+LM_RECORD_FIELDS = {"hash": str, "name": str, "seed": int, "lr": float, "variant": str, "params": int, "steps": int,
                  "tokens": int, "diverged": bool, "val_ppl": float, "val_loss": float, "val_ppl_by_T": dict,
                  "tokens_per_s": float, "val_curve": list, "identity": dict}
 CSV_FIELDS = ("name", "seed", "lr", "variant", "params", "steps", "tokens", "diverged", "val_ppl", "val_loss",
@@ -294,12 +294,12 @@ def _lm_record_problem(record: dict) -> str:
     for name in ("seed", "lr", "variant"):
         if config.get(name) != record[name]:
             return f"{name}={short_repr(record[name])} does not match its identity ({short_repr(config.get(name))})"
-    if record["name"] not in VARIANTS:
+    if record["name"] not in SWEEP_VARIANTS:
         return f"name={record['name']!r} is not one of the sweep's variants"
     return ""
 
 
-def manifest(preset: str, data: DataConfig, specs: list[RunSpec]) -> dict:
+def manifest(preset: str, data: DataConfig, specs: list[SweepRun]) -> dict:
     """What sweep.json records, the verdict rule included (written before any run trains)."""
     return {"format": MANIFEST_FORMAT, "preset": preset, "data": run_folder.data_identity(data),
             "data_label": describe(data), "data_sha256": content_sha256(data),
@@ -317,7 +317,7 @@ def _lm_manifest_differences(recorded: dict, wanted: dict) -> str:
                                 {k: wanted[k] for k in kept if k in wanted}, limit=4)
 
 
-LM_SWEEP = Experiment(label="LM sweep", article="an", fields=RECORD_FIELDS, identity="identity",
+LM_SWEEP = Experiment(label="LM sweep", article="an", fields=LM_RECORD_FIELDS, identity="identity",
                       compare=_lm_manifest_differences, own_files=("runs",), check=_lm_record_problem,
                       csv_fields=CSV_FIELDS,
                       strangers=lambda records, plan: (
@@ -386,7 +386,7 @@ def summarize(records: list[dict]) -> list[dict]:
     """Per variant (in sweep order): parameters, seeds, mean and standard error of validation perplexity,
     tokens/s, test-time scaling means."""
     rows = []
-    for name in VARIANTS:
+    for name in SWEEP_VARIANTS:
         runs = [r for r in records if r["name"] == name]
         if not runs:
             continue
@@ -409,7 +409,7 @@ def validation_curves(records: list[dict]) -> dict:
     """Validation perplexity against tokens per variant: the mean over seeds and the band between the
     lowest and highest seed, {name: {"tokens", "mean", "low", "high"}} (diverged runs left out)."""
     curves = {}
-    for name in VARIANTS:
+    for name in SWEEP_VARIANTS:
         runs = [r for r in records if r["name"] == name and not r["diverged"] and r["val_curve"]]
         if not runs:
             continue

@@ -46,7 +46,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 # Model sizes per preset. paper-86m / paper-162m are our choice (the paper's exact configurations
 # are not public): Llama totals of 85.2M and 163.9M with the byte tokenizer, trained for about
 # 20 tokens per Llama parameter (65,536 tokens a step).
-PRESETS = {
+TRAIN_PRESETS = {
     "cpu-tiny": dict(model=dict(d_model=128, n_layers=2, n_heads=4, d_ff=344),
                      train=dict(seq_len=128, batch_size=16, steps=300, lr=3e-3, eval_every=100, eval_batches=8,
                                 ckpt_every=100)),
@@ -90,7 +90,7 @@ class LMTrainConfig:
 
     def __post_init__(self) -> None:
         if self.preset is not None:
-            check_choice("preset", self.preset, tuple(PRESETS))
+            check_choice("preset", self.preset, tuple(TRAIN_PRESETS))
         check_choice("variant", self.variant, tuple(VARIANTS))
         if self.T is not None and self.variant == "llama":
             fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
@@ -128,8 +128,8 @@ class LMTrainConfig:
 
     @classmethod
     def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
-        check_choice("preset", preset, tuple(PRESETS))
-        values = {**PRESETS[preset]["model"], **PRESETS[preset]["train"]}
+        check_choice("preset", preset, tuple(TRAIN_PRESETS))
+        values = {**TRAIN_PRESETS[preset]["model"], **TRAIN_PRESETS[preset]["train"]}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(preset=preset, **values)
 
