@@ -1,6 +1,7 @@
 """Sweeps beyond one machine (cem_core/experiments/cluster.py): the same runner, its runs handed to submitit, whose
 local mode runs each job in a subprocess of this machine (the code path of SLURM short of the scheduler)."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,11 +52,17 @@ def test_a_job_that_fails_ends_the_sweep_with_its_error_and_its_log(tmp_path):
 
 def test_closing_the_sweep_cancels_the_jobs_still_running(tmp_path):
     """A sweep that stops (Ctrl-C, an error, the caller closing the generator) leaves no job behind: with two
-    slots, a 60-second job still runs when the first finishes; closing the generator ends its process."""
+    slots, a 60-second job still runs when the first finishes; closing the generator ends its processes. Here
+    SIGINT is ignored, as in a sweep started in the background (nohup, `&`), whose jobs inherit that: submitit
+    asks a local job to stop with SIGINT alone, so the executor must end what outlives it."""
     me = psutil.Process()
     others = {c.pid for c in me.children(recursive=True)}     # such as multiprocessing's resource tracker
-    runs = cluster.executor("submitit-local", tmp_path, poll=0.05)(time.sleep, [0.1, 60, 60], 2)
-    assert next(runs) is None                                  # the 0.1 s job; a 60 s one runs, one waits
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        runs = cluster.executor("submitit-local", tmp_path, poll=0.05)(time.sleep, [0.1, 60, 60], 2)
+        assert next(runs) is None                              # the 0.1 s job; a 60 s one runs, one waits
+    finally:
+        signal.signal(signal.SIGINT, before)
     jobs = [c for c in me.children(recursive=True) if c.pid not in others]
     assert len(jobs) == 2                                      # the job's controller and its task
     runs.close()

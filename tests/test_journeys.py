@@ -385,7 +385,8 @@ def test_presentation_mode_fits_the_step_at_1280x720(app, browser, tmp_path):
     # The toggle: off, the sidebar and every control are back.
     page.locator("[data-testid='stExpandSidebarButton']").click()
     page.locator("[data-testid='stCheckbox'], [data-testid='stToggle']").filter(has_text="Presentation mode").click()
-    settle(page)
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('present')", timeout=30000)
+    settle(page)                                    # the rerun that drops it may start after settle's window
     assert "present" not in _query(page)
     assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").count() >= 4
     page.close()

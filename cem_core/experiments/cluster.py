@@ -13,9 +13,12 @@ subprocess of this machine, the same code path as SLURM short of the scheduler.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from pathlib import Path
+
+import psutil
 
 from cem_core.nn.validate import check_choice
 
@@ -58,10 +61,30 @@ def executor(engine: str, logs, timeout_min: int = 24 * 60, partition: str | Non
                     running.remove(job)
                     yield _result(job)
         finally:
-            for job in running:
-                job.cancel(check=False)
+            _cancel(running, local=engine == "submitit-local")
 
     return finished
+
+
+def _cancel(jobs: list, local: bool, grace: float = 2.0) -> None:
+    """Cancel the jobs still queued or running. submitit's local mode asks a job's controller to stop with
+    SIGINT, which a process started in the background (nohup, a shell's ``&``) ignores: so a local job's
+    processes (its controller's pid is its job id) that outlive ``grace`` seconds are terminated, then killed."""
+    tree = []
+    for job in jobs:
+        if local:
+            try:
+                controller = psutil.Process(int(job.job_id))
+                tree += [controller, *controller.children(recursive=True)]      # before the controller is gone
+            except psutil.Error:
+                pass
+        job.cancel(check=False)
+    _, alive = psutil.wait_procs(tree, timeout=grace)
+    for signal_them in ("terminate", "kill"):
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                getattr(process, signal_them)()
+        _, alive = psutil.wait_procs(alive, timeout=grace)
 
 
 def add_arguments(parser) -> None:
