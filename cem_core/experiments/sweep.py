@@ -14,8 +14,8 @@ A sweep folder DIR holds one sweep of one kind (an ``Experiment``):
 - DIR/cluster-logs/: the job logs, when a cluster engine ran the runs (``cluster``).
 
 Runs are handed to an executor, ``executor(fn, specs, jobs)``, which yields records as runs finish: by default
-``pool.finished`` (this process, or ``jobs`` local worker processes); ``cluster.finished`` hands them to a
-cluster engine. Every finished run is saved at once, so an interrupted sweep resumes with the same command.
+``pool.finished`` (this process, or ``jobs`` local worker processes); ``cluster.executor(...)`` hands them to
+a cluster engine. Every finished run is saved at once, so an interrupted sweep resumes with the same command.
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def claim_folder(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -
 
 
 def run_plan(kind: Experiment, out, plan: Plan, jobs: int = 1, executor=finished, on_start=None,
-        on_done=None) -> list[dict]:
+             on_done=None) -> list[dict]:
     """Run every run of the plan not yet in out/results.json; return all its records in plan order.
 
     Holds the folder's lock throughout. ``on_start(todo)`` is called with the specs to run once the folder is
