@@ -1,6 +1,6 @@
 """Sweeps beyond one machine: the runner's runs handed to a cluster engine, submitit (SLURM, or its local mode).
 
-``executor(engine, logs, ...)`` gives an executor for ``sweep.run`` (``executor(fn, specs, jobs)`` yields
+``executor(engine, logs, ...)`` gives an executor for ``sweep.run_plan`` (``executor(fn, specs, jobs)`` yields
 records as runs finish), so every integrity rule stays the runner's: one process holds the folder's lock and
 writes its results, the folder's identity is claimed before any run is submitted, and each record a job
 hands back is checked before it is saved. At most ``jobs`` runs are in the engine at a time (a window that
@@ -30,7 +30,7 @@ LOGS = "cluster-logs"                    # a sweep folder's subfolder for the en
 
 def executor(engine: str, logs, timeout_min: int = 24 * 60, partition: str | None = None, poll: float = 0.5,
              **parameters):
-    """An executor for ``sweep.run``: 'pool' (this machine's worker processes), or one that submits each run as
+    """An executor for ``sweep.run_plan``: 'pool' (this machine's worker processes), or one that submits each run as
     a job of submitit: 'submitit-local' (jobs are subprocesses of this machine) or 'slurm' (on ``partition``;
     ``parameters``: more of submitit's ``slurm_*`` settings, such as gpus_per_node=1)."""
     check_choice("engine", engine, ENGINES)
