@@ -79,7 +79,8 @@ def body() -> None:
                                        "GFLOPs per token"), "design flops per token", "ds-flops")
     total = {v: sum(flops[v].values()) for v in VARIANTS}
     st.caption(" · ".join(f"{v}: {total[v] / total['llama']:.2f}× Llama" for v in VARIANTS)
-               + f". A diagonal per head makes each head's attention core d_h + d wide, (H + 1) = {c.n_heads + 1}× "
+               + ". A diagonal per head makes each head's attention core d_h + d wide, "
+               f"(H + 1) = {c.shape.n_heads + 1}× "
                "the plain core; one shared diagonal adds a head-independent bias and readout, 2× the plain core."
                + (" cem-full as one energy runs its T steps in x space (the MLP term needs x at every step) and "
                   "applies P once per step, to the summed gradient." if c.cem.block == "joint" else ""))
@@ -94,10 +95,10 @@ def body() -> None:
             st.latex(line)
 
     st.subheader("Eigenvalues of the preconditioner P")
-    d = min(c.d_model, SPECTRUM_MAX_D)
+    d = min(c.shape.d_model, SPECTRUM_MAX_D)
     show_figure(interactive.eigenvalue_figure(spectra(d, min(c.cem.rank, d), c.p_scale, c.seed)),
                 "preconditioner eigenvalues", "ds-eigs")
-    st.caption(f"Random factors at d = {d}" + (f" (capped from {c.d_model})" if d < c.d_model else "")
+    st.caption(f"Random factors at d = {d}" + (f" (capped from {c.shape.d_model})" if d < c.shape.d_model else "")
                + f", rank {min(c.cem.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form "
                "indefinite.")
     explain("A step x - ηP∇E lowers the energy for small η only if P is positive definite along the gradient. "

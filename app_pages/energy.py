@@ -117,11 +117,15 @@ def draw_control(name: str) -> None:
     elif name == "heat_head":
         if state[KEYS["heads"]] > 1:
             st.slider("heatmap head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
+    elif name == "activation":
+        control(EnergyControls, name, KEYS[name], "activation φ",
+                help="The MLP's nonlinearity φ; its energy uses the antiderivative Φ (Φ' = φ).")
     else:
         control(EnergyControls, name, KEYS[name], {"heads": "heads", "rope": "RoPE"}[name])
 
 
-SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale"), "Sizes": ("heads", "width", "seq_len", "seed", "rope"),
+SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale", "activation"),
+           "Sizes": ("heads", "width", "seq_len", "seed", "rope"),
            "View": ("token", "heat_head")}
 
 

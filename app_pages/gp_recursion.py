@@ -109,7 +109,8 @@ def demo_section(controls: GPControls) -> None:
     explain("Black dots are the points the predictor has seen. The blue band is where the GP posterior "
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
-    seconds = training_estimate(GPControls(kernel=controls.kernel, cem=controls.cem, steps=controls.steps))
+    seconds = training_estimate(GPControls(kernel=controls.kernel, shape=controls.shape, cem=controls.cem,
+                                           steps=controls.steps))
     st.caption(f"Training this model ({controls.steps} steps, T = {controls.cem.T}, diagonal {controls.cem.diagonal}) "
                f"takes about {duration(seconds)} on this machine now (measured on a few steps).")
     if st.button("Train a small model now", icon=":material/play_arrow:"):
@@ -149,6 +150,7 @@ def train_live(controls: GPControls) -> None:
     st.session_state.gp_model = result.model
     base = gp.baseline_rmses(controls.task(), controls.train())
     st.session_state.gp_result = (f"Trained CEM attention, T={controls.cem.T}, diagonal {controls.cem.diagonal}, "
+                                  f"φ {controls.shape.activation}, "
                                   f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
                                   f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
                                   f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
@@ -169,6 +171,7 @@ def body() -> None:
         st.header("Model to train")
         for name in GPControls.CEM:
             cem_widget(GPControls, name, KEYS[name])
+        control(GPControls, "activation", KEYS["activation"], "MLP activation φ")
         control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
     controls = GPControls.from_values(**control_values("gp", KEYS))
     keep_controls("gp", controls)

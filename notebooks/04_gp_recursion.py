@@ -67,7 +67,7 @@ import torch
 from IPython.display import Markdown, display
 from nbhelpers import check_answer, proved, report, show, show_figure
 
-from cem_core import CEMOptions
+from cem_core import CEMOptions, ModelShape
 from cem_core.experiments import gp, gp_sweep
 from cem_core.ui import plots
 
@@ -218,7 +218,8 @@ report(recursion_finding(records))
 # offers; raise the steps there to watch the ratio fall.
 
 # %%
-model_config = gp.GPModelConfig(width=width, d_ff=2 * width, n_heads=2, cem=CEMOptions(T=T))
+model_config = gp.GPModelConfig(shape=ModelShape(d_model=width, n_layers=1, n_heads=2, d_ff=2 * width),
+                                cem=CEMOptions(T=T))
 train_config = gp.GPTrainConfig(steps=steps, batch_size=32, eval_size=eval_size, seed=seed)
 result = gp.train_gp(task, model_config, train_config)
 baselines = gp.baseline_rmses(task, train_config)

@@ -102,7 +102,8 @@ def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8, cem=None):
     from cem_core.experiments import gp_sweep
     from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
 
-    model = GPModelConfig(width=8, d_ff=16, n_heads=2, attention="llama" if cem is None else "cem",
+    model = GPModelConfig(shape=dict(d_model=8, n_layers=1, n_heads=2, d_ff=16),
+                          attention="llama" if cem is None else "cem",
                           **({} if cem is None else {"cem": cem}))
     return gp_sweep.RunSpec(task=GPTaskConfig(n_points=n_points), model=model,
                             train=GPTrainConfig(steps=steps, eval_size=16, batch_size=8, seed=seed), group="depth1")
@@ -122,7 +123,7 @@ def tiny_study_specs(groups, seeds=(0, 1, 2)) -> list:
     from cem_core.experiments import gp_study
 
     conditions = gp_study.conditions()
-    return [replace(s, model=replace(s.model, width=8, d_ff=16, n_heads=2),
+    return [replace(s, model=s.model.with_shape(d_model=8, d_ff=16, n_heads=2),
                     train=replace(s.train, steps=3, batch_size=4, eval_size=16))
             for group in groups for s in conditions[group] if s.train.seed in seeds]
 

@@ -11,7 +11,7 @@ import cem_core.nn.attention as attention_module
 from cem_core.__main__ import main
 from cem_core.experiments.bench import PROJECTION, SHARED_CORE, BenchConfig, _layer, eager, kernel_time, saved_bytes
 from cem_core.nn.attention import QUERY_BLOCK, CEMAttention, query_blocks
-from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
+from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, ModelShape, SwiGLUConfig
 from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 
@@ -66,7 +66,7 @@ def test_kernel_time_weights_projections_and_cores_by_their_measured_times():
     cores with a shared diagonal: at p = c = 1 (n = d) these are the FLOP counts in projections."""
     kernels = [{"name": PROJECTION, "time_a_ms": 1.0, "time_b_ms": 3.0},
                {"name": SHARED_CORE, "time_a_ms": 3.0, "time_b_ms": 5.0}]
-    c = BenchConfig(d_model=64, n_heads=4, seq_len=64, batch=4)
+    c = BenchConfig(shape=ModelShape(d_model=64, n_heads=4), seq_len=64, batch=4)
     assert kernel_time(kernels, LlamaAttentionConfig(d_model=64, n_heads=4), c) == pytest.approx(7.0)
     assert kernel_time(kernels, AttentionConfig(d_model=64, n_heads=4), c) == pytest.approx(6.0)
     assert kernel_time(kernels, AttentionConfig(d_model=64, n_heads=4, T=2), c) == pytest.approx(4.25 + 6.0)
@@ -91,7 +91,8 @@ def test_compiled_rows_run_the_same_layer(float64, monkeypatch, diagonal):
     (no diagonal) and the shared diagonal's core in blocks of 3 queries."""
     require_system_package(shutil.which("g++") is not None, "the torch.compile test", "g++")
     monkeypatch.setattr(attention_module, "QUERY_BLOCK", 3)
-    c = BenchConfig(d_model=16, n_heads=2, seq_len=8, batch=2, dtype="float64", compile=True)
+    c = BenchConfig(shape=ModelShape(d_model=16, n_heads=2), seq_len=8, batch=2, dtype="float64",
+                    compile=True)
     layer = _layer(CEMAttention, AttentionConfig(d_model=16, n_heads=2, T=2, diagonal=diagonal), c)
     assert eager(layer) is not layer and isinstance(eager(layer), CEMAttention)
     h = torch.randn(2, 8, 16, dtype=torch.float64, requires_grad=True)

@@ -215,3 +215,69 @@ def test_cem_switches_map_onto_the_layer_configs():
                 config.rank) == (3, 0.5, True, True, 0.2, "psd", 2)
     assert att.diagonal == "shared" and "diagonal" not in cem.descent_fields()
     assert CEMOptions(eta_mode="learned").descent_fields()["eta_per_step"] is False
+
+
+def test_the_model_shape_is_one_object_that_every_model_config_holds():
+    """ModelShape holds the sizes and the activation once: ModelConfig is one, and its activation reaches every
+    block's MLP (SwiGLU, the CEM gated MLP, the joint block), whose outputs then differ from silu's."""
+    from cem_core.experiments.bench import BenchConfig
+    from cem_core.experiments.gp import GPModelConfig
+    from cem_core.experiments.lm.sweep import SWEEP_PRESETS
+    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.nn.config import SHAPE_FIELDS, ModelShape, as_shape
+    from cem_core.ui.controls import DesignControls, GPControls
+
+    shape = ModelShape(d_model=16, n_layers=1, n_heads=2, d_ff=32, activation="gelu")
+    for variant in ("llama", "cem-mlp", "cem-full"):
+        config = ModelConfig.variant(variant, shape=shape, vocab_size=11, max_seq_len=8)
+        assert as_shape(config) == shape and type(as_shape(config)) is ModelShape
+        assert config.mlp_config().activation == "gelu"
+        torch.manual_seed(0)
+        gelu = LanguageModel(config)
+        torch.manual_seed(0)
+        silu = LanguageModel(ModelConfig.variant(variant, shape=ModelShape(**{**shape.shape_fields(),
+                                                                              "activation": "silu"}),
+                                                 vocab_size=11, max_seq_len=8))
+        ids = torch.arange(8)[None] % 11
+        assert not torch.allclose(gelu(ids)[0], silu(ids)[0])
+    joint = ModelConfig.variant("cem-full", cem=CEMOptions(T=2, block="joint"), shape=shape, vocab_size=11)
+    assert joint.block_config().activation == "gelu"
+    holders = (LMTrainConfig(), GPModelConfig(), BenchConfig(), DesignControls(), GPControls(),
+               SWEEP_PRESETS["default"])
+    assert all(type(h.shape) is ModelShape for h in holders)
+    assert {f.name for f in fields(ModelShape)} == set(SHAPE_FIELDS)
+    assert not any(name in {f.name for f in fields(type(h))} for h in holders for name in SHAPE_FIELDS)
+
+
+def test_a_shape_from_json_is_checked_field_by_field():
+    from cem_core.nn.config import ModelShape, as_shape
+
+    assert as_shape({"d_model": 8, "n_heads": 2}) == ModelShape(d_model=8, n_heads=2)
+    for bad, field in ((dict(d_model=0), "d_model"), (dict(activation="tanh"), "activation"),
+                       (dict(width=8), "shape"), ("wide", "shape")):
+        with pytest.raises(ValueError, match=rf"^{field}="):
+            as_shape(bad)
+
+
+def test_run_hashes_keep_the_flat_form_and_count_the_activation_only_off_its_default():
+    """The shape's fields sit among an LM run's own in its identity (and under width and depth in a GP run's), as
+    the committed results' hashes were computed; silu is left out, any other activation changes the hash."""
+    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
+    from cem_core.experiments.lm.data import DataConfig
+    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.nn.config import ModelShape
+
+    data = DataConfig(source="demo")
+    lm = LMTrainConfig(shape=ModelShape(d_model=64, n_heads=2))
+    config = lm.identity(data)["config"]
+    assert "shape" not in config and "activation" not in config
+    assert (config["d_model"], config["n_layers"], config["n_heads"], config["d_ff"]) == (64, 2, 2, 344)
+    gelu = LMTrainConfig(shape=ModelShape(d_model=64, n_heads=2, activation="gelu"))
+    assert gelu.identity(data)["config"]["activation"] == "gelu" and gelu.run_hash(data) != lm.run_hash(data)
+    spec = RunSpec(task=GPTaskConfig(), model=GPModelConfig(), train=GPTrainConfig(), group="g")
+    model = spec.config()["model"]
+    assert (model["width"], model["depth"], model["n_heads"], model["d_ff"]) == (64, 1, 4, 128)
+    assert not {"shape", "d_model", "n_layers", "activation"} & set(model)
+    relu = RunSpec(task=GPTaskConfig(), model=GPModelConfig().with_shape(activation="relu"), train=GPTrainConfig(),
+                   group="g")
+    assert relu.config()["model"]["activation"] == "relu" and relu.hash != spec.hash

@@ -32,7 +32,10 @@ from cem_core.experiments.gp import (
     zero_predictor,
 )
 from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.nn.config import ModelShape
 from cem_core.nn.model import recursion_depth
+
+SMALL = ModelShape(d_model=16, n_layers=1, n_heads=4, d_ff=32)   # a GP model of a few seconds
 
 TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=0.5, n_points=12, d_x=2),
          GPTaskConfig(kernel="periodic", lengthscale=0.8, period=0.7, signal_var=2.0, noise_var=0.05, n_points=12)]
@@ -103,7 +106,7 @@ def test_samples_detect_a_wrong_lengthscale():
 def test_gp_optimum_beats_every_baseline_and_a_trained_model():
     task, train = GPTaskConfig(n_points=16), GPTrainConfig(steps=40, eval_size=256, batch_size=32)
     base = baseline_rmses(task, train)
-    result = train_gp(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2)), train)
+    result = train_gp(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=2)), train)
     assert base["gp"]["rmse"] < min(base["zero"]["rmse"], base["nearest_neighbour"]["rmse"], result.rmse)
     # per position too, after the first point (where the GP and zero predictor both predict 0)
     gp, nn_ = np.array(base["gp"]["rmse_by_position"]), np.array(base["nearest_neighbour"]["rmse_by_position"])
@@ -113,7 +116,7 @@ def test_gp_optimum_beats_every_baseline_and_a_trained_model():
 def test_short_training_lowers_rmse():
     task = GPTaskConfig(n_points=16)
     train = GPTrainConfig(steps=80, eval_size=256, batch_size=32, seed=1)
-    config = GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2))
+    config = GPModelConfig(shape=SMALL, cem=CEMOptions(T=2))
     torch.manual_seed(train.seed)
     untrained = GPTransformer(task, config)
     xs, ys = eval_set(task, train)
@@ -137,7 +140,7 @@ def test_predictions_are_causal_and_tokens_documented(tokens, mlp, loops):
     assert interleaved.shape == (2, 16, 3)
     torch.testing.assert_close(interleaved[:, 6], torch.cat((xs[:, 3], torch.zeros(2, 1), torch.ones(2, 1)), -1))
     torch.testing.assert_close(interleaved[:, 7], torch.cat((xs[:, 3], ys[:, 3, None], torch.zeros(2, 1)), -1))
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, diagonal="shared"),
+    model = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=3, diagonal="shared"),
                                               tokens=tokens, mlp=mlp, loops=loops))
     ys2 = ys.clone()
     ys2[:, 5:] += 3.0                                                       # y_j and later: invisible at j = 5
@@ -155,11 +158,11 @@ def test_predictions_are_causal_and_tokens_documented(tokens, mlp, loops):
 
 def test_eval_at_other_T_restores_and_per_step_refuses():
     task, train = GPTaskConfig(n_points=8), GPTrainConfig(eval_size=32)
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2, eta_mode="learned")))
+    model = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=2, eta_mode="learned")))
     out = evaluate_at_T(model, task, train, [1, 2, 5])
     assert set(out) == {1, 2, 5} and all(layer.config.T == 2 for layer in model.cem_layers())
     assert out[1] != out[5]
-    per_step = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2, eta_mode="per_step")))
+    per_step = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=2, eta_mode="per_step")))
     with pytest.raises(ValueError, match="^eval_T=3"):
         evaluate_at_T(per_step, task, train, [3])
     assert all(layer.config.T == 2 for layer in per_step.cem_layers())
@@ -173,7 +176,7 @@ def test_eval_at_other_T_restores_and_per_step_refuses():
     (GPTaskConfig, dict(n_points=1), "n_points"),
     (GPTaskConfig, dict(box=(1.0, -1.0)), "box"),
     (GPTaskConfig, dict(box="wide"), "box"),
-    (GPModelConfig, dict(width=30, n_heads=4), "d_model"),
+    (GPModelConfig, dict(shape=dict(d_model=30, n_heads=4)), "d_model"),
     (GPModelConfig, dict(attention="llama", cem=CEMOptions(T=2)), "cem"),
     (GPModelConfig, dict(attention="llama", mlp="cem", cem=CEMOptions(diagonal="shared")), "diagonal"),
     (GPTrainConfig, dict(steps=0), "steps"),
@@ -246,12 +249,15 @@ def test_report_and_figures_from_results(tmp_path, capsys):
 
 def test_gp_train_cli(tmp_path, capsys):
     out = tmp_path / "run.json"
-    assert main(["gp", "train", "--T", "2", "--steps", "3", "--width", "8", "--d-ff", "16", "--n-heads", "2",
-                 "--n-points", "8", "--eval-T", "1", "3", "--out", str(out)]) == 0
+    assert main(["gp", "train", "--T", "2", "--steps", "3", "--d-model", "8", "--d-ff", "16", "--n-heads", "2",
+                 "--activation", "gelu", "--n-points", "8", "--eval-T", "1", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "held-out RMSE" in text and "test-time scaling" in text
     record = json.loads(out.read_text())
     assert set(record["rmse_by_eval_T"]) == {"1", "3"}
+    # the shape as GP records have always held it (width, depth), the activation only off its default
+    assert {k: record["config"]["model"][k] for k in ("width", "depth", "d_ff", "activation")} == {
+        "width": 8, "depth": 1, "d_ff": 16, "activation": "gelu"} and record["width"] == 8
 
 
 def test_posterior_on_grid_agrees_with_the_causal_posterior():
@@ -269,7 +275,7 @@ def test_posterior_on_grid_agrees_with_the_causal_posterior():
 def test_model_predict_at_equals_its_causal_prediction():
     task = GPTaskConfig(n_points=10)
     xs, ys = sample_batch(task, 1, torch.Generator().manual_seed(6))
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2)))
+    model = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=2)))
     with torch.no_grad():
         full = model(xs, ys)[0]
     at = model.predict_at(xs[0, :4], ys[0, :4], xs[0, 4:7])
@@ -293,7 +299,7 @@ def test_attention_only_and_looped_models():
     the same blocks twice over; both leave the hashes of runs that do not use them unchanged."""
     task = GPTaskConfig(n_points=6)
     xs, ys = sample_batch(task, 3, torch.Generator().manual_seed(1))
-    base = GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=2))
+    base = GPModelConfig(shape=SMALL, cem=CEMOptions(T=2))
     torch.manual_seed(0)
     attention_only = GPTransformer(task, replace(base, mlp="none"))
     assert attention_only.blocks[0].mlp is None
@@ -319,7 +325,7 @@ def test_step_diagnostics_read_the_layer_after_each_step():
     model with the attention layer removed; the energies are the layer's; entropies lie in [0, log n]."""
     task, train = GPTaskConfig(n_points=10), GPTrainConfig(eval_size=64)
     torch.manual_seed(0)
-    model = GPTransformer(task, GPModelConfig(width=16, d_ff=32, cem=CEMOptions(T=3, eta=0.5), tokens="interleaved"))
+    model = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=3, eta=0.5), tokens="interleaved"))
     model.eval()
     d = gp.step_diagnostics(model, task, train, n_functions=32)
     xs, ys = (t[:32] for t in eval_set(task, train))
@@ -332,12 +338,12 @@ def test_step_diagnostics_read_the_layer_after_each_step():
     assert d["step_size"] == [0.5] * 3 and all(n > 0 for n in d["update_norm"])
     assert all(0 <= e <= math.log(20) for e in d["attention_entropy"])
     with pytest.raises(ValueError, match="one CEM attention block"):
-        gp.step_diagnostics(GPTransformer(task, GPModelConfig(attention="llama", width=16, d_ff=32)), task, train)
+        gp.step_diagnostics(GPTransformer(task, GPModelConfig(attention="llama", shape=SMALL)), task, train)
 
 
 def test_training_records_a_held_out_curve():
     task = GPTaskConfig(n_points=6)
-    result = train_gp(task, GPModelConfig(width=16, d_ff=32), GPTrainConfig(steps=20, batch_size=8, eval_size=32,
+    result = train_gp(task, GPModelConfig(shape=SMALL), GPTrainConfig(steps=20, batch_size=8, eval_size=32,
                                                                            eval_every=5))
     assert [step for step, _ in result.rmse_curve] == [5, 10, 15, 20]
     assert result.rmse_curve[-1][1] == pytest.approx(result.rmse)

@@ -18,7 +18,7 @@ def test_each_condition_changes_one_factor_of_the_base_setup():
                "eta per step": lambda s: s.model.cem.eta_mode == "per_step",
                "P psd": lambda s: s.model.cem.preconditioner == "psd",
                "P dlr": lambda s: s.model.cem.preconditioner == "dlr",
-               "depth 4": lambda s: s.model.depth == 4 and s.model.cem.T == 1,
+               "depth 4": lambda s: s.model.shape.n_layers == 4 and s.model.cem.T == 1,
                "looped x4": lambda s: s.model.loops == 4 and s.model.cem.T == 1}
     # the forms of the energy (design notes §2.14): each against its own control, at base and at the long length
     shared = lambda s: s.model.cem.diagonal == "shared" and s.model.mlp == "llama"              # noqa: E731

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from cem_core.nn.config import ModelShape
 from cem_core.ui import jobs
 
 
@@ -120,4 +121,5 @@ def test_time_estimates_scale_timed_steps(monkeypatch):
     assert probes == [5] and 0.2 / 5 * 800 + 0.1 <= estimate < 0.2 / 5 * 800 + 0.6
     cfg = LMTrainConfig.from_preset("cpu-tiny")
     assert run_seconds(cfg, 0.5) == pytest.approx(0.5 * (300 + 3 * 8 / 3))
-    assert 0 < seconds_per_step(replace(cfg, d_model=16, n_heads=2, d_ff=32, seq_len=16, batch_size=2), steps=1) < 10
+    small = replace(cfg, shape=ModelShape(d_model=16, n_heads=2, d_ff=32), seq_len=16, batch_size=2)
+    assert 0 < seconds_per_step(small, steps=1) < 10

@@ -41,11 +41,10 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
     parameter, the head width is fixed, and each variant's grid is 1/2, 1 and 2 x its own d = 96 rate."""
     p = sweep.SWEEP_PRESETS["ladder"]
     parts = p.parts()
-    assert [q.d_model for q in parts] == [32, 64, 128] and parts[-1].d_model == 4 * parts[0].d_model
+    assert [q.shape.d_model for q in parts] == [32, 64, 128] and parts[-1].shape.d_model == 4 * parts[0].shape.d_model
     for q in parts:
-        assert q.d_model // q.n_heads == sweep.LADDER_HEAD_WIDTH and q.d_ff % 8 == 0
-        llama = LanguageModel(ModelConfig.variant("llama", vocab_size=257, d_model=q.d_model, n_layers=q.n_layers,
-                                                  n_heads=q.n_heads, d_ff=q.d_ff, max_seq_len=q.seq_len))
+        assert q.shape.d_model // q.shape.n_heads == sweep.LADDER_HEAD_WIDTH and q.shape.d_ff % 8 == 0
+        llama = LanguageModel(ModelConfig.variant("llama", shape=q.shape, vocab_size=257, max_seq_len=q.seq_len))
         params = sum(t.numel() for t in llama.parameters())
         assert sweep.steps_for(q) == math.ceil(sweep.LADDER_BUDGET * 20 * params / (q.batch_size * q.seq_len))
     specs = sweep.preset_runs("ladder")
@@ -53,9 +52,9 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
     assert len(specs) == 3 * 4 * 3 * 2 + extended and len({s.folder for s in specs}) == len(specs)
     for q in parts:
         for name in sweep.LADDER_VARIANTS:
-            rates = sorted({s.config.lr for s in specs if s.name == name and s.config.d_model == q.d_model})
+            rates = sorted({s.config.lr for s in specs if s.name == name and s.config.shape.d_model == q.shape.d_model})
             grid = [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]       # exact
-            grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.d_model, name) for r in more]
+            grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.shape.d_model, name) for r in more]
             assert rates == sorted(grid)
     for width, name, more in sweep.LADDER_EXTENSIONS:                       # steps of 2 past an edge
         assert all(abs(math.log2(r / sweep.OWN_RATES[name])) in (2, 3, 4) for r in more)
@@ -230,7 +229,7 @@ def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
             for k in sweep.LADDER_STEPS:
                 for s in (0, 1):
                     ppl = (12 - math.log10(n)) * (1 + gaps.get(name, lambda x: 0.0)(math.log10(n)))
-                    records.append(_record(name, q.d_model, sweep.OWN_RATES[name] * k, s,
+                    records.append(_record(name, q.shape.d_model, sweep.OWN_RATES[name] * k, s,
                                            ppl * (1 + 0.01 * abs(math.log2(k))) + rng.gauss(0, noise), params=n))
     return records
 
@@ -328,7 +327,7 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
 
     p = sweep.SWEEP_PRESETS["ladder"]
     grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=2", (6.4e-2,))))
-    parts = {q.d_model: q for q in grown.parts()}
+    parts = {q.shape.d_model: q for q in grown.parts()}
     assert parts[32].lrs_of("attn T=2")[-1] == 6.4e-2 and 6.4e-2 not in parts[64].lrs_of("attn T=2")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
     before_order = [s.folder for s in sweep.preset_runs("ladder")]

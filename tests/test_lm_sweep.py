@@ -48,8 +48,7 @@ def test_a_finished_sweep_trains_nothing_again(quick):
 def test_the_budget_is_twenty_tokens_per_llama_parameter():
     """Counted on the built model, not from the closed form the sweep uses."""
     p = sweep.SWEEP_PRESETS["default"]
-    llama = LanguageModel(ModelConfig.variant("llama", vocab_size=257, d_model=p.d_model, n_layers=p.n_layers,
-                                              n_heads=p.n_heads, d_ff=p.d_ff, max_seq_len=p.seq_len))
+    llama = LanguageModel(ModelConfig.variant("llama", shape=p.shape, vocab_size=257, max_seq_len=p.seq_len))
     params = sum(t.numel() for t in llama.parameters())
     assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
     specs = sweep.preset_runs("default")

@@ -13,9 +13,11 @@ from conftest import shard_corpus as corpus
 from cem_core.__main__ import main
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, train
+from cem_core.nn.config import ModelShape
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel
 
-TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=32, batch_size=8, eval_batches=2, sample_tokens=8)
+TINY = dict(shape=ModelShape(d_model=32, n_layers=1, n_heads=2, d_ff=64), seq_len=32, batch_size=8, eval_batches=2,
+            sample_tokens=8)
 
 
 def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
@@ -117,7 +119,7 @@ def _closed_form_total(d, L, H, f, V, attention, mlp, cem):
 @pytest.mark.parametrize("preset", ["paper-86m", "paper-162m"])
 def test_paper_presets_build_on_meta_with_documented_counts(preset):
     readme = (ROOT / "README.md").read_text()
-    m = TRAIN_PRESETS[preset]["model"]
+    m = TRAIN_PRESETS[preset]["shape"]
     kinds = {"llama": ("llama", "llama"), "cem-attn": ("cem", "llama"), "cem-mlp": ("llama", "cem"),
              "cem-full": ("cem", "cem")}
     for variant in VARIANTS:
@@ -125,7 +127,7 @@ def test_paper_presets_build_on_meta_with_documented_counts(preset):
         with torch.device("meta"):
             model = LanguageModel(cfg.model_config(vocab_size=257))
         numel = sum(p.numel() for p in model.parameters())
-        assert numel == _closed_form_total(m["d_model"], m["n_layers"], m["n_heads"], m["d_ff"], 257,
+        assert numel == _closed_form_total(m.d_model, m.n_layers, m.n_heads, m.d_ff, 257,
                                            *kinds[variant], VARIANT_OPTIONS[variant])
         assert f"{numel:,}" in readme, f"README does not document {preset} {variant}: {numel:,}"
 
@@ -135,7 +137,8 @@ def test_paper_presets_build_on_meta_with_documented_counts(preset):
     (dict(batch_size=10, data_shards=3), "batch_size"), (dict(tokenizer="bpe:10"), "tokenizer"),
     (dict(tokenizer="wordpiece"), "tokenizer"), (dict(dtype="int8"), "dtype"), (dict(steps=0), "steps"),
     (dict(warmup=1.5), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"),
-    (dict(d_model=30, n_heads=4), "d_model"),
+    (dict(shape=dict(d_model=30, n_heads=4)), "d_model"), (dict(shape=dict(activation="tanh")), "activation"),
+    (dict(shape=dict(width=8)), "shape"),
 ])
 def test_bad_settings_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}="):
@@ -145,9 +148,12 @@ def test_bad_settings_name_the_field(kwargs, field):
 def test_cli_train_and_compare(tmp_path, capsys, one_thread):
     data = corpus(tmp_path)
     common = ["--data", data.path, "--steps", "3", "--batch-size", "4", "--seq-len", "16"]
-    assert main(["lm", "train", "--variant", "cem-mlp", "--out", str(tmp_path / "one"), *common]) == 0
+    assert main(["lm", "train", "--variant", "cem-mlp", "--out", str(tmp_path / "one"), "--d-model", "64",
+                 "--activation", "gelu", *common]) == 0
     text = capsys.readouterr().out
     assert "validation perplexity" in text and "20 tokens/parameter" in text
+    config = json.loads((tmp_path / "one" / "run.json").read_text())["identity"]["config"]   # the preset + flags
+    assert (config["d_model"], config["n_layers"], config["activation"]) == (64, 2, "gelu")
     assert main(["lm", "compare", "--variants", "llama", "cem-full", "--out", str(tmp_path / "cmp"),
                  "--json", str(tmp_path / "cmp.json"), *common]) == 0
     text = capsys.readouterr().out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import torch
 
@@ -11,13 +12,13 @@ from cem_core.experiments.records import atomic_write_text, check_new_output, pr
 from cem_core.nn.attention import AttentionConfig
 from cem_core.nn.validate import check_device
 
-from .options import default_of
+from .options import add_shape_arguments, default_of, shape_of
 
 
 def add_bench(sub) -> None:
     bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
-    for name, what in (("d_model", "residual width"), ("n_heads", "attention heads"), ("seq_len", "sequence length"),
-                       ("batch", "batch size"), ("d_ff", "MLP width"), ("repeats", "timed repeats per row")):
+    add_shape_arguments(bench, default_of(BenchConfig, "shape"))
+    for name, what in (("seq_len", "sequence length"), ("batch", "batch size"), ("repeats", "timed repeats per row")):
         bench.add_argument(f"--{name.replace('_', '-')}", type=int, default=default_of(BenchConfig, name),
                            help=f"{what} (default {default_of(BenchConfig, name)})")
     bench.add_argument("--device", default=None, help="default: cuda when present, else cpu")
@@ -38,16 +39,16 @@ def bench_command(args) -> int:
         check_device(args.device)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    c = BenchConfig(d_model=args.d_model, n_heads=args.n_heads, seq_len=args.seq_len, batch=args.batch,
-                    d_ff=args.d_ff, repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
+    c = BenchConfig(shape=shape_of(args, default_of(BenchConfig, "shape")), seq_len=args.seq_len, batch=args.batch,
+                    repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
                     compile=args.compile, lm_preset=args.lm_preset)
-    AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)               # a clear error for bad sizes
+    AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)   # a clear error for bad sizes
     if args.json:
         check_new_output("json", args.json)                               # before the measurements
     records = run(c)
     print(format_table(records, c))
     if args.json:
-        atomic_write_text(args.json, json.dumps({"config": c.__dict__, "convention": CONVENTION,
+        atomic_write_text(args.json, json.dumps({"config": asdict(c), "convention": CONVENTION,
                                                  "threads": torch.get_num_threads(), "provenance": provenance(),
                                                  "records": records}, indent=1))
         print(f"records written to {args.json}")

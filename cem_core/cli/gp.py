@@ -10,7 +10,7 @@ from cem_core.experiments.pool import SweepProgress
 from cem_core.nn.config import KINDS, MLP_KINDS, check_eval_T
 from cem_core.nn.validate import check_device
 
-from .options import add_cem_arguments, cem_options, default_of
+from .options import add_cem_arguments, add_shape_arguments, cem_options, default_of, shape_of
 
 
 def add_gp(sub) -> None:
@@ -47,10 +47,9 @@ def _add_train(train) -> None:
     train.add_argument("--tokens", choices=gp.TOKEN_FORMATS, default=default_of(model, "tokens"),
                        help="token format: pairs = [x_j, x_{j-1}, y_{j-1}, first]; interleaved = a query token "
                             f"[x_j, 0, 1] then [x_j, y_j, 0] (default {default_of(model, 'tokens')})")
-    for name, what in (("width", "residual width"), ("depth", "number of blocks"), ("n_heads", "attention heads"),
-                       ("d_ff", "MLP width"), ("loops", "times the blocks run over, weights shared")):
-        train.add_argument(f"--{name.replace('_', '-')}", type=int, default=default_of(model, name),
-                           help=f"{what} (default {default_of(model, name)})")
+    add_shape_arguments(train, default_of(model, "shape"))
+    train.add_argument("--loops", type=int, default=default_of(model, "loops"),
+                       help=f"times the blocks run over, weights shared (default {default_of(model, 'loops')})")
     add_cem_arguments(train)
     train.add_argument("--kernel", choices=gp.KERNELS, default=default_of(task, "kernel"),
                        help=f"GP kernel of the task (default {default_of(task, 'kernel')})")
@@ -83,8 +82,8 @@ def gp_train(args) -> int:
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
                           d_x=args.d_x, n_points=args.n_points),
-        model=GPModelConfig(attention=args.attention, mlp=args.mlp, width=args.width, depth=args.depth,
-                            n_heads=args.n_heads, d_ff=args.d_ff, cem=cem, tokens=args.tokens, loops=args.loops),
+        model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=shape_of(args, gp.GP_SHAPE), cem=cem,
+                            tokens=args.tokens, loops=args.loops),
         train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
         group="cli")
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")

@@ -13,6 +13,8 @@ from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
 from cem_core.nn.model import VARIANTS
 
+from .options import add_shape_arguments, shape_overrides
+
 
 def add_lm(sub) -> None:
     lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
@@ -62,6 +64,7 @@ def _add_training_flags(p) -> None:
                    help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
                         "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
     p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
+    add_shape_arguments(p, None, "the preset's")
     p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
     p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
@@ -110,7 +113,8 @@ def lm_sweep_command(args) -> int:
 def _lm_overrides(args) -> dict:
     return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
             "T": args.T, "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
-            "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed}
+            "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed,
+            **shape_overrides(args)}
 
 
 def lm_train_command(args) -> int:

@@ -24,7 +24,7 @@ from torch import nn
 
 from cem_core.nn.attention import CEMAttention, causal_attention, query_blocks, shared_diagonal_attention
 from cem_core.nn.baselines import LlamaAttention, SwiGLU
-from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
+from cem_core.nn.config import AttentionConfig, LlamaAttentionConfig, MLPConfig, ModelShape, SwiGLUConfig, as_shape
 from cem_core.nn.descent import reference_forward
 from cem_core.nn.flops import CONVENTION, attention_flops, mlp_flops, model_flops
 from cem_core.nn.mlp import CEMGatedMLP
@@ -37,11 +37,10 @@ from .schedule import adamw
 
 @dataclass(frozen=True, kw_only=True)
 class BenchConfig:
-    d_model: int = 512
-    n_heads: int = 8
+    # d_ff about 8/3 d, Llama's SwiGLU width, rounded to 32; the model rows have n_layers blocks
+    shape: ModelShape = ModelShape(d_model=512, n_layers=2, n_heads=8, d_ff=1376)
     seq_len: int = 512
     batch: int = 4
-    d_ff: int = 1376                   # about 8/3 d, Llama's SwiGLU width, rounded to 32
     repeats: int = 7
     warmup: int = 2
     device: str = "cpu"
@@ -51,7 +50,8 @@ class BenchConfig:
     lm_preset: str = "cpu-tiny"        # the LM preset whose training step the LM rows time
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_heads", "seq_len", "batch", "d_ff", "repeats"):
+        object.__setattr__(self, "shape", as_shape(self.shape))
+        for name in ("seq_len", "batch", "repeats"):
             check_int(name, getattr(self, name), 1)
         check_int("warmup", self.warmup, 0)
         check_choice("lm_preset", self.lm_preset, tuple(TRAIN_PRESETS))
@@ -142,7 +142,7 @@ def kernel_rows(c: BenchConfig) -> list[dict]:
     call), the same core without the mask, and the shared diagonal's core (``shared_diagonal_attention``
     with its bias and head-summed readout, in the blocks the layer uses). How fast they run here, per
     FLOP, decides how close a layer can come to its FLOP ratio (see ``kernel_time``)."""
-    dtype, d, n, H = getattr(torch, c.dtype), c.d_model, c.seq_len, c.n_heads
+    dtype, d, n, H = getattr(torch, c.dtype), c.shape.d_model, c.seq_len, c.shape.n_heads
     torch.manual_seed(0)
     projection = nn.Linear(d, d, bias=False).to(device=c.device, dtype=dtype)
     x = torch.randn(c.batch, n, d, device=c.device, dtype=dtype)
@@ -194,7 +194,7 @@ def kernel_time(kernels: list[dict], cfg: AttentionConfig | LlamaAttentionConfig
     rows = {r["name"]: r for r in kernels}
     projection = rows[PROJECTION]["time_a_ms"]
     core = rows[SHARED_CORE if diagonal == "shared" else PROJECTION]["time_b_ms"]
-    n, d = c.seq_len, c.d_model
+    n, d = c.seq_len, c.shape.d_model
     projections = attention_flops(cfg, n, c.batch)["projections"] / (2 * n * d * d)
     return projections * projection + getattr(cfg, "T", 1) * core
 
@@ -205,7 +205,7 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
     built from measured kernels carry the ratio of their ``kernel_time``s (the per-head diagonal's wide
     flash core has no kernel row, so no such ideal)."""
     dtype = getattr(torch, c.dtype)
-    h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
+    h = torch.randn(c.batch, c.seq_len, c.shape.d_model, device=c.device, dtype=dtype)
     make = (lambda: h.detach().requires_grad_(True)) if c.backward else (lambda: h)
     rows = []
 
@@ -219,24 +219,25 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
             extra["kernel_ratio"] = kernel_time(kernels, b_cfg, c) / kernel_time(kernels, a_cfg, c)
         rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, extra))
 
-    llama = LlamaAttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
+    llama = LlamaAttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)
     for T in (1, 2, 4):
-        cfg = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=T)
+        cfg = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, T=T)
         space = ", query space" if cfg.query_space else ""
         compare(f"CEM attention T={T}{space} vs Llama attention", LlamaAttention, llama, CEMAttention, cfg,
                 attention_flops, kernel_ideal=True)
-    plain = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)
+    plain = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)
     for diagonal in ("per_head", "shared"):
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
-                AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal=diagonal), attention_flops,
+                AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal=diagonal), attention_flops,
                 kernel_ideal=diagonal == "shared")
-    shared = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal="shared")
+    shared = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal="shared")
     compare("D+LR shared: distance vs bilinear form (CEM attention, T=1)", CEMAttention, shared, CEMAttention,
             replace(shared, diagonal_form="distance"), attention_flops)
-    swiglu = SwiGLUConfig(d_model=c.d_model, d_ff=c.d_ff)
+    gated = dict(d_model=c.shape.d_model, d_ff=c.shape.d_ff, activation=c.shape.activation)
+    swiglu, cem_mlp = SwiGLUConfig(**gated), MLPConfig(**gated)
     for T in (1, 2):
         compare(f"CEM gated MLP T={T} vs SwiGLU", SwiGLU, swiglu, CEMGatedMLP,
-                MLPConfig(d_model=c.d_model, d_ff=c.d_ff, T=T), lambda cfg, n, batch: mlp_flops(cfg, n))
+                replace(cem_mlp, T=T), lambda cfg, n, batch: mlp_flops(cfg, n))
     return rows
 
 
@@ -249,7 +250,7 @@ def model_rows(c: BenchConfig) -> list[dict]:
     cem-full's block as one energy (joint descent on E_att + E_mlp) vs as it is, tokens/s forward and
     forward+backward."""
     dtype = getattr(torch, c.dtype)
-    sizes = dict(vocab_size=257, d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, n_layers=2, max_seq_len=c.seq_len)
+    sizes = dict(shape=c.shape, vocab_size=257, max_seq_len=c.seq_len)
     configs = (ModelConfig.variant("llama", **sizes), ModelConfig.variant("cem-full", **sizes))   # the paper's
     joint = ModelConfig.variant("cem-full", cem=replace(_full, block="joint"), **sizes)
     rows = []
@@ -265,7 +266,7 @@ def model_rows(c: BenchConfig) -> list[dict]:
         for block in blocks:                       # as in a model: the model validates its input once
             block.skip_input_checks()
         blocks = [_prepared(block, c) for block in blocks]
-        h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=dtype)
+        h = torch.randn(c.batch, c.seq_len, c.shape.d_model, device=c.device, dtype=dtype)
         make = (lambda: h.detach().requires_grad_(True)) if backward else (lambda: h)
         ta, tb = interleaved(*(_runner(b, make, backward, c.device) for b in blocks), c.repeats, c.warmup)
         flops = [model_flops(cfg, c.seq_len, c.batch) for cfg in configs]
@@ -320,10 +321,10 @@ def lm_rows(c: BenchConfig) -> list[dict]:
 
 def reference_row(c: BenchConfig) -> dict:
     """The fast path vs T autograd steps on the energy (the reference), CEM attention T = 2."""
-    cfg = AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, T=2)
+    cfg = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, T=2)
     layer = _layer(CEMAttention, cfg, c)
     reference_layer = eager(layer)
-    h = torch.randn(c.batch, c.seq_len, c.d_model, device=c.device, dtype=getattr(torch, c.dtype))
+    h = torch.randn(c.batch, c.seq_len, c.shape.d_model, device=c.device, dtype=getattr(torch, c.dtype))
 
     def fast():
         with torch.no_grad():
@@ -340,9 +341,9 @@ def reference_row(c: BenchConfig) -> dict:
 
 def cache_rows(c: BenchConfig) -> list[dict]:
     bytes_ = {name: cfg.cache_floats_per_token() * torch.finfo(getattr(torch, c.dtype)).bits // 8 for name, cfg in (
-        ("llama", LlamaAttentionConfig(d_model=c.d_model, n_heads=c.n_heads)),
-        ("cem", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads)),
-        ("cem D+LR", AttentionConfig(d_model=c.d_model, n_heads=c.n_heads, diagonal="shared")))}
+        ("llama", LlamaAttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)),
+        ("cem", AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)),
+        ("cem D+LR", AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal="shared")))}
     return [{"name": f"KV cache bytes/token/layer, {name} vs llama", "kv_bytes_per_token": b,
              "time_ratio": None, "flop_ratio": None, "bytes_ratio": b / bytes_["llama"]} for name, b in bytes_.items()]
 
@@ -354,8 +355,8 @@ def run(c: BenchConfig) -> list[dict]:
 
 def format_table(records: list[dict], c: BenchConfig) -> str:
     w = max(len(r["name"]) for r in records)                          # the row names' column
-    lines = [f"device {c.device}, {c.dtype}, d_model {c.d_model}, heads {c.n_heads}, sequence {c.seq_len}, "
-             f"batch {c.batch}, d_ff {c.d_ff}{', torch.compile' if c.compile else ''}; "
+    lines = [f"device {c.device}, {c.dtype}, d_model {c.shape.d_model}, heads {c.shape.n_heads}, sequence {c.seq_len}, "
+             f"batch {c.batch}, d_ff {c.shape.d_ff}{', torch.compile' if c.compile else ''}; "
              f"{'forward+backward' if c.backward else 'forward'} unless the row says; "
              f"medians of {c.repeats} interleaved repeats",
              f"FLOP convention: {CONVENTION}",

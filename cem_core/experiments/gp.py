@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cem_core.nn.config import CEMOptions
+from cem_core.nn.config import CEMOptions, ModelShape, as_shape
 from cem_core.nn.descent import EnergyDescentLayer
 from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
@@ -183,32 +183,38 @@ def gp_predictor(config: GPTaskConfig):
 # -- the transformer -------------------------------------------------------------------------
 
 
+GP_SHAPE = ModelShape(d_model=64, n_layers=1, n_heads=4, d_ff=128)   # the committed sweep's model
+# the names the GP's run records and hashes give two shape fields (from before the shape was shared with the LM)
+GP_RECORD_NAMES = {"d_model": "width", "n_layers": "depth"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class GPModelConfig:
     attention: str = "cem"         # "llama" | "cem"
     mlp: str = "llama"             # SwiGLU by default, so only the attention differs between runs; "none": no MLP
-    width: int = 64
-    depth: int = 1
-    n_heads: int = 4
-    d_ff: int = 128
+    shape: ModelShape = GP_SHAPE   # sizes and activation (recorded as width, depth, n_heads, d_ff: GP_RECORD_NAMES)
     cem: CEMOptions = field(default_factory=CEMOptions)   # the switches of every CEM layer
     tokens: str = "pairs"          # the token format (module docstring)
     loops: int = 1                 # the blocks run this many times over, with shared weights
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", as_shape(self.shape))
         check_choice("tokens", self.tokens, TOKEN_FORMATS)
         check_int("loops", self.loops, 1, 64)
         self.model_config(n_points=2)   # validates every field through the model and layer configs
 
     def model_config(self, n_points: int) -> ModelConfig:
         length = n_points * (2 if self.tokens == "interleaved" else 1)
-        return ModelConfig(vocab_size=1, d_model=self.width, n_layers=self.depth, n_heads=self.n_heads,
-                           d_ff=self.d_ff, max_seq_len=length, attention=self.attention, mlp=self.mlp, cem=self.cem,
-                           rope=False)
+        return ModelConfig(**self.shape.shape_fields(), vocab_size=1, max_seq_len=length, attention=self.attention,
+                           mlp=self.mlp, cem=self.cem, rope=False)
 
     def with_cem(self, **switches) -> "GPModelConfig":
         """This model with some CEM switches changed."""
         return replace(self, cem=replace(self.cem, **switches))
+
+    def with_shape(self, **sizes) -> "GPModelConfig":
+        """This model with some of its shape's fields changed."""
+        return replace(self, shape=replace(self.shape, **sizes))
 
 
 def token_width(d_x: int, tokens: str = "pairs") -> int:
@@ -239,10 +245,10 @@ class GPTransformer(nn.Module):
         super().__init__()
         self.task, self.config = task, config
         mc = config.model_config(task.n_points)
-        self.in_proj = nn.Linear(token_width(task.d_x, config.tokens), config.width)
-        self.blocks = nn.ModuleList(Block(mc) for _ in range(config.depth))
-        self.norm = nn.RMSNorm(config.width, eps=mc.norm_eps)
-        self.head = nn.Linear(config.width, 1)
+        self.in_proj = nn.Linear(token_width(task.d_x, config.tokens), mc.d_model)
+        self.blocks = nn.ModuleList(Block(mc) for _ in range(mc.n_layers))
+        self.norm = nn.RMSNorm(mc.d_model, eps=mc.norm_eps)
+        self.head = nn.Linear(mc.d_model, 1)
         for block in self.blocks:
             block.skip_input_checks()
 
@@ -366,8 +372,8 @@ def memory_needed(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfi
     the backward pass at every layer and step)."""
     n, length = task.n_points, task.n_points * (2 if config.tokens == "interleaved" else 1)
     kernels = 3 * 8 * n * n * max(train.batch_size, train.eval_size, 256)
-    steps = config.depth * config.loops * (config.cem.T if config.attention == "cem" else 1)
-    scores = 2 * 4 * train.batch_size * config.n_heads * length * length * steps
+    steps = config.shape.n_layers * config.loops * (config.cem.T if config.attention == "cem" else 1)
+    scores = 2 * 4 * train.batch_size * config.shape.n_heads * length * length * steps
     return max(kernels, scores)
 
 
@@ -485,7 +491,7 @@ def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainCon
     unchanged); per step t = 1..T the mean update norm |x^(t) - x^(t-1)|, the step size and the mean
     attention entropy (nats; log n_k for uniform weights)."""
     config = model.config
-    if config.attention != "cem" or config.depth != 1 or config.loops != 1:
+    if config.attention != "cem" or config.shape.n_layers != 1 or config.loops != 1:
         fail("model", config, "step diagnostics need one CEM attention block (depth 1, loops 1)")
     block = model.blocks[0]
     xs, ys = (t[:n_functions] for t in eval_set(task, train))
@@ -509,9 +515,10 @@ def step_diagnostics(model: GPTransformer, task: GPTaskConfig, train: GPTrainCon
 
 
 def config_dict(task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig) -> dict:
-    """The configuration of a run as results record it: the model's CEM switches among its own
-    fields (the form run hashes have always been computed from), later fields and switches only off their
-    defaults (``CEMOptions.recorded``)."""
-    own = {k: v for k, v in asdict(model).items() if k != "cem"}
-    flat_model = _recorded(own, LATER_MODEL_FIELDS) | model.cem.recorded()
+    """The configuration of a run as results record it: the model's shape (under the GP's first names for d_model
+    and n_layers) and CEM switches among its own fields (the form run hashes have always been computed from),
+    later fields and switches only off their defaults (``ModelShape.recorded``, ``CEMOptions.recorded``)."""
+    own = {k: v for k, v in asdict(model).items() if k not in ("cem", "shape")}
+    shape = {GP_RECORD_NAMES.get(k, k): v for k, v in model.shape.recorded().items()}
+    flat_model = _recorded(shape | own, LATER_MODEL_FIELDS) | model.cem.recorded()
     return {"task": asdict(task), "model": flat_model, "train": _recorded(asdict(train), LATER_TRAIN_FIELDS)}

@@ -31,6 +31,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cem_core.nn.config import ModelShape
+
 from . import verdicts
 from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
 from .records import markdown_table
@@ -47,7 +49,7 @@ COMMITTED_STUDY = Path("results") / "gp-study"
 STUDY_TOLERANCE = 0.02
 STUDY_RULE = verdicts.rule("ratio", "held-out RMSE / GP optimum", STUDY_TOLERANCE)
 
-_BASE_MODEL = GPModelConfig(width=64, d_ff=128, n_heads=4)
+_BASE_MODEL = GPModelConfig(shape=ModelShape(d_model=64, n_layers=1, n_heads=4, d_ff=128))
 _BASE_TRAIN = GPTrainConfig(steps=BASE_STEPS, batch_size=32)
 
 
@@ -106,7 +108,7 @@ def study() -> tuple[Condition, ...]:
                            ("P dlr", dict(preconditioner="dlr"))):
         runs = _runs(name, task, model.with_cem(**switches), train, Ts=(4, 8), llama=False)
         out.append(Condition(name, runs, _deeper(name, against="base")))
-    out += [Condition("depth 4", _runs("depth 4", task, replace(model, depth=4), train, Ts=(1,), llama=False),
+    out += [Condition("depth 4", _runs("depth 4", task, model.with_shape(n_layers=4), train, Ts=(1,), llama=False),
                       ("recursion matches depth at equal compute: T = 4 at depth 1 within 2% of T = 1 at depth 4",
                        [("comparable", ("base", 4), ("depth 4", 1))]), compares="equal compute", mapped=False),
             Condition("looped x4", _runs("looped x4", task, replace(model, loops=4), train, Ts=(1,), llama=False),

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cem_core.nn.config import ModelShape
 from cem_core.nn.validate import check_choice, check_int
 
 from . import gp, gp_study, sweep
@@ -45,7 +46,7 @@ def gp_preset_runs(preset: str) -> list[RunSpec]:
         "gpu": (128, 6000, 128, (0, 1, 2), [GPTaskConfig(), GPTaskConfig(d_x=2, n_points=64, lengthscale=0.5),
                                             GPTaskConfig(n_points=128)]),
     }[preset]
-    base = GPModelConfig(width=width, d_ff=2 * width, n_heads=4)
+    base = GPModelConfig(shape=ModelShape(d_model=width, n_layers=1, n_heads=4, d_ff=2 * width))
     groups: list[tuple[str, GPModelConfig]] = []
     # depth 1: recursion is the only source of iterative depth
     groups.append(("depth1", replace(base, attention="llama")))
@@ -53,9 +54,9 @@ def gp_preset_runs(preset: str) -> list[RunSpec]:
         for T in (1, 2, 4, 8):
             groups.append(("depth1", base.with_cem(T=T, diagonal=diagonal)))
     # depth 2
-    groups.append(("depth2", replace(base, attention="llama", depth=2)))
+    groups.append(("depth2", replace(base, attention="llama").with_shape(n_layers=2)))
     for T in (1, 4):
-        groups.append(("depth2", replace(base.with_cem(T=T), depth=2)))
+        groups.append(("depth2", base.with_cem(T=T).with_shape(n_layers=2)))
     # a fully CEM model: T = 2 with the shared diagonal and D+LR (psd) preconditioners
     groups.append(("cem-full", replace(base.with_cem(T=2, diagonal="shared", preconditioner="psd"), mlp="cem")))
     # how the step size behaves across steps (depth 1, T = 4)
@@ -83,7 +84,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
     m, cem = spec.model, spec.model.cem
     record = {
         "hash": spec.hash, "group": spec.group,
-        "attention": m.attention, "mlp": m.mlp, "depth": m.depth, "width": m.width, "T": cem.T,
+        "attention": m.attention, "mlp": m.mlp, "depth": m.shape.n_layers, "width": m.shape.d_model, "T": cem.T,
         "tokens": m.tokens, "loops": m.loops,
         "diagonal": cem.diagonal, "preconditioner": cem.preconditioner, "eta_mode": cem.eta_mode, "eta": cem.eta,
         "anchor": cem.anchor, "diagonal_form": cem.diagonal_form, "block": cem.block,
@@ -100,7 +101,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "rmse_curve": result.rmse_curve,
         "config": spec.config(), "provenance": provenance(),
     }
-    if m.attention == "cem" and m.depth == 1 and m.loops == 1 and not result.diverged:
+    if m.attention == "cem" and m.shape.n_layers == 1 and m.loops == 1 and not result.diverged:
         record["step_diagnostics"] = gp.step_diagnostics(result.model, spec.task, spec.train)
     if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
         record["rmse_by_eval_T"] = {str(T): v for T, v in

@@ -104,6 +104,50 @@ class CEMOptions:
 LATER_SWITCHES = {"diagonal_form": "bilinear", "block": "sequential"}
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    """A model's sizes and its MLP's nonlinearity, declared once: every ModelConfig is one, and the LM and GP
+    training configs, the LM sweep's presets, the app's design controls and the benchmark each hold one (their
+    ``shape``), so a new size or activation reaches all of them
+    (docs/design.md#12-rules-that-keep-the-layers-honest)."""
+
+    d_model: int = 128            # width d of the residual stream
+    n_layers: int = 2             # blocks L
+    n_heads: int = 4              # heads H of every attention
+    d_ff: int = 344               # hidden width of every MLP (paper: d_ff)
+    activation: str = "silu"      # phi of every MLP (a CEM energy uses its antiderivative Phi)
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "d_ff"):
+            check_int(name, getattr(self, name), 1)
+        check_choice("activation", self.activation, ACTIVATIONS)
+
+    def shape_fields(self) -> dict:
+        """The shape's fields by name (of a ModelConfig too: only those ModelShape declares)."""
+        return {name: getattr(self, name) for name in SHAPE_FIELDS}
+
+    def recorded(self) -> dict:
+        """The shape as run records and hashes hold it: the activation only off its default (it was added after
+        the first committed results, so earlier runs keep their hashes)."""
+        return {k: v for k, v in self.shape_fields().items() if not (k == "activation" and v == "silu")}
+
+
+SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))
+
+
+def as_shape(value, name: str = "shape") -> ModelShape:
+    """A ModelShape from a ModelShape (or the shape of a ModelConfig) or from its fields as JSON holds them
+    (run.json, a record)."""
+    if isinstance(value, dict):
+        unknown = set(value) - set(SHAPE_FIELDS)
+        if unknown:
+            fail(name, value, f"has fields a ModelShape has not: {', '.join(sorted(unknown))}")
+        value = ModelShape(**value)
+    if not isinstance(value, ModelShape):
+        fail(name, value, "must be a ModelShape")
+    return value if type(value) is ModelShape else ModelShape(**value.shape_fields())   # a ModelConfig's shape
+
+
 def check_eval_T(values, trained_T: int, per_step: bool) -> tuple:
     """T values at which to evaluate a model trained with `trained_T` steps (test-time scaling): integers
     in CEMOptions' range of T, and only `trained_T` for one learned step size per step."""

@@ -28,6 +28,7 @@ from .config import (
     CEMOptions,
     LlamaAttentionConfig,
     MLPConfig,
+    ModelShape,
     SwiGLUConfig,
     check_eval_T,
 )
@@ -48,12 +49,11 @@ PARTS = ("embedding", "head", "attention.projections", "attention.diagonal", "at
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(ModelShape):
+    """A language model: its shape (ModelShape: d_model, n_layers, n_heads, d_ff, activation), vocabulary,
+    context, the kinds of its sublayers and their CEM switches."""
+
     vocab_size: int = 256
-    d_model: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 344
     max_seq_len: int = 256
     attention: str = "llama"                             # "llama" | "cem"
     mlp: str = "llama"                                   # "llama" | "cem" | "none" (attention-only blocks)
@@ -64,7 +64,8 @@ class ModelConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
+        super().__post_init__()
+        for name in ("vocab_size", "max_seq_len"):
             check_int(name, getattr(self, name), 1)
         check_choice("attention", self.attention, KINDS)
         check_choice("mlp", self.mlp, MLP_KINDS)
@@ -84,9 +85,11 @@ class ModelConfig:
         self.mlp_config()
 
     @classmethod
-    def variant(cls, name: str, cem: CEMOptions | None = None, **kwargs) -> "ModelConfig":
+    def variant(cls, name: str, cem: CEMOptions | None = None, shape: ModelShape | None = None,
+                **kwargs) -> "ModelConfig":
         """One of VARIANTS: llama, cem-attn, cem-mlp, cem-full, with its own CEM switches (VARIANT_OPTIONS)
-        or `cem` (those that do not apply to the variant, such as a diagonal without CEM attention, dropped)."""
+        or `cem` (those that do not apply to the variant, such as a diagonal without CEM attention, dropped),
+        of `shape` (ModelShape's defaults without one) and the other fields in `kwargs`."""
         check_choice("variant", name, tuple(VARIANTS))
         attention, mlp = VARIANTS[name]
         cem = VARIANT_OPTIONS[name] if cem is None else cem
@@ -94,7 +97,7 @@ class ModelConfig:
             cem = replace(cem, block="sequential")
         if attention == "llama":
             cem = replace(cem, diagonal="none", diagonal_form="bilinear") if mlp == "cem" else CEMOptions()
-        return cls(attention=attention, mlp=mlp, cem=cem, **kwargs)
+        return cls(attention=attention, mlp=mlp, cem=cem, **(shape.shape_fields() if shape else {}), **kwargs)
 
     @property
     def joint(self) -> bool:
@@ -111,7 +114,7 @@ class ModelConfig:
     def mlp_config(self) -> MLPConfig | SwiGLUConfig | None:
         """The config of every block's MLP: SwiGLU's, the CEM gated MLP's with the model's switches, or
         None for attention-only blocks."""
-        shape = dict(d_model=self.d_model, d_ff=self.d_ff, norm_eps=self.norm_eps)
+        shape = dict(d_model=self.d_model, d_ff=self.d_ff, activation=self.activation, norm_eps=self.norm_eps)
         if self.mlp == "none":
             return None
         if self.mlp == "llama":
@@ -123,7 +126,7 @@ class ModelConfig:
         if not self.joint:
             fail("block", self.cem.block, "block_config is the config of a joint block (block='joint')")
         return BlockConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
-                           d_ff=self.d_ff, **self.cem.attention_fields())
+                           d_ff=self.d_ff, activation=self.activation, **self.cem.attention_fields())
 
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these): each

@@ -8,10 +8,10 @@ restores the view.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 
 from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
-from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, switches
+from cem_core.nn.config import ACTIVATIONS, AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
@@ -31,13 +31,24 @@ class Controls:
 
     A page's CEM switches live in its field `cem` (a CEMOptions); CEM names the ones the page offers,
     with the range of their interactive control from CEMOptions (or CEM_RANGES), so a new switch
-    reaches every page that offers all of them. Values are flat everywhere else: ``values()``,
-    ``from_values(**values)`` and the URL use one name per control."""
+    reaches every page that offers all of them. A page's model shape lives in its field `shape` (a
+    ModelShape); SHAPE holds the specs of the shape fields the page offers. Values are flat everywhere
+    else: ``values()``, ``from_values(**values)`` and the URL use one name per control."""
 
     SPECS: dict = {}
     CEM: tuple = ()              # the CEM switches the page offers
     CEM_RANGES: dict = {}        # narrower ranges than the switches' own, by name
+    SHAPE: dict = {}             # the ModelShape fields the page offers, name -> spec as in SPECS
     PREFIX = ""
+
+    @classmethod
+    def _groups(cls) -> dict:
+        """The nested configs of the page's controls: field name -> the names of the controls in it."""
+        return {name: names for name, names in (("cem", cls.CEM), ("shape", tuple(cls.SHAPE))) if names}
+
+    def _owner(self, name: str):
+        """The config that holds control `name`: the page's `cem`, its `shape` or the page itself."""
+        return next((getattr(self, group) for group, names in self._groups().items() if name in names), self)
 
     @classmethod
     def specs(cls) -> dict:
@@ -47,19 +58,21 @@ class Controls:
             if f.name in cls.CEM:
                 kind = f.metadata["kind"]
                 cem[f.name] = (kind, cls.CEM_RANGES.get(f.name, f.metadata["app"]))
-        return cls.SPECS | cem
+        return cls.SHAPE | cls.SPECS | cem
 
     @classmethod
     def from_values(cls, **values):
         """Controls from flat values (the page's widgets or a link); missing ones keep their defaults."""
-        default_cem = cls.__dataclass_fields__["cem"].default_factory() if cls.CEM else None
-        switches_given = {name: values.pop(name) for name in cls.CEM if name in values}
-        extra = {"cem": replace(default_cem, **switches_given)} if cls.CEM else {}
-        return cls(**values, **extra)
+        nested = {}
+        for group, names in cls._groups().items():
+            f = cls.__dataclass_fields__[group]
+            default = f.default if f.default is not MISSING else f.default_factory()
+            nested[group] = replace(default, **{name: values.pop(name) for name in names if name in values})
+        return cls(**values, **nested)
 
     def values(self) -> dict:
         """Every control's value, by its flat name."""
-        return {name: getattr(self.cem if name in self.CEM else self, name) for name in self.specs()}
+        return {name: getattr(self._owner(name), name) for name in self.specs()}
 
     def changes(self, other) -> str:
         """The controls whose value differs from `other`'s, with this state's values ("T 16, anchor 1.0"); a
@@ -69,7 +82,7 @@ class Controls:
 
     def _validate(self) -> None:
         for name, (kind, allowed) in self.specs().items():
-            value = getattr(self.cem if name in self.CEM else self, name)
+            value = getattr(self._owner(name), name)
             if kind == "name":
                 if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "\\" in value:
                     fail(name, value, "must be a name, not a path")
@@ -127,7 +140,7 @@ class EnergyControls(Controls):
     SPECS = {"layer": ("choice", LAYERS), "p_scale": ("float", (0.0, 3.0)),
              "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
              "seed": ("int", (0, 9999)), "rope": ("bool", None), "token": ("int", (0, 255)),
-             "heat_head": ("int", (0, 7))}
+             "heat_head": ("int", (0, 7)), "activation": ("choice", ACTIVATIONS)}
     CEM = tuple(f.name for f in switches(learned=False) if f.name != "block")   # every switch of an untrained layer
                                                                                 # (the layer control says joint)
 
@@ -141,10 +154,12 @@ class EnergyControls(Controls):
     rope: bool = False
     token: int = 255              # the token every view follows (the landscape's), shown as min(token, seq_len - 1)
     heat_head: int = 0            # the attention heatmap's head, shown as min(heat_head, heads - 1)
+    activation: str = "silu"      # the MLP's phi
 
     ATTENTION_ONLY = ("heads", "rope", "heat_head")   # besides the switches marked attention_only
     PRECONDITIONER_ONLY = ("rank", "p_scale")                      # mean nothing with P = I
     DIAGONAL_ONLY = ("diagonal_form",)                             # means nothing without a diagonal
+    MLP_ONLY = ("activation",)                                     # means nothing for attention alone
 
     @classmethod
     def shown(cls, layer: str, preconditioner: str, diagonal: str = "none") -> tuple[str, ...]:
@@ -152,6 +167,7 @@ class EnergyControls(Controls):
         attention_only = {*cls.ATTENTION_ONLY, *(f.name for f in switches() if f.metadata["attention_only"])}
         return tuple(name for name in cls.specs()
                      if not (layer == "mlp" and name in attention_only)
+                     and not (layer == "attention" and name in cls.MLP_ONLY)
                      and not (preconditioner == "none" and name in cls.PRECONDITIONER_ONLY)
                      and not (diagonal == "none" and name in cls.DIAGONAL_ONLY))
 
@@ -201,13 +217,15 @@ class EnergyControls(Controls):
     def mlp_config(self) -> MLPConfig | None:
         if self.layer not in ("mlp", "block"):
             return None
-        return MLPConfig(d_model=self.width, d_ff=self.d_ff, **self._switches().descent_fields())
+        return MLPConfig(d_model=self.width, d_ff=self.d_ff, activation=self.activation,
+                         **self._switches().descent_fields())
 
     def block_config(self) -> BlockConfig | None:
         """The joint block's config (layer 'joint': one descent on E_att + E_mlp), else None."""
         if self.layer != "joint":
             return None
         return BlockConfig(d_model=self.width, n_heads=self.heads, rope=self.rope, d_ff=self.d_ff,
+                           activation=self.activation,
                            **self._switches().attention_fields())
 
 
@@ -215,17 +233,15 @@ class EnergyControls(Controls):
 class DesignControls(Controls):
     """The design-space page: model sizes and the CEM options."""
 
-    SPECS = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
-             "d_ff": ("int", (8, 32768)), "vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
-             "p_scale": ("float", (0.0, 3.0)), "seed": ("int", (0, 9999))}
+    SHAPE = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
+             "d_ff": ("int", (8, 32768))}     # the activation changes no parameter count or FLOP count
+    SPECS = {"vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)), "p_scale": ("float", (0.0, 3.0)),
+             "seed": ("int", (0, 9999))}
     CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block")   # those that change parameters or FLOPs
     CEM_RANGES = {"rank": (1, 64)}
     PREFIX = "ds_"
 
-    d_model: int = 768
-    n_layers: int = 12
-    n_heads: int = 12
-    d_ff: int = 2048
+    shape: ModelShape = ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048)
     vocab_size: int = 32000
     seq_len: int = 1024
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(preconditioner="psd"))
@@ -238,9 +254,8 @@ class DesignControls(Controls):
             self.model_config(name)
 
     def model_config(self, variant: str) -> ModelConfig:
-        return ModelConfig.variant(variant, cem=replace(self.cem, rank=min(self.cem.rank, self.d_model)),
-                                   vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers,
-                                   n_heads=self.n_heads, d_ff=self.d_ff, max_seq_len=self.seq_len)
+        return ModelConfig.variant(variant, cem=replace(self.cem, rank=min(self.cem.rank, self.shape.d_model)),
+                                   shape=self.shape, vocab_size=self.vocab_size, max_seq_len=self.seq_len)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +264,7 @@ class GPControls(Controls):
 
     SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
              "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
+    SHAPE = {"activation": ("choice", ACTIVATIONS)}
     CEM = ("T", "diagonal")
     CEM_RANGES = {"T": (1, 8)}
     PREFIX = "gp_"
@@ -256,6 +272,7 @@ class GPControls(Controls):
     kernel: str = "rbf"
     seed: int = 0
     context: int = 8
+    shape: ModelShape = ModelShape(d_model=32, n_layers=1, n_heads=4, d_ff=64)
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=2))
     steps: int = 600
 
@@ -266,7 +283,7 @@ class GPControls(Controls):
         return GPTaskConfig(kernel=self.kernel)
 
     def model(self) -> GPModelConfig:
-        return GPModelConfig(width=32, d_ff=64, n_heads=4, cem=self.cem)
+        return GPModelConfig(shape=self.shape, cem=self.cem)
 
     def train(self) -> GPTrainConfig:
         return GPTrainConfig(steps=self.steps, batch_size=32, eval_size=256, seed=self.seed)

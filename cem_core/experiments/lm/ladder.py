@@ -24,8 +24,8 @@ def paper_scale(vocab_size: int = 257) -> int:
     """The Llama parameters of the paper's smallest scale as this project builds it (``lm train --preset
     paper-86m``: 85.2M with the byte tokenizer)."""
     paper = TRAIN_PRESETS["paper-86m"]
-    return ModelConfig.variant("llama", vocab_size=vocab_size, max_seq_len=paper["train"]["seq_len"],
-                               **paper["model"]).param_counts()["total"]
+    return ModelConfig.variant("llama", shape=paper["shape"], vocab_size=vocab_size,
+                               max_seq_len=paper["train"]["seq_len"]).param_counts()["total"]
 
 
 def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:

@@ -35,7 +35,7 @@ from cem_core.experiments.integrity import describe_differences, json_hash, shor
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import and_list, markdown_table, provenance
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan
-from cem_core.nn.config import CEMOptions
+from cem_core.nn.config import CEMOptions, ModelShape
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
 
@@ -76,10 +76,7 @@ EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
 
 @dataclass(frozen=True)
 class SweepPreset:
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_ff: int
+    shape: ModelShape                  # every run's sizes and activation
     seq_len: int
     batch_size: int
     budget: float                      # fraction of 20 tokens per Llama parameter
@@ -105,8 +102,8 @@ class SweepPreset:
             for width, name, rates in self.extra_lrs:
                 if width == w:
                     own[name] = tuple(dict.fromkeys((*own[name], *rates)))
-            return replace(self, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8, widths=(),
-                           own_lrs=tuple(own.items()), extra_lrs=())
+            shape = replace(self.shape, d_model=w, n_heads=w // self.head_width, d_ff=round(w / 3) * 8)
+            return replace(self, shape=shape, widths=(), own_lrs=tuple(own.items()), extra_lrs=())
         return tuple(part(w) for w in self.widths) or (self,)
 
 
@@ -150,7 +147,8 @@ LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 
                "trend shown' otherwise. The line's value at the paper's smallest scale (Llama 85.2M), with the "
                "95% confidence interval of the line there, is a projection, not a result: it holds only if the "
                "line stays straight that far.")
-_CPU_SIZES = dict(d_model=96, n_layers=2, n_heads=4, d_ff=256, seq_len=128, batch_size=16, eval_batches=32)
+_CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256), seq_len=128, batch_size=16,
+                  eval_batches=32)
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
     "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=SWEPT),
@@ -159,7 +157,8 @@ SWEEP_PRESETS = {
                          variants=(*PAPER_VARIANTS, *tuple(SWEEP_VARIANTS)[len(SWEPT):])),
     "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
                          variants=("llama", "attn T=2", "cem-full")),
-    "quick": SweepPreset(d_model=16, n_layers=1, n_heads=2, d_ff=32, seq_len=16, batch_size=4, budget=0.002,
+    "quick": SweepPreset(shape=ModelShape(d_model=16, n_layers=1, n_heads=2, d_ff=32), seq_len=16, batch_size=4,
+                         budget=0.002,
                          lrs=(DEFAULT_LR,), seeds=(0, 1), variants=SWEPT, eval_batches=2, evals=2,
                          demo_max_bytes=200_000),
     # each variant at its own rate (OWN_RATES) at the full budget, read with the t-based rule (verdicts.t_rule)
@@ -169,7 +168,8 @@ SWEEP_PRESETS = {
                           own_lrs=tuple((name, tuple(OWN_RATES[name] * k for k in LADDER_STEPS))
                                         for name in LADDER_VARIANTS),
                           widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=2, extra_lrs=LADDER_EXTENSIONS),
-    "gpu": SweepPreset(d_model=384, n_layers=6, n_heads=6, d_ff=1024, seq_len=512, batch_size=64, budget=1.0,
+    "gpu": SweepPreset(shape=ModelShape(d_model=384, n_layers=6, n_heads=6, d_ff=1024), seq_len=512, batch_size=64,
+                       budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
 }
 
@@ -212,13 +212,12 @@ class SweepRun:
         slug = "".join(ch if ch.isalnum() else "-" for ch in self.name.lower()).strip("-")
         while "--" in slug:
             slug = slug.replace("--", "-")
-        width = f"-d{self.config.d_model}" if self.ladder else ""
+        width = f"-d{self.config.shape.d_model}" if self.ladder else ""
         return f"{slug}{width}-lr{self.config.lr:g}-seed{self.config.seed}"
 
 
 def llama_params(p: SweepPreset, vocab_size: int = 257) -> int:
-    cfg = ModelConfig.variant("llama", vocab_size=vocab_size, d_model=p.d_model, n_layers=p.n_layers,
-                              n_heads=p.n_heads, d_ff=p.d_ff, max_seq_len=p.seq_len)
+    cfg = ModelConfig.variant("llama", shape=p.shape, vocab_size=vocab_size, max_seq_len=p.seq_len)
     return cfg.param_counts()["total"]
 
 
@@ -238,8 +237,7 @@ def preset_runs(preset: str) -> list[SweepRun]:
                 variant, cem = SWEEP_VARIANTS[name]
                 depth = (cem or CEMOptions()).T
                 for seed in p.seeds:
-                    cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, d_model=p.d_model,
-                                        n_layers=p.n_layers, n_heads=p.n_heads, d_ff=p.d_ff, seq_len=p.seq_len,
+                    cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, shape=p.shape, seq_len=p.seq_len,
                                         batch_size=p.batch_size, steps=steps, lr=lr, seed=seed, eval_every=every,
                                         eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
                                         eval_T=EVAL_TS if variant != "llama" and depth == 2
@@ -268,9 +266,7 @@ def run_one(spec: SweepRun, data: DataConfig, out: Path, threads: int | None = N
         diverged, summary = True, {}
     metrics = run_folder.read_metrics(folder) if (folder / run_folder.METRICS).exists() else []
     curve = [[r["step"], r["val_ppl"]] for r in metrics if "val_ppl" in r]
-    params = ModelConfig.variant(cfg.variant, cem=cfg.cem_options(), vocab_size=257, d_model=cfg.d_model,
-                                 n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff,
-                                 max_seq_len=cfg.seq_len).param_counts()["total"]
+    params = cfg.model_config(vocab_size=257).param_counts()["total"]
     identity = cfg.identity(data)
     return {"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.lr,
             "variant": cfg.variant, "params": params, "steps": cfg.steps,
@@ -615,7 +611,8 @@ def markdown_tables(records: list[dict]) -> str:
 def preset_summary(preset: str) -> str:
     """One line on what a preset trains (for --help and the README)."""
     p = SWEEP_PRESETS[preset]
-    sizes = "; ".join(f"d_model {q.d_model}, {q.n_layers} layers, {q.n_heads} heads, d_ff {q.d_ff}, {steps_for(q):,} "
+    sizes = "; ".join(f"d_model {q.shape.d_model}, {q.shape.n_layers} layers, {q.shape.n_heads} heads, d_ff "
+                      f"{q.shape.d_ff}, {steps_for(q):,} "
                       f"steps (Llama {llama_params(q):,} parameters)" for q in p.parts())
     lrs = ", ".join(f"{lr:g}" for lr in p.lrs) if p.lrs else "each variant's own"
     return (f"{preset}: {sizes}; sequence {p.seq_len} x batch {p.batch_size}, {p.budget:g} x 20 tokens per Llama "

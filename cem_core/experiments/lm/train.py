@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 from cem_core.experiments.schedule import adamw, warmup_cosine
-from cem_core.nn.config import CEMOptions, check_eval_T
+from cem_core.nn.config import SHAPE_FIELDS, CEMOptions, ModelShape, as_shape, check_eval_T
 from cem_core.nn.flops import model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
 from cem_core.nn.validate import check_bool, check_choice, check_device, check_float, check_int, fail
@@ -47,13 +47,13 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 # are not public): Llama totals of 85.2M and 163.9M with the byte tokenizer, trained for about
 # 20 tokens per Llama parameter (65,536 tokens a step).
 TRAIN_PRESETS = {
-    "cpu-tiny": dict(model=dict(d_model=128, n_layers=2, n_heads=4, d_ff=344),
+    "cpu-tiny": dict(shape=ModelShape(d_model=128, n_layers=2, n_heads=4, d_ff=344),
                      train=dict(seq_len=128, batch_size=16, steps=300, lr=3e-3, eval_every=100, eval_batches=8,
                                 ckpt_every=100)),
-    "paper-86m": dict(model=dict(d_model=768, n_layers=12, n_heads=12, d_ff=2048),
+    "paper-86m": dict(shape=ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048),
                       train=dict(seq_len=1024, batch_size=64, steps=26000, lr=6e-4, eval_every=1000,
                                  eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
-    "paper-162m": dict(model=dict(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
+    "paper-162m": dict(shape=ModelShape(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
                        train=dict(seq_len=1024, batch_size=64, steps=50000, lr=5e-4, eval_every=1000,
                                   eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
 }
@@ -65,10 +65,7 @@ class LMTrainConfig:
     variant: str = "llama"
     cem: CEMOptions | None = None    # the CEM layers' switches (None: the variant's own, VARIANT_OPTIONS)
     T: int | None = None             # override the CEM layers' T (None: as `cem` or the variant has it)
-    d_model: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 344
+    shape: ModelShape = field(default_factory=ModelShape)   # sizes and activation (a dict as run.json holds it)
     tokenizer: str = "byte"          # "byte" or "bpe:<vocab size>" (trained on the first 8 MB of train)
     seq_len: int = 128
     batch_size: int = 16             # global batch (sequences), split evenly over the data shards
@@ -101,7 +98,8 @@ class LMTrainConfig:
                 fail("cem", self.cem, "must be None or a CEMOptions")
             if self.variant == "llama":
                 fail("cem", self.cem, "applies to CEM layers only; variant='llama' has none")
-        for name in ("d_model", "n_layers", "n_heads", "d_ff", "batch_size", "steps", "eval_every",
+        object.__setattr__(self, "shape", as_shape(self.shape))
+        for name in ("batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
             check_int(name, getattr(self, name), 1)
         check_int("seq_len", self.seq_len, 2)        # a sample needs a prompt token and room for one more
@@ -128,10 +126,12 @@ class LMTrainConfig:
 
     @classmethod
     def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
+        """The preset's run with `overrides` (None: the preset's): training fields and ModelShape's fields."""
         check_choice("preset", preset, tuple(TRAIN_PRESETS))
-        values = {**TRAIN_PRESETS[preset]["model"], **TRAIN_PRESETS[preset]["train"]}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(preset=preset, **values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        sizes = {k: given.pop(k) for k in SHAPE_FIELDS if k in given}
+        shape = replace(TRAIN_PRESETS[preset]["shape"], **sizes)
+        return cls(preset=preset, shape=shape, **{**TRAIN_PRESETS[preset]["train"], **given})
 
     def cem_options(self) -> CEMOptions:
         """The CEM switches (`cem`, else the variant's own), with T overridden when set."""
@@ -139,14 +139,14 @@ class LMTrainConfig:
         return options if self.T is None else replace(options, T=self.T)
 
     def model_config(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig.variant(self.variant, cem=self.cem_options(), vocab_size=vocab_size, d_model=self.d_model,
-                                   n_layers=self.n_layers, n_heads=self.n_heads, d_ff=self.d_ff,
+        return ModelConfig.variant(self.variant, cem=self.cem_options(), shape=self.shape, vocab_size=vocab_size,
                                    max_seq_len=self.seq_len)
 
     def identity(self, data: DataConfig) -> dict:
-        """What determines this run's numbers: the configuration and the data (see run_folder)."""
+        """What determines this run's numbers: the configuration and the data (see run_folder). The shape's
+        fields sit among the configuration's own (the form run hashes have always been computed from)."""
         cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
-        config = asdict(self) | {"cem": cem}
+        config = {k: v for k, v in asdict(self).items() if k != "shape"} | self.shape.recorded() | {"cem": cem}
         return run_folder.run_identity(config, data)
 
     def run_hash(self, data: DataConfig) -> str:
