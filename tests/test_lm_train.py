@@ -41,6 +41,7 @@ torch.set_num_threads(1)
 from cem_core.experiments.lm.data import DataConfig
 from cem_core.cli import exit_process
 from cem_core.experiments.lm.train import LMTrainConfig, train
+from cem_core.nn.config import ModelShape
 cfg = LMTrainConfig(**{cfg})
 train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)
 exit_process(0)                                      # as the command line ends (see exit_process)

@@ -122,7 +122,6 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     whether the iterates settle, slow down, run off or diverge, and why, as one note."""
     name, energies, norms, radius = phase["name"], phase["energies"], phase["update_norms"], phase["radius"]
     label = {"attention": "attention", "mlp": "MLP", "joint": "joint block"}[name]
-    distance = c.cem.diagonal_form == "distance" and name != "mlp"
     rises = tuple(Rise(int(i), tuple(int(t) + 1 for t in np.flatnonzero(phase["rose"][:, i])),
                        float(np.diff(energies[:, i])[phase["rose"][:, i]].max()))
                   for i in range(energies.shape[1]) if phase["rose"][:, i].any())
@@ -137,68 +136,86 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     first, last = float(norms[0, token]), float(norms[-1, token])
     facts = (f"token {token}: update norm {first:.3g} → {last:.3g}, |x| {radius[0, token]:.3g} → "
              f"{radius[-1, token]:.3g}, E {energies[0, token]:.4g} → {energies[-1, token]:.4g}")
-    anchor, eta = c.cem.anchor, c.cem.eta
-    overshoot = eta * anchor * p_max                                   # eta lambda p_max: above 2 a step overshoots
-    parts = []
-    if rises:
-        shown = "; ".join(f"token {r.token} at step{'s' if len(r.steps) > 1 else ''} {_steps_text(r.steps)} "
-                          f"(up to +{r.amount:.3g})" for r in rises[:4])
-        more = f"; and {len(rises) - 4} more token(s)" if len(rises) > 4 else ""
-        parts.append(f"the energy rose: {shown}{more} (marked ○ on the energy plot).")
-        if negative:
-            parts.append(f"P has {negative} negative eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is indefinite "
-                         "here, so −P∇E can point uphill. The psd form diag + UUᵀ always points downhill.")
-        elif name != "attention" or distance:
-            parts.append(f"P is positive definite, so each step starts downhill, but "
-                         f"{'E_mlp is' if name == 'mlp' else 'the energy is'} not concave: a step of "
-                         f"η = {eta:g} can overshoot; a smaller η descends.")
-        else:
-            parts.append(f"P is positive definite, so each step starts downhill, but the anchor makes the energy curve "
-                         f"upwards and a step of η = {eta:g} can overshoot (η λ p_max = {overshoot:.3g}).")
-    else:
-        parts.append("the energy fell at every step for every token.")
-        if negative:
-            parts.append(f"P has {negative} negative eigenvalue(s), yet no step here went uphill; raise η, T or the "
-                         "scale, or change the seed, to see a rise.")
-    if course == "one step":
-        parts.append(f"One step ({facts}) is exactly what the tied layer computes; more steps T show where the "
-                     "iterates go.")
-    elif course == "settles":
-        parts.append(f"The iterates settle into a minimum: every token's steps shrink to at most {SETTLED:g} of its "
-                     f"first ({facts}).")
-    elif course == "slows":
-        parts.append(f"The steps shrink but have not settled within T = {T} ({facts}); more steps show where they go.")
-    else:
-        parts.append(("The iterates run off: the steps do not shrink" if course == "runs off" else
-                      f"The iterates diverge: the steps grow {worst:.3g}×") + f" ({facts}).")
-        if name == "attention" and distance:
-            parts.append("In distance form E_att is bounded below (its −½(x − c)ᵀD(x − c), D > 0, pulls x back), "
-                         f"but a step of η = {eta:g} can overshoot that pull; a smaller η settles.")
-        elif name == "joint":
-            parts.append("E_att + E_mlp has no minimum here: "
-                         + ("the attention term is bounded below in distance form, but " if distance else
-                            "the attention term is unbounded below (the distance form bounds it), and ")
-                         + "a unit with a positive gate (Gc)ₘ lowers E_mlp without bound"
-                         + (f"; the anchor λ = {anchor:g} is not strong enough to hold it." if anchor
-                            else "; the anchor (λ/2)|x − x⁽⁰⁾|² can hold it."))
-        elif name == "attention" and anchor == 0:
-            parts.append("E_att is concave and unbounded below, so it has no minimum to settle into; the anchor "
-                         "(λ/2)|x − x⁽⁰⁾|², our extension, or the distance form gives it one.")
-        elif name == "attention" and negative:
-            parts.append("Along P's negative eigenvectors each step pushes x further from x⁽⁰⁾ than the anchor "
-                         "pulls it back.")
-        elif name == "attention" and overshoot > 2:
-            parts.append(f"η λ p_max = {overshoot:.3g} > 2: each step overshoots the anchor's pull "
-                         "and lands farther away on the other side.")
-        elif name == "mlp":
-            parts.append("Φ grows like z²/2, so a unit with a positive gate (Gc)ₘ lowers E_mlp without bound along "
-                         "its direction" + (f"; the anchor λ = {anchor:g} is not strong enough to hold it."
-                                            if anchor else "; the anchor (λ/2)|x − x⁽⁰⁾|² can hold it."))
+    overshoot = c.cem.eta * c.cem.anchor * p_max                       # eta lambda p_max: above 2 a step overshoots
+    parts = _rise_notes(c, name, rises, negative, overshoot) + _course_notes(course, facts, T, worst)
+    if course in ("runs off", "diverges"):
+        parts += _runoff_reason(c, name, negative, overshoot)
     level = "warning" if rises or course == "diverges" else "info"
     return Diagnosis(phase=name, rises=rises, course=course, token=token, norms=(first, last),
                      radius=(float(radius[0, token]), float(radius[-1, token])),
                      energy=(float(energies[0, token]), float(energies[-1, token])), negative=negative,
                      level=level, text=f"**{label}**: " + " ".join(parts))
+
+
+def _distance(c: EnergyControls, name: str) -> bool:
+    """Whether the phase's attention term is in distance form (bounded below)."""
+    return c.cem.diagonal_form == "distance" and name != "mlp"
+
+
+def _rise_notes(c: EnergyControls, name: str, rises: tuple, negative: int, overshoot: float) -> list[str]:
+    """Where the energy rose (or that it fell throughout), and what in P or the energy let it."""
+    eta = c.cem.eta
+    if not rises:
+        return ["the energy fell at every step for every token."] + (
+            [f"P has {negative} negative eigenvalue(s), yet no step here went uphill; raise η, T or the "
+             "scale, or change the seed, to see a rise."] if negative else [])
+    shown = "; ".join(f"token {r.token} at step{'s' if len(r.steps) > 1 else ''} {_steps_text(r.steps)} "
+                      f"(up to +{r.amount:.3g})" for r in rises[:4])
+    more = f"; and {len(rises) - 4} more token(s)" if len(rises) > 4 else ""
+    parts = [f"the energy rose: {shown}{more} (marked ○ on the energy plot)."]
+    if negative:
+        parts.append(f"P has {negative} negative eigenvalue(s): the paper's form diag + UVᵀ + VUᵀ is indefinite "
+                     "here, so −P∇E can point uphill. The psd form diag + UUᵀ always points downhill.")
+    elif name != "attention" or _distance(c, name):
+        parts.append(f"P is positive definite, so each step starts downhill, but "
+                     f"{'E_mlp is' if name == 'mlp' else 'the energy is'} not concave: a step of "
+                     f"η = {eta:g} can overshoot; a smaller η descends.")
+    else:
+        parts.append(f"P is positive definite, so each step starts downhill, but the anchor makes the energy curve "
+                     f"upwards and a step of η = {eta:g} can overshoot (η λ p_max = {overshoot:.3g}).")
+    return parts
+
+
+def _course_notes(course: str, facts: str, T: int, worst: float) -> list[str]:
+    """Where the iterates go: one step, settling, slowing, running off or diverging."""
+    if course == "one step":
+        return [f"One step ({facts}) is exactly what the tied layer computes; more steps T show where the "
+                "iterates go."]
+    if course == "settles":
+        return [f"The iterates settle into a minimum: every token's steps shrink to at most {SETTLED:g} of its "
+                f"first ({facts})."]
+    if course == "slows":
+        return [f"The steps shrink but have not settled within T = {T} ({facts}); more steps show where they go."]
+    return [("The iterates run off: the steps do not shrink" if course == "runs off" else
+             f"The iterates diverge: the steps grow {worst:.3g}×") + f" ({facts})."]
+
+
+def _runoff_reason(c: EnergyControls, name: str, negative: int, overshoot: float) -> list[str]:
+    """Why iterates that run off or diverge find no minimum: the energy's shape, P or the step."""
+    anchor, eta, distance = c.cem.anchor, c.cem.eta, _distance(c, name)
+    hold = (f"; the anchor λ = {anchor:g} is not strong enough to hold it." if anchor
+            else "; the anchor (λ/2)|x − x⁽⁰⁾|² can hold it.")
+    if name == "attention" and distance:
+        return ["In distance form E_att is bounded below (its −½(x − c)ᵀD(x − c), D > 0, pulls x back), "
+                f"but a step of η = {eta:g} can overshoot that pull; a smaller η settles."]
+    if name == "joint":
+        return ["E_att + E_mlp has no minimum here: "
+                + ("the attention term is bounded below in distance form, but " if distance else
+                   "the attention term is unbounded below (the distance form bounds it), and ")
+                + "a unit with a positive gate (Gc)ₘ lowers E_mlp without bound" + hold]
+    if name == "attention" and anchor == 0:
+        return ["E_att is concave and unbounded below, so it has no minimum to settle into; the anchor "
+                "(λ/2)|x − x⁽⁰⁾|², our extension, or the distance form gives it one."]
+    if name == "attention" and negative:
+        return ["Along P's negative eigenvectors each step pushes x further from x⁽⁰⁾ than the anchor "
+                "pulls it back."]
+    if name == "attention" and overshoot > 2:
+        return [f"η λ p_max = {overshoot:.3g} > 2: each step overshoots the anchor's pull "
+                "and lands farther away on the other side."]
+    if name == "mlp":
+        return ["Φ grows like z²/2, so a unit with a positive gate (Gc)ₘ lowers E_mlp without bound along "
+                "its direction" + hold]
+    return []
 
 
 def diagnose(c: EnergyControls, data: dict) -> list[Diagnosis]:

@@ -95,30 +95,9 @@ def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=N
     n = values.shape[1]
     token = n - 1 if token is None else token
     step = steps[-1] if step is None else step
-    if n <= TOKEN_LINES:
-        for i in range(n):
-            bold = i == token
-            fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
-                            customdata=[i] * len(steps), opacity=1.0 if bold else 0.55,
-                            line=dict(color=PALETTE[i % len(PALETTE)], width=4 if bold else 1.5),
-                            marker=dict(size=8 if bold else 5))
-    else:
-        breaks = [None]                                                # None separates the tokens' lines
-        others = [i for i in range(n) if i != token]
-        fig.add_scatter(x=(steps + breaks) * len(others),
-                        y=[v for i in others for v in values[:, i].tolist() + breaks],
-                        customdata=[i for i in others for _ in range(len(steps) + 1)],
-                        mode="lines", name="other tokens", line=dict(color="#b0b0b0", width=1))
-        fig.add_scatter(x=steps, y=values[:, token].tolist(), mode="lines+markers", name=f"token {token}",
-                        customdata=[token] * len(steps), line=dict(color=PALETTE[0], width=3))
+    _token_lines(fig, values, steps, token)
     if rose is not None and np.any(rose):
-        t, i = np.nonzero(np.asarray(rose))
-        rise = values[t + 1, i] - values[t, i]
-        fig.add_scatter(x=(first_step + t + 1).tolist(), y=values[t + 1, i].tolist(), mode="markers",
-                        name="energy rose", customdata=i.tolist(),
-                        marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="red", width=2.5)),
-                        text=[f"token {a}, step {b + 1}: +{r:.3g}" for a, b, r in zip(i, t, rise)],
-                        hovertemplate="%{text}<extra></extra>")
+        _rises(fig, values, np.asarray(rose), first_step)
     if pinned is not None:
         pinned = np.asarray(pinned)
         pinned_steps = list(range(first_step, first_step + pinned.shape[0]))
@@ -135,6 +114,38 @@ def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=N
                     marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
     return _layout(fig, title, "step t", yaxis, height=height,
                    x=_integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]))
+
+
+def _token_lines(fig: go.Figure, values: np.ndarray, steps: list, token: int) -> None:
+    """Each token's line, the followed one bold; past TOKEN_LINES tokens the others as one grey trace."""
+    n = values.shape[1]
+    if n <= TOKEN_LINES:
+        for i in range(n):
+            bold = i == token
+            fig.add_scatter(x=steps, y=values[:, i].tolist(), mode="lines+markers", name=f"token {i}",
+                            customdata=[i] * len(steps), opacity=1.0 if bold else 0.55,
+                            line=dict(color=PALETTE[i % len(PALETTE)], width=4 if bold else 1.5),
+                            marker=dict(size=8 if bold else 5))
+        return
+    breaks = [None]                                                    # None separates the tokens' lines
+    others = [i for i in range(n) if i != token]
+    fig.add_scatter(x=(steps + breaks) * len(others),
+                    y=[v for i in others for v in values[:, i].tolist() + breaks],
+                    customdata=[i for i in others for _ in range(len(steps) + 1)],
+                    mode="lines", name="other tokens", line=dict(color="#b0b0b0", width=1))
+    fig.add_scatter(x=steps, y=values[:, token].tolist(), mode="lines+markers", name=f"token {token}",
+                    customdata=[token] * len(steps), line=dict(color=PALETTE[0], width=3))
+
+
+def _rises(fig: go.Figure, values: np.ndarray, rose: np.ndarray, first_step: int) -> None:
+    """A red ring where token i's value rose at step t + 1 (rose: (steps - 1, n)), with the rise on hover."""
+    t, i = np.nonzero(rose)
+    rise = values[t + 1, i] - values[t, i]
+    fig.add_scatter(x=(first_step + t + 1).tolist(), y=values[t + 1, i].tolist(), mode="markers",
+                    name="energy rose", customdata=i.tolist(),
+                    marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="red", width=2.5)),
+                    text=[f"token {a}, step {b + 1}: +{r:.3g}" for a, b, r in zip(i, t, rise)],
+                    hovertemplate="%{text}<extra></extra>")
 
 
 def heatmap_title(step: int, steps: int, head: int) -> str:

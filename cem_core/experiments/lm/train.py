@@ -342,22 +342,60 @@ def on_rank0(d: Dist, device: torch.device, step):
     return result
 
 
+@dataclass
+class _Run:
+    """One LM run's live state, from its setup to its summary."""
+    cfg: LMTrainConfig
+    data: DataConfig
+    out: Path
+    d: Dist
+    device: torch.device
+    run_hash: str                 # as recorded when the run began (checkpoints carry it)
+    tokenizer: object
+    model_cfg: ModelConfig
+    model: LanguageModel
+    net: torch.nn.Module          # the model as trained: DDP-wrapped and compiled when asked
+    optimizer: torch.optim.Optimizer
+    stream: BatchStream
+    val: object                   # the validation blocks (rank 0 only)
+    metrics: run_folder.Metrics
+    start: int                    # the step it resumes from
+    train_stats: DataStats
+    val_stats: DataStats
+
+    @property
+    def params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def autocast(self):
+        """bf16 autocast for a bfloat16 run on a GPU, else nothing."""
+        on = self.cfg.dtype == "bfloat16" and self.device.type == "cuda"
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=on)
+
+
 def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dist, device: torch.device,
            progress: bool) -> RunResult:
+    run = _setup(cfg, data, out, record, d, device)
+    _loop(run, progress)
+    data_stats = {"train": _all_ranks(run.train_stats, d).as_dict(), "validation": run.val_stats.as_dict()}
+    result = RunResult(out_dir=out)
+    if d.main:
+        result.summary = finish(run, data_stats)
+    if d.active:
+        dist.barrier()
+    return result
+
+
+def _setup(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dist, device: torch.device) -> _Run:
+    """The tokenizer, the model (from its newest intact checkpoint), the optimizer and the data streams."""
     dtype = DTYPES[cfg.dtype]
     param_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
-    use_autocast = dtype == torch.bfloat16 and device.type == "cuda"
-
-    def autocast():
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_autocast)
-
-    run_hash = record["identity_hash"]        # as recorded when the run began (checkpoints carry it)
+    run_hash = record["identity_hash"]
     tokenizer = build_tokenizer(cfg, data, out, d, device, record)
     model_cfg = cfg.model_config(tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
     model.check_token_ids = device.type == "cpu"   # ids come from the tokenizer; no per-step sync on a GPU
-    params = sum(p.numel() for p in model.parameters())
     optimizer = adamw(model, cfg.lr, cfg.weight_decay)
     start = run_folder.load_latest_checkpoint(out, model, optimizer, run_hash, announce=d.main)
     shards = [d.rank] if d.active else list(range(cfg.data_shards))
@@ -366,59 +404,66 @@ def _train(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dis
     stream.skip(start)
     val = (validation_blocks(data, tokenizer, cfg.seq_len, cfg.eval_batches * cfg.batch_size, stats=val_stats)
            if d.main else None)
-    header = {"config": asdict(cfg), "identity_hash": run_hash, "data": describe(data), "params": params,
-              "provenance": provenance(), "world_size": d.world_size, "device": str(device)}
+    header = {"config": asdict(cfg), "identity_hash": run_hash, "data": describe(data),
+              "params": sum(p.numel() for p in model.parameters()), "provenance": provenance(),
+              "world_size": d.world_size, "device": str(device)}
     metrics = run_folder.Metrics(out / run_folder.METRICS, header, start, enabled=d.main)
     net = torch.nn.parallel.DistributedDataParallel(model) if d.active else model
     if cfg.compile:
         net = torch.compile(net)
+    return _Run(cfg=cfg, data=data, out=out, d=d, device=device, run_hash=run_hash, tokenizer=tokenizer,
+                model_cfg=model_cfg, model=model, net=net, optimizer=optimizer, stream=stream, val=val,
+                metrics=metrics, start=start, train_stats=train_stats, val_stats=val_stats)
 
+
+def _loop(run: _Run, progress: bool) -> None:
+    """The training steps from `run.start`: each logged (loss averaged over the ranks), evaluated every
+    eval_every steps and checkpointed every ckpt_every steps, and at the last."""
+    cfg, d = run.cfg, run.d
     bar = None
     if progress and d.main:
         from tqdm import tqdm
-        bar = tqdm(total=cfg.steps, initial=start, unit="step", desc=f"{cfg.variant}")
+        bar = tqdm(total=cfg.steps, initial=run.start, unit="step", desc=f"{cfg.variant}")
     tokens_per_step = cfg.batch_size * cfg.seq_len
-    t0, timed_steps = time.perf_counter(), 0
-    for step in range(start, cfg.steps):
-        lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        try:
-            loss = train_step(net, model, optimizer, stream.next().to(device), cfg.grad_clip, autocast)
-        except FloatingPointError as e:
-            raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.lr}") from None
-        logged = loss.detach().clone()
-        if d.active:
-            dist.all_reduce(logged)
-            logged /= d.world_size
-        timed_steps += 1
-        elapsed = time.perf_counter() - t0
-        record = {"step": step + 1, "loss": logged.item(), "lr": lr, "tokens": (step + 1) * tokens_per_step,
-                  "tokens_per_s": timed_steps * tokens_per_step / elapsed}
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-            if d.main:
-                val_loss = evaluate(model, val, cfg.batch_size, device, autocast)
-                record.update(val_loss=val_loss, val_ppl=math.exp(val_loss))
-        metrics.write(record)
+    t0 = time.perf_counter()
+    for step in range(run.start, cfg.steps):
+        lr, loss = _step(run, step)
+        record = {"step": step + 1, "loss": loss, "lr": lr, "tokens": (step + 1) * tokens_per_step,
+                  "tokens_per_s": (step + 1 - run.start) * tokens_per_step / (time.perf_counter() - t0)}
+        last = step + 1 == cfg.steps
+        if ((step + 1) % cfg.eval_every == 0 or last) and d.main:
+            val_loss = evaluate(run.model, run.val, cfg.batch_size, run.device, run.autocast)
+            record.update(val_loss=val_loss, val_ppl=math.exp(val_loss))
+        run.metrics.write(record)
         if bar:
             bar.update(1)
             bar.set_postfix(loss=f"{record['loss']:.3f}", **({"val_ppl": f"{record['val_ppl']:.2f}"}
                                                             if "val_ppl" in record else {}))
-        if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+        if (step + 1) % cfg.ckpt_every == 0 or last:
             if d.main:
-                run_folder.save_checkpoint(out, model, optimizer, step + 1, run_hash)
+                run_folder.save_checkpoint(run.out, run.model, run.optimizer, step + 1, run.run_hash)
             if d.active:
                 dist.barrier()
     if bar:
         bar.close()
-    data_stats = {"train": _all_ranks(train_stats, d).as_dict(), "validation": val_stats.as_dict()}
-    result = RunResult(out_dir=out)
-    if d.main:
-        result.summary = finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d,
-                                run_hash, data_stats)
-    if d.active:
-        dist.barrier()
-    return result
+
+
+def _step(run: _Run, step: int) -> tuple[float, float]:
+    """One optimizer step at the schedule's rate; returns the rate and the loss, averaged over the ranks."""
+    cfg = run.cfg
+    lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    try:
+        loss = train_step(run.net, run.model, run.optimizer, run.stream.next().to(run.device), cfg.grad_clip,
+                          run.autocast)
+    except FloatingPointError as e:
+        raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.lr}") from None
+    logged = loss.detach().clone()
+    if run.d.active:
+        dist.all_reduce(logged)
+        logged /= run.d.world_size
+    return lr, logged.item()
 
 
 def _all_ranks(stats: DataStats, d: Dist) -> DataStats:
@@ -431,9 +476,10 @@ def _all_ranks(stats: DataStats, d: Dist) -> DataStats:
     return DataStats(**{name: int(c) for name, c in zip(names, counts.tolist())})
 
 
-def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params, data, d, run_hash,
-           data_stats) -> dict:
+def finish(run: _Run, data_stats: dict) -> dict:
     """Final evaluation (also at other T), samples, and summary.json."""
+    cfg, model, val, device, autocast, tokenizer = run.cfg, run.model, run.val, run.device, run.autocast, run.tokenizer
+    out, params, d = run.out, run.params, run.d
     records = run_folder.read_metrics(out)
     speeds = [r["tokens_per_s"] for r in records[len(records) // 2:]] or [0.0]
     val_loss = evaluate(model, val, cfg.batch_size, device, autocast)
@@ -450,14 +496,14 @@ def finish(cfg, model, model_cfg, tokenizer, val, device, autocast, out, params,
                              generator=torch.Generator(device=device).manual_seed(cfg.seed))
         sample = tokenizer.decode(gen.tokens[0].tolist())
     tokens_per_s = sorted(speeds)[len(speeds) // 2]
-    summary = {"variant": cfg.variant, "preset": cfg.preset, "params": params, "data": describe(data),
+    summary = {"variant": cfg.variant, "preset": cfg.preset, "params": params, "data": describe(run.data),
                "data_stats": data_stats, "steps": cfg.steps, "tokens": cfg.steps * cfg.batch_size * cfg.seq_len,
                "chinchilla_tokens": chinchilla_tokens(params), "tokens_per_s": tokens_per_s,
                "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_ppl_by_T": by_T, "sample": sample,
-               "world_size": d.world_size, "device": str(device), "identity_hash": run_hash}
+               "world_size": d.world_size, "device": str(device), "identity_hash": run.run_hash}
     if device.type == "cuda":
         peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
-        flops_per_token = train_flops_per_token(model_cfg, cfg.seq_len, cfg.batch_size)
+        flops_per_token = train_flops_per_token(run.model_cfg, cfg.seq_len, cfg.batch_size)
         summary["mfu"] = tokens_per_s * flops_per_token / (peak * d.world_size)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1))
     return summary
