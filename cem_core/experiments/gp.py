@@ -32,7 +32,7 @@ from cem_core.nn.model import Block, ModelConfig, cem_layers, recursion_depth
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
 from .integrity import json_hash
-from .schedule import adamw, warmup_cosine
+from .schedule import adamw, descend, set_lr, warmup_cosine
 
 KERNELS = ("rbf", "matern52", "periodic")
 TOKEN_FORMATS = ("pairs", "interleaved")
@@ -343,9 +343,9 @@ class GPTrainResult:
     rmse_curve: list = field(default_factory=list)   # [step, held-out RMSE] every eval_every steps
 
 
-def _held_out(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig, device: str) -> torch.Tensor:
-    """The model's predictions on the held-out set, (eval_size, N)."""
-    xs, ys = eval_set(task, train)
+def _held_out(model: GPTransformer, held_out: tuple, device: str) -> torch.Tensor:
+    """The model's predictions on the held-out set (xs, ys) of ``eval_set``, (eval_size, N)."""
+    xs, ys = held_out
     was_training = model.training
     model.eval()
     pred = predict_in_batches(lambda a, b: model(a.to(device), b.to(device)).cpu(), xs, ys)
@@ -402,35 +402,32 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
     model = GPTransformer(task, config).to(device)
     opt = adamw(model, train.lr, train.weight_decay)
     gen = torch.Generator().manual_seed(train.seed)
+    held_out = eval_set(task, train)                                  # drawn once, read at every evaluation
     losses, curve, diverged, start = [], [], False, time.perf_counter()
     model.train()
     for step in range(train.steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(train, step)
+        set_lr(opt, lr_at(train, step))
         xs, ys = sample_batch(task, train.batch_size, gen)
         xs, ys = xs.to(device), ys.to(device)
         loss = F.mse_loss(model(xs, ys), ys)
         if not torch.isfinite(loss):
             diverged = True
             break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
-        opt.step()
+        descend(opt, model, loss, train.grad_clip)
         losses.append(loss.item())
         if progress is not None:
             progress(step, losses[-1])
         if train.eval_every and (step + 1) % train.eval_every == 0 and step + 1 < train.steps:
-            curve.append([step + 1, rmse(_held_out(model, task, train, device), eval_set(task, train)[1])])
+            curve.append([step + 1, rmse(_held_out(model, held_out, device), held_out[1])])
     seconds = time.perf_counter() - start
     model.eval()
-    ys = eval_set(task, train)[1]
-    pred = _held_out(model, task, train, device)
+    ys = held_out[1]
+    pred = _held_out(model, held_out, device)
+    final = rmse(pred, ys)
     if train.eval_every and not diverged:
-        curve.append([train.steps, rmse(pred, ys)])
-    return GPTrainResult(model=model, losses=losses, rmse=rmse(pred, ys),
-                         rmse_by_position=rmse_by_position(pred, ys).tolist(), seconds=seconds,
-                         diverged=diverged or not math.isfinite(rmse(pred, ys)), rmse_curve=curve)
+        curve.append([train.steps, final])
+    return GPTrainResult(model=model, losses=losses, rmse=final, rmse_by_position=rmse_by_position(pred, ys).tolist(),
+                         seconds=seconds, diverged=diverged or not math.isfinite(final), rmse_curve=curve)
 
 
 def baseline_rmses(task: GPTaskConfig, train: GPTrainConfig) -> dict[str, dict]:

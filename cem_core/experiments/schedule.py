@@ -1,4 +1,4 @@
-"""Optimizer and learning-rate schedule shared by the GP and language-model trainers."""
+"""Optimizer, learning-rate schedule and optimizer step shared by the GP and language-model trainers."""
 from __future__ import annotations
 
 import math
@@ -21,3 +21,18 @@ def warmup_cosine(step: int, steps: int, lr: float, warmup: float, min_lr_ratio:
         return lr * (step + 1) / warm
     progress = (step - warm) / max(1, steps - warm)
     return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The schedule's rate for the next step, in every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def descend(optimizer: torch.optim.Optimizer, model: torch.nn.Module, loss: torch.Tensor, grad_clip: float) -> None:
+    """One optimizer step on a finite loss: fresh gradients, backward, the model's gradient norm clipped to
+    `grad_clip`, the optimizer's step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
-from cem_core.experiments.schedule import adamw, warmup_cosine
+from cem_core.experiments.schedule import adamw, descend, set_lr, warmup_cosine
 from cem_core.nn.config import SHAPE_FIELDS, CEMOptions, ModelShape, as_shape, check_eval_T
 from cem_core.nn.flops import model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
@@ -255,10 +255,7 @@ def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, aut
     loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
     if not torch.isfinite(loss):
         raise FloatingPointError(f"loss became {loss.item()}")
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
+    descend(optimizer, model, loss, grad_clip)
     return loss
 
 
@@ -452,8 +449,7 @@ def _step(run: _Run, step: int) -> tuple[float, float]:
     """One optimizer step at the schedule's rate; returns the rate and the loss, averaged over the ranks."""
     cfg = run.cfg
     lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
+    set_lr(run.optimizer, lr)
     try:
         loss = train_step(run.net, run.model, run.optimizer, run.stream.next().to(run.device), cfg.grad_clip,
                           run.autocast)
