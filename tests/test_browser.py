@@ -6,7 +6,19 @@ Without Chromium the test is skipped with a loud warning (see conftest.py); in C
 (CEM_LAB_CI=1, set by .ci/run) a missing browser fails the suite instead.
 """
 import pytest
-from appdriver import CHROMIUM, chromium, playback, serve_app, settle, traces, version
+from appdriver import (
+    CHROMIUM,
+    choose,
+    chromium,
+    click_radio,
+    errors,
+    playback,
+    selected,
+    serve_app,
+    settle,
+    traces,
+    version,
+)
 from conftest import child_env, require_system_package
 
 from cem_core.ui.pages import APP_PAGES
@@ -64,6 +76,23 @@ def test_moving_T_changes_the_energy_plot(server, browser, tmp_path):
     assert len(after) == len(before) + 1 and after != before
     assert "T=5" in page.url
     page.screenshot(path=tmp_path / "energy-T5.png", full_page=True)
+    page.close()
+
+
+def test_choosing_the_activation_changes_the_mlp_energy(server, browser, tmp_path):
+    """The activation control (MLP and block layers only) reaches the layer: gelu's energies differ from silu's,
+    and the link records the choice."""
+    page = _open(browser, f"{server}/?layer=mlp&T=4")
+    before = traces(playback(page), "energy")[0]["y"]
+    old = version(playback(page))
+    assert selected(page, "activation φ") == "silu"
+    choose(page, "activation φ", "gelu")
+    after = traces(playback(page, version=old), "energy")[0]["y"]
+    assert len(after) == len(before) and after != before
+    assert "activation=gelu" in page.url and not errors(page)
+    page.screenshot(path=tmp_path / "energy-gelu.png", full_page=True)
+    click_radio(page, "CEM attention")                                  # attention alone has no activation
+    page.get_by_text("activation φ").first.wait_for(state="detached", timeout=60000)
     page.close()
 
 
