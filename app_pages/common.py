@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import interactive, jobs, links
 

@@ -21,7 +21,10 @@ from app_pages.common import (
     verdict_table,
     widget_keys,
 )
-from cem_core.experiments import gp, gp_study, gp_sweep
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
+from cem_core.experiments.gp import task as gp_task
+from cem_core.experiments.gp import train as gp_train
 from cem_core.experiments.integrity import FolderBusy
 from cem_core.ui import interactive, plots
 from cem_core.ui.controls import GPControls
@@ -32,7 +35,7 @@ KEYS = widget_keys(GPControls, "gp_")
 
 @st.cache_data(show_spinner=False)
 def sampled_function(kernel: str, seed: int):
-    xs, ys, grid, f = gp.sample_function_on_grid(gp.GPTaskConfig(kernel=kernel), seed)
+    xs, ys, grid, f = gp_task.sample_function_on_grid(gp_task.GPTaskConfig(kernel=kernel), seed)
     return xs.numpy(), ys.numpy(), grid.numpy(), f.numpy()
 
 
@@ -40,8 +43,8 @@ def sampled_function(kernel: str, seed: int):
 def posterior(kernel: str, seed: int, k: int):
     xs, ys, grid, _ = sampled_function(kernel, seed)
     to = lambda a: torch.from_numpy(a)[None, :, None]  # noqa: E731
-    mean, std = gp.gp_posterior_on_grid(gp.GPTaskConfig(kernel=kernel), to(xs[:k]), torch.from_numpy(ys[:k])[None],
-                                        to(grid))
+    mean, std = gp_task.gp_posterior_on_grid(gp_task.GPTaskConfig(kernel=kernel), to(xs[:k]),
+                                             torch.from_numpy(ys[:k])[None], to(grid))
     return mean[0].numpy(), std[0].numpy()
 
 
@@ -135,7 +138,7 @@ def training_estimate(controls: GPControls) -> float:
     """Seconds to train this model here, from a few timed steps (re-measured after two minutes: the load changes).
     The caller passes only what sets the speed (kernel, switches, steps), so moving the demo's seed or points
     seen does not time it again."""
-    return gp.training_seconds(controls.task(), controls.model(), controls.train(), probe_steps=5)
+    return gp_train.training_seconds(controls.task(), controls.model(), controls.train(), probe_steps=5)
 
 
 def train_live(controls: GPControls) -> None:
@@ -146,9 +149,9 @@ def train_live(controls: GPControls) -> None:
         if step % 10 == 0 or step == steps - 1:
             bar.progress((step + 1) / steps, text=f"step {step + 1}/{steps}, loss {loss:.4f}")
 
-    result = gp.train_gp(controls.task(), controls.model(), controls.train(), progress=progress)
+    result = gp_train.train_gp(controls.task(), controls.model(), controls.train(), progress=progress)
     st.session_state.gp_model = result.model
-    base = gp.baseline_rmses(controls.task(), controls.train())
+    base = gp_train.baseline_rmses(controls.task(), controls.train())
     st.session_state.gp_result = (f"Trained CEM attention, T={controls.cem.T}, diagonal {controls.cem.diagonal}, "
                                   f"φ {controls.shape.activation}, "
                                   f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "

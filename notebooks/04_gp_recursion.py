@@ -68,7 +68,10 @@ from IPython.display import Markdown, display
 from nbhelpers import check_answer, proved, report, show, show_figure
 
 from cem_core import CEMOptions, ModelShape
-from cem_core.experiments import gp, gp_sweep
+from cem_core.experiments.gp import model as gp_model
+from cem_core.experiments.gp import sweep as gp_sweep
+from cem_core.experiments.gp import task as gp_task
+from cem_core.experiments.gp import train as gp_train
 from cem_core.ui import plots
 
 # %% [markdown]
@@ -99,13 +102,13 @@ assert sp.simplify(cholesky_mean[1] - C[1, 0] / C[0, 0] * y[0]) == 0
 proved(r"\sum_{k<j} L_{jk} z_k = C_{j,<j}\, C_{<j}^{-1}\, y_{<j} \quad \text{for } j = 2, 3")
 
 # %% [markdown]
-# Numerically: `cem_core.experiments.gp.gp_posterior_mean` against the textbook formula solved position by
+# Numerically: `cem_core.experiments.gp.task.gp_posterior_mean` against the textbook formula solved position by
 # position with numpy, on sampled functions. **Tolerance: $10^{-9}$ absolute, float64.**
 
 # %%
-task = gp.GPTaskConfig(n_points=n_points)
-xs, ys = gp.sample_batch(task, 4, torch.Generator().manual_seed(seed))
-C_num = (gp.kernel_matrix(task, xs, xs) + task.noise_var * torch.eye(n_points, dtype=torch.float64)).numpy()
+task = gp_task.GPTaskConfig(n_points=n_points)
+xs, ys = gp_task.sample_batch(task, 4, torch.Generator().manual_seed(seed))
+C_num = (gp_task.kernel_matrix(task, xs, xs) + task.noise_var * torch.eye(n_points, dtype=torch.float64)).numpy()
 y_num = ys.double().numpy()
 
 
@@ -116,11 +119,11 @@ def textbook_mean(C_b: np.ndarray, y_b: np.ndarray, j: int) -> float:
 by_hand = np.array([[textbook_mean(C_b, y_b, j) for j in range(n_points)] for C_b, y_b in zip(C_num, y_num)])
 
 # %% tags=["compare-gp"]
-ours = gp.gp_posterior_mean(task, xs, ys).numpy()
+ours = gp_task.gp_posterior_mean(task, xs, ys).numpy()
 error = np.abs(ours - by_hand).max()
 report(f"`gp_posterior_mean` and the textbook formula differ by at most **{error:.1e}** "
        "(tolerance $10^{-9}$ absolute).")
-assert error < 1e-9, "cem_core.experiments.gp.gp_posterior_mean disagrees with the textbook posterior mean"
+assert error < 1e-9, "cem_core.experiments.gp.task.gp_posterior_mean disagrees with the textbook posterior mean"
 
 # %% [markdown]
 # ## 2. The committed sweep
@@ -199,7 +202,7 @@ report(recursion_finding(records))
 # **Under which conditions does recursion help?** The GP factor study changes one factor at a time (longer
 # training, the interleaved token format, no MLP, 64 points, $d_x = 2$, learned step sizes per step, the
 # preconditioners, depth and looping at equal compute) and gives each condition a verdict by a rule fixed
-# before it ran: `cem_core/experiments/gp_study.py`, results in `results/gp-study/` (`make gp-study`), shown
+# before it ran: `cem_core/experiments/gp/study.py`, results in `results/gp-study/` (`make gp-study`), shown
 # on the app's [GP page](http://localhost:8501/gp "needs the app: run make app first"). Notebook
 # [`05_what_the_evidence_says`](05_what_the_evidence_says.ipynb) weighs this sweep, the factor study and the
 # language-model runs against the paper's claims.
@@ -218,12 +221,12 @@ report(recursion_finding(records))
 # offers; raise the steps there to watch the ratio fall.
 
 # %%
-model_config = gp.GPModelConfig(shape=ModelShape(d_model=width, n_layers=1, n_heads=2, d_ff=2 * width),
+model_config = gp_model.GPModelConfig(shape=ModelShape(d_model=width, n_layers=1, n_heads=2, d_ff=2 * width),
                                 cem=CEMOptions(T=T))
-train_config = gp.GPTrainConfig(steps=steps, batch_size=32, eval_size=eval_size, seed=seed)
-result = gp.train_gp(task, model_config, train_config)
-baselines = gp.baseline_rmses(task, train_config)
-scaling = gp.evaluate_at_T(result.model, task, train_config, (1, T, 2 * T))
+train_config = gp_train.GPTrainConfig(steps=steps, batch_size=32, eval_size=eval_size, seed=seed)
+result = gp_train.train_gp(task, model_config, train_config)
+baselines = gp_train.baseline_rmses(task, train_config)
+scaling = gp_train.evaluate_at_T(result.model, task, train_config, (1, T, 2 * T))
 report(f"After {steps} training steps: held-out RMSE **{result.rmse:.4f}**, GP optimum "
        f"{baselines['gp']['rmse']:.4f}, ratio **{result.rmse / baselines['gp']['rmse']:.3f}**"
        + (" (the training **diverged**)" if result.diverged else "") + ". The same model run with $T'$ steps "
@@ -243,7 +246,7 @@ show_figure(fig)
 #
 # **1. The error at the start.** At position $j = 0$ no point has been seen, so the GP optimum predicts
 # the prior mean, 0. **What is the variance of its error there** (the predictive variance of $y_0$)? Express it with
-# the task's `signal_var` and `noise_var`, then run the check against `cem_core.experiments.gp.gp_predictive`
+# the task's `signal_var` and `noise_var`, then run the check against `cem_core.experiments.gp.task.gp_predictive`
 # on the sampled functions above. (And a question to think about: why does the measured RMSE at
 # $j = 0$ in the plot differ from the square root of your answer?)
 
@@ -253,7 +256,7 @@ answer = None                                               # your answer here
 
 # %% tags=["check-variance-at-0"]
 def check(answer):
-    variance_at_0 = gp.gp_predictive(task, xs, ys)[1][:, 0].numpy()
+    variance_at_0 = gp_task.gp_predictive(task, xs, ys)[1][:, 0].numpy()
     assert np.allclose(variance_at_0, answer, rtol=1e-12), "not the predictive variance of y_0"
 
 
@@ -282,10 +285,10 @@ def check(answer):
     textbook_2 = C[1, 0] / C[0, 0] * y[0]                    # C_{2,<2} C_{<2}^-1 y_{<2} of section 1
     assert sp.simplify(answer.subs({k_x0: k12, k_00: k11, y_0: y[0]}) - textbook_2) == 0, \
         "not C_{2,<2} C_{<2}^-1 y_{<2} with one point seen"
-    K_num = gp.kernel_matrix(task, xs, xs).numpy()
+    K_num = gp_task.kernel_matrix(task, xs, xs).numpy()
     by_answer = [float(answer.subs({k_x0: K_b[1, 0], k_00: K_b[0, 0], noise: task.noise_var, y_0: y_b[0]}))
                  for K_b, y_b in zip(K_num, y_num)]
-    assert np.allclose(by_answer, gp.gp_posterior_mean(task, xs, ys)[:, 1].numpy(), rtol=1e-9, atol=1e-12), \
+    assert np.allclose(by_answer, gp_task.gp_posterior_mean(task, xs, ys)[:, 1].numpy(), rtol=1e-9, atol=1e-12), \
         "differs from cem_core's posterior mean at position 1"
 
 

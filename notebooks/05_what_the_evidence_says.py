@@ -76,7 +76,9 @@ import sympy as sp
 from IPython.display import display
 from nbhelpers import check_answer, proved, report, show, show_figure
 
-from cem_core.experiments import gp_study, gp_sweep, verdicts
+from cem_core.experiments import verdicts
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.ui import plots

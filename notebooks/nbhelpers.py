@@ -107,7 +107,8 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
     LM claims table (a DataFrame, empty without runs)}."""
     import pandas as pd
 
-    from cem_core.experiments import gp_study, gp_sweep
+    from cem_core.experiments.gp import study as gp_study
+    from cem_core.experiments.gp import sweep as gp_sweep
     from cem_core.experiments.lm import sweep as lm_sweep
 
     def counted(verdicts_) -> str:

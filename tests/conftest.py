@@ -99,8 +99,10 @@ def one_thread():
 def tiny_gp_spec(steps: int, seed: int = 0, n_points: int = 8, cem=None):
     """A GP sweep run of about 2 s per 1,000 steps on one core (10**7 steps: it never finishes within a
     test): Llama attention, or CEM attention with the switches `cem`."""
-    from cem_core.experiments import gp_sweep
-    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
+    from cem_core.experiments.gp import sweep as gp_sweep
+    from cem_core.experiments.gp.model import GPModelConfig
+    from cem_core.experiments.gp.task import GPTaskConfig
+    from cem_core.experiments.gp.train import GPTrainConfig
 
     model = GPModelConfig(shape=dict(d_model=8, n_layers=1, n_heads=2, d_ff=16),
                           attention="llama" if cem is None else "cem",
@@ -120,7 +122,7 @@ def tiny_study_specs(groups, seeds=(0, 1, 2)) -> list:
     """The factor study's conditions `groups` shrunk to 3 training steps of width 8 (a few seconds in all)."""
     from dataclasses import replace
 
-    from cem_core.experiments import gp_study
+    from cem_core.experiments.gp import study as gp_study
 
     conditions = gp_study.conditions()
     return [replace(s, model=s.model.with_shape(d_model=8, d_ff=16, n_heads=2),

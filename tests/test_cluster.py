@@ -10,7 +10,8 @@ import psutil
 import pytest
 from conftest import ROOT, tiny_study_specs
 
-from cem_core.experiments import cluster, gp_sweep, sweep
+from cem_core.experiments import cluster, sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.pool import finished
 
 TIMING = ("train_seconds",)                    # how long a run took: the one field two machines may not share

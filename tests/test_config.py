@@ -221,7 +221,7 @@ def test_the_model_shape_is_one_object_that_every_model_config_holds():
     """ModelShape holds the sizes and the activation once: ModelConfig is one, and its activation reaches every
     block's MLP (SwiGLU, the CEM gated MLP, the joint block), whose outputs then differ from silu's."""
     from cem_core.experiments.bench import BenchConfig
-    from cem_core.experiments.gp import GPModelConfig
+    from cem_core.experiments.gp.model import GPModelConfig
     from cem_core.experiments.lm.sweep import SWEEP_PRESETS
     from cem_core.experiments.lm.train import LMTrainConfig
     from cem_core.nn.config import SHAPE_FIELDS, ModelShape, as_shape
@@ -262,7 +262,9 @@ def test_a_shape_from_json_is_checked_field_by_field():
 def test_run_hashes_keep_the_flat_form_and_count_the_activation_only_off_its_default():
     """The shape's fields sit among an LM run's own in its identity (and under width and depth in a GP run's), as
     the committed results' hashes were computed; silu is left out, any other activation changes the hash."""
-    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
+    from cem_core.experiments.gp.model import GPModelConfig
+    from cem_core.experiments.gp.task import GPTaskConfig
+    from cem_core.experiments.gp.train import GPTrainConfig, RunSpec
     from cem_core.experiments.lm.data import DataConfig
     from cem_core.experiments.lm.train import LMTrainConfig
     from cem_core.nn.config import ModelShape

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.ui import lesson
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore

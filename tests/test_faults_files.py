@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cem_core.__main__ import main
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.integrity import LOCK_NAME, FolderLock, temporary_files
 from cem_core.experiments.lm.run_folder import claim
 from cem_core.experiments.records import atomic_write, atomic_write_text

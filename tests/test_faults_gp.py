@@ -15,7 +15,7 @@ from conftest import COMMITTED_SWEEP, ROOT, child_env, interruptible
 from conftest import tiny_gp_spec as tiny_spec
 
 from cem_core.__main__ import main
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.integrity import FolderLock
 
 SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
@@ -25,7 +25,7 @@ SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
 # file's top level too, as __mp_main__)
 SCRIPT = """
 import os, pickle, sys
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 
 real_run_spec = gp_sweep.run_spec
 

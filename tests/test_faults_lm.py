@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, child_env, free_port, interruptible, shard_corpus, tiny_gp_spec
 
 from cem_core.__main__ import main
-from cem_core.experiments.gp_sweep import run_gp_sweep
+from cem_core.experiments.gp.sweep import run_gp_sweep
 from cem_core.experiments.integrity import FolderLock, file_sha256, json_hash
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.train import LMTrainConfig, train

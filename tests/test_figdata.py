@@ -10,7 +10,7 @@ from conftest import tiny_gp_specs, tiny_study_specs
 
 from cem_core import LanguageModel, ModelConfig
 from cem_core.__main__ import main
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata

@@ -12,25 +12,21 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared
 
 from cem_core import CEMOptions, LanguageModel, ModelConfig
 from cem_core.__main__ import main
-from cem_core.experiments import gp, gp_study, gp_sweep
-from cem_core.experiments.gp import (
-    GPModelConfig,
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
+from cem_core.experiments.gp import train as gp_train
+from cem_core.experiments.gp.model import GPModelConfig, GPTransformer, make_tokens
+from cem_core.experiments.gp.task import (
     GPTaskConfig,
-    GPTrainConfig,
-    GPTransformer,
-    baseline_rmses,
-    eval_set,
-    evaluate_at_T,
     gp_posterior_mean,
     gp_predictive,
-    make_tokens,
     nearest_neighbour_predictor,
     predict_in_batches,
     rmse,
     sample_batch,
-    train_gp,
     zero_predictor,
 )
+from cem_core.experiments.gp.train import GPTrainConfig, baseline_rmses, eval_set, evaluate_at_T, train_gp
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.nn.config import ModelShape
 from cem_core.nn.model import recursion_depth
@@ -263,7 +259,7 @@ def test_gp_train_cli(tmp_path, capsys):
 def test_posterior_on_grid_agrees_with_the_causal_posterior():
     task = GPTaskConfig(n_points=10)
     xs, ys = sample_batch(task, 2, torch.Generator().manual_seed(5))
-    from cem_core.experiments.gp import gp_posterior_on_grid
+    from cem_core.experiments.gp.task import gp_posterior_on_grid
     mean, std = gp_posterior_on_grid(task, xs[:, :6], ys[:, :6], xs[:, 6:7])
     causal_mean, causal_var = gp_predictive(task, xs, ys)
     torch.testing.assert_close(mean[:, 0], causal_mean[:, 6])
@@ -283,7 +279,7 @@ def test_model_predict_at_equals_its_causal_prediction():
 
 
 def test_sampled_function_for_plots():
-    from cem_core.experiments.gp import sample_function_on_grid
+    from cem_core.experiments.gp.task import sample_function_on_grid
     task = GPTaskConfig(n_points=12)
     xs, ys, grid, f = sample_function_on_grid(task, seed=3, grid_size=50)
     assert xs.shape == ys.shape == (12,) and grid.shape == f.shape == (50,)
@@ -327,7 +323,7 @@ def test_step_diagnostics_read_the_layer_after_each_step():
     torch.manual_seed(0)
     model = GPTransformer(task, GPModelConfig(shape=SMALL, cem=CEMOptions(T=3, eta=0.5), tokens="interleaved"))
     model.eval()
-    d = gp.step_diagnostics(model, task, train, n_functions=32)
+    d = gp_train.step_diagnostics(model, task, train, n_functions=32)
     xs, ys = (t[:32] for t in eval_set(task, train))
     optimum = rmse(gp_posterior_mean(task, xs, ys), ys)
     with torch.no_grad():
@@ -338,7 +334,7 @@ def test_step_diagnostics_read_the_layer_after_each_step():
     assert d["step_size"] == [0.5] * 3 and all(n > 0 for n in d["update_norm"])
     assert all(0 <= e <= math.log(20) for e in d["attention_entropy"])
     with pytest.raises(ValueError, match="one CEM attention block"):
-        gp.step_diagnostics(GPTransformer(task, GPModelConfig(attention="llama", shape=SMALL)), task, train)
+        gp_train.step_diagnostics(GPTransformer(task, GPModelConfig(attention="llama", shape=SMALL)), task, train)
 
 
 def test_training_records_a_held_out_curve():

@@ -3,7 +3,9 @@ committed sweep's setup, the plateau rule, and the verdict per condition on hand
 import pytest
 from conftest import ROOT, tiny_study_specs
 
-from cem_core.experiments import gp_study, gp_sweep, sweep
+from cem_core.experiments import sweep
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
 
 
 def test_each_condition_changes_one_factor_of_the_base_setup():

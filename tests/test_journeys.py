@@ -52,7 +52,7 @@ from appdriver import (
 )
 from conftest import child_env, require_system_package
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls

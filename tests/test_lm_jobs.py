@@ -105,7 +105,7 @@ def test_time_estimates_scale_timed_steps(monkeypatch):
     is steps plus evaluations at the timed step time."""
     from dataclasses import replace
 
-    from cem_core.experiments import gp
+    from cem_core.experiments.gp import train as gp_train
     from cem_core.experiments.lm.train import LMTrainConfig, run_seconds, seconds_per_step
     from cem_core.ui.controls import GPControls
 
@@ -116,8 +116,8 @@ def test_time_estimates_scale_timed_steps(monkeypatch):
         probes.append(train.steps)
         time.sleep(0.3)
         return type("R", (), {"seconds": 0.2})()
-    monkeypatch.setattr(gp, "train_gp", fake_train)
-    estimate = gp.training_seconds(c.task(), c.model(), replace(c.train(), steps=800), probe_steps=5)
+    monkeypatch.setattr(gp_train, "train_gp", fake_train)
+    estimate = gp_train.training_seconds(c.task(), c.model(), replace(c.train(), steps=800), probe_steps=5)
     assert probes == [5] and 0.2 / 5 * 800 + 0.1 <= estimate < 0.2 / 5 * 800 + 0.6
     cfg = LMTrainConfig.from_preset("cpu-tiny")
     assert run_seconds(cfg, 0.5) == pytest.approx(0.5 * (300 + 3 * 8 / 3))

@@ -23,7 +23,7 @@ import pytest
 from conftest import tiny_gp_specs
 from nbclient.exceptions import CellExecutionError
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 sys.path.insert(0, str(NOTEBOOKS))

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cem_core.experiments import gp_study, gp_sweep
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 
 

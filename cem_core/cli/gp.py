@@ -5,7 +5,11 @@ import os
 import sys
 from pathlib import Path
 
-from cem_core.experiments import cluster, gp, gp_sweep
+from cem_core.experiments import cluster
+from cem_core.experiments.gp import model as gp_model
+from cem_core.experiments.gp import sweep as gp_sweep
+from cem_core.experiments.gp import task as gp_task
+from cem_core.experiments.gp import train as gp_training
 from cem_core.experiments.pool import SweepProgress
 from cem_core.nn.config import KINDS, MLP_KINDS, check_eval_T
 from cem_core.nn.validate import check_device
@@ -38,20 +42,20 @@ def add_gp(sub) -> None:
 
 
 def _add_train(train) -> None:
-    model, task, training = gp.GPModelConfig, gp.GPTaskConfig, gp.GPTrainConfig
+    model, task, training = gp_model.GPModelConfig, gp_task.GPTaskConfig, gp_training.GPTrainConfig
     train.add_argument("--attention", choices=KINDS, default=default_of(model, "attention"),
                        help=f"attention kind (default {default_of(model, 'attention')})")
     train.add_argument("--mlp", choices=MLP_KINDS, default=default_of(model, "mlp"),
                        help=f"MLP kind (default {default_of(model, 'mlp')}: SwiGLU, so runs differ in attention only; "
                             "none: attention-only blocks)")
-    train.add_argument("--tokens", choices=gp.TOKEN_FORMATS, default=default_of(model, "tokens"),
+    train.add_argument("--tokens", choices=gp_model.TOKEN_FORMATS, default=default_of(model, "tokens"),
                        help="token format: pairs = [x_j, x_{j-1}, y_{j-1}, first]; interleaved = a query token "
                             f"[x_j, 0, 1] then [x_j, y_j, 0] (default {default_of(model, 'tokens')})")
     add_shape_arguments(train, default_of(model, "shape"))
     train.add_argument("--loops", type=int, default=default_of(model, "loops"),
                        help=f"times the blocks run over, weights shared (default {default_of(model, 'loops')})")
     add_cem_arguments(train)
-    train.add_argument("--kernel", choices=gp.KERNELS, default=default_of(task, "kernel"),
+    train.add_argument("--kernel", choices=gp_task.KERNELS, default=default_of(task, "kernel"),
                        help=f"GP kernel of the task (default {default_of(task, 'kernel')})")
     for name, kind, what in (("lengthscale", float, "kernel lengthscale"), ("noise_var", float, "noise variance"),
                              ("d_x", int, "input dimension"), ("n_points", int, "points per function")):
@@ -74,15 +78,17 @@ def gp_train(args) -> int:
 
     from tqdm import tqdm
 
-    from cem_core.experiments.gp import GPModelConfig, GPTaskConfig, GPTrainConfig
-    from cem_core.experiments.gp_sweep import RunSpec, run_label, run_spec
+    from cem_core.experiments.gp.model import GPModelConfig
+    from cem_core.experiments.gp.sweep import RunSpec, run_label, run_spec
+    from cem_core.experiments.gp.task import GPTaskConfig
+    from cem_core.experiments.gp.train import GPTrainConfig
     from cem_core.experiments.records import atomic_write_text, check_new_output
 
     cem = cem_options(args)
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
                           d_x=args.d_x, n_points=args.n_points),
-        model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=shape_of(args, gp.GP_SHAPE), cem=cem,
+        model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=shape_of(args, gp_model.GP_SHAPE), cem=cem,
                             tokens=args.tokens, loops=args.loops),
         train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
         group="cli")
@@ -115,7 +121,7 @@ def gp_train(args) -> int:
 
 
 def gp_report(args) -> int:
-    from cem_core.experiments.gp_sweep import GP_PRESETS, GP_SWEEP, gp_preset_runs, results_markdown, stale_hashes
+    from cem_core.experiments.gp.sweep import GP_PRESETS, GP_SWEEP, gp_preset_runs, results_markdown, stale_hashes
     from cem_core.experiments.records import read_json
     path = Path(args.results)
     if path.is_dir():                                   # a sweep folder

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, replace
 
-from cem_core.experiments.gp import KERNELS, GPModelConfig, GPTaskConfig, GPTrainConfig
+from cem_core.experiments.gp.model import GPModelConfig
+from cem_core.experiments.gp.task import KERNELS, GPTaskConfig
+from cem_core.experiments.gp.train import GPTrainConfig
 from cem_core.nn.config import ACTIVATIONS, AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from matplotlib.figure import Figure
 
-from cem_core.experiments import gp_sweep
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
 

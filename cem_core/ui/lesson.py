@@ -126,7 +126,7 @@ GP_VARIANT = "CEM, diagonal none"    # the GP step's numbers: plain CEM attentio
 
 def gp_numbers(records: list[dict]) -> dict:
     """The committed sweep's numbers the GP step quotes: the RMSE ratio at T = 1 and at the largest T."""
-    from cem_core.experiments import gp_sweep
+    from cem_core.experiments.gp import sweep as gp_sweep
 
     data = gp_sweep.ratio_vs_T(records)
     cem = data[GP_VARIANT]

@@ -1,7 +1,7 @@
 """Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
 needs a browser download, docs/design.md#74-static-plotly-export-needs-chrome); the app builds
 Plotly figures from the same data functions. Builders only draw: the numbers come from
-cem_core.ui.figdata (CEM figures), cem_core.experiments.gp_sweep and gp_study (GP figures) and
+cem_core.ui.figdata (CEM figures), cem_core.experiments.gp.sweep and gp_study (GP figures) and
 cem_core.experiments.lm.sweep (language-model figures).
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-from cem_core.experiments import gp_study, gp_sweep
+from cem_core.experiments.gp import study as gp_study
+from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.ui import figdata

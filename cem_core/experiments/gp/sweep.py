@@ -19,15 +19,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cem_core.experiments import sweep
+from cem_core.experiments.integrity import describe_differences, identity_differences, short_repr
+from cem_core.experiments.pool import finished
+from cem_core.experiments.records import provenance, read_json
+from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
 from cem_core.nn.config import ModelShape
 from cem_core.nn.validate import check_choice, check_int
 
-from . import gp, gp_study, sweep
-from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, train_gp
-from .integrity import describe_differences, identity_differences, short_repr
-from .pool import finished
-from .records import provenance, read_json
-from .sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
+from . import study as gp_study
+from .model import GPModelConfig
+from .task import GPTaskConfig
+from .train import GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, step_diagnostics, train_gp
 
 GP_PRESETS = ("quick", "default", "gpu", "plateau", "study")
 GP_EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
@@ -102,7 +105,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "config": spec.config(), "provenance": provenance(),
     }
     if m.attention == "cem" and m.shape.n_layers == 1 and m.loops == 1 and not result.diverged:
-        record["step_diagnostics"] = gp.step_diagnostics(result.model, spec.task, spec.train)
+        record["step_diagnostics"] = step_diagnostics(result.model, spec.task, spec.train)
     if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
         record["rmse_by_eval_T"] = {str(T): v for T, v in
                                     evaluate_at_T(result.model, spec.task, spec.train, eval_Ts).items()}

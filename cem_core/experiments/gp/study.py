@@ -31,11 +31,13 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cem_core.experiments import verdicts
+from cem_core.experiments.records import markdown_table
 from cem_core.nn.config import ModelShape
 
-from . import verdicts
-from .gp import GPModelConfig, GPTaskConfig, GPTrainConfig, RunSpec
-from .records import markdown_table
+from .model import GPModelConfig
+from .task import GPTaskConfig
+from .train import GPTrainConfig, RunSpec
 
 STUDY_TS = (1, 2, 4, 8)
 SEEDS = (0, 1, 2)
