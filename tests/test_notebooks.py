@@ -245,7 +245,7 @@ SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comp
     ("02_gated_mlp_from_energy", "cem_core.nn.energy", "silu_antiderivative", "compare-phi"),
     ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-mlp"),
     ("03_design_space", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-dlr-attention"),
-    ("04_gp_recursion", "cem_core.experiments.gp", "gp_predictive", "compare-gp"),
+    ("04_gp_recursion", "cem_core.experiments.gp.task", "gp_predictive", "compare-gp"),
 ]
 
 # One per derivation of notebooks 01-03, each a wrong sign in the cem_core formula that the derivation
