@@ -525,7 +525,7 @@ else:
 # ## 4. Why: what the steps of a trained layer do
 #
 # The study records, for its depth-1 CEM runs, what each of the T steps does on held-out functions
-# (`cem_core.experiments.gp.step_diagnostics`): the energy $E(x^{(t)})$ relative to the start, the
+# (`cem_core.experiments.gp.train.step_diagnostics`): the energy $E(x^{(t)})$ relative to the start, the
 # update norm $|x^{(t)} - x^{(t-1)}|$, the attention entropy of step $t$ (in nats; $e^{H}$ is the
 # effective number of keys attended to), and the RMSE ratio when the prediction is **read out after
 # step $t$** (the rest of the model unchanged; $t = 0$ is no attention at all). Numbers are means over
