@@ -129,7 +129,8 @@ class ModelShape:
     def recorded(self) -> dict:
         """The shape as run records and hashes hold it: the activation only off its default (it was added after
         the first committed results, so earlier runs keep their hashes)."""
-        return {k: v for k, v in self.shape_fields().items() if not (k == "activation" and v == "silu")}
+        default = ModelShape.__dataclass_fields__["activation"].default
+        return {k: v for k, v in self.shape_fields().items() if not (k == "activation" and v == default)}
 
 
 SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))

@@ -356,13 +356,10 @@ class _Run:
     stream: BatchStream
     val: object                   # the validation blocks (rank 0 only)
     metrics: run_folder.Metrics
+    params: int
     start: int                    # the step it resumes from
     train_stats: DataStats
     val_stats: DataStats
-
-    @property
-    def params(self) -> int:
-        return sum(p.numel() for p in self.model.parameters())
 
     def autocast(self):
         """bf16 autocast for a bfloat16 run on a GPU, else nothing."""
@@ -401,16 +398,16 @@ def _setup(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dis
     stream.skip(start)
     val = (validation_blocks(data, tokenizer, cfg.seq_len, cfg.eval_batches * cfg.batch_size, stats=val_stats)
            if d.main else None)
-    header = {"config": asdict(cfg), "identity_hash": run_hash, "data": describe(data),
-              "params": sum(p.numel() for p in model.parameters()), "provenance": provenance(),
-              "world_size": d.world_size, "device": str(device)}
+    params = sum(p.numel() for p in model.parameters())
+    header = {"config": asdict(cfg), "identity_hash": run_hash, "data": describe(data), "params": params,
+              "provenance": provenance(), "world_size": d.world_size, "device": str(device)}
     metrics = run_folder.Metrics(out / run_folder.METRICS, header, start, enabled=d.main)
     net = torch.nn.parallel.DistributedDataParallel(model) if d.active else model
     if cfg.compile:
         net = torch.compile(net)
     return _Run(cfg=cfg, data=data, out=out, d=d, device=device, run_hash=run_hash, tokenizer=tokenizer,
                 model_cfg=model_cfg, model=model, net=net, optimizer=optimizer, stream=stream, val=val,
-                metrics=metrics, start=start, train_stats=train_stats, val_stats=val_stats)
+                metrics=metrics, params=params, start=start, train_stats=train_stats, val_stats=val_stats)
 
 
 def _loop(run: _Run, progress: bool) -> None:
