@@ -1,3 +1,4 @@
+import ast
 import json
 import os
 import re
@@ -21,6 +22,41 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["CEM_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="cem-lab-test-cache-")
+
+
+QUICK_LOOP = "not slow"                                     # the mark expression of the quick loop
+
+
+def wholly_slow(path: Path) -> bool:
+    """Whether a test module marks every test slow (`pytestmark = pytest.mark.slow`, alone or in a list), read
+    from its source without importing it."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+            return any(ast.unparse(m) == "pytest.mark.slow" for m in marks)
+    return False
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The quick loop does not import a module whose tests are all slow: their imports (transformers, nbconvert,
+    Streamlit's AppTest, Playwright) would cost it seconds for tests it deselects anyway."""
+    if config.getoption("markexpr", "").strip() == QUICK_LOOP and collection_path.suffix == ".py" \
+            and collection_path.name.startswith("test_"):
+        return wholly_slow(collection_path) or None
+    return None
+
+
+def covering(grid: list[tuple]) -> list:
+    """A parameter grid for `pytest.mark.parametrize` whose quick loop runs a few rows that between them take every
+    value of every column (greedily: each next row is the one with the most values not yet taken, the earliest on a
+    tie); the other rows, in their places, are marked slow."""
+    missing = {cell for row in grid for cell in enumerate(row)}
+    quick: set[int] = set()
+    while missing:
+        best = max(range(len(grid)), key=lambda i: (len(missing & set(enumerate(grid[i]))), -i))
+        quick.add(best)
+        missing -= set(enumerate(grid[best]))
+    return [pytest.param(*row, marks=() if i in quick else pytest.mark.slow) for i, row in enumerate(grid)]
 
 
 def require_system_package(found: bool, what: str, package: str, module_level: bool = False) -> None:

@@ -76,6 +76,8 @@ from cem_core import (
     SwiGLUConfig,
 )
 
+pytestmark = pytest.mark.slow          # imports transformers (3 s)
+
 # ---------------------------------------------------------------------------------------------
 # builders: ours (random weights) and the HF reference with the same weights
 # ---------------------------------------------------------------------------------------------

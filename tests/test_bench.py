@@ -16,6 +16,7 @@ from cem_core.nn.flops import attention_flops, mlp_flops, model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 
 
+@pytest.mark.slow
 def test_bench_writes_records_with_flop_ratios(tmp_path, capsys):
     path = tmp_path / "bench.json"
     assert main(["bench", "--d-model", "32", "--n-heads", "4", "--seq-len", "16", "--batch", "2", "--d-ff", "64",
@@ -104,6 +105,7 @@ def test_compiled_rows_run_the_same_layer(float64, monkeypatch, diagonal):
     torch.testing.assert_close(grad, ref_grad, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,H", [(768, 12), (512, 8), (128, 4), (64, 4)])
 @pytest.mark.parametrize("n", [128, 512, 1024])
 def test_shared_diagonal_memory_stays_within_the_concatenated_paths(d, H, n):
@@ -117,6 +119,7 @@ def test_shared_diagonal_memory_stays_within_the_concatenated_paths(d, H, n):
     assert shared <= per_head, (shared / 2**20, per_head / 2**20)
 
 
+@pytest.mark.slow
 def test_recomputed_blocks_keep_only_their_inputs(monkeypatch):
     """Where the blocks' weights would not fit (d = 64, n = 512) they are recomputed in backward: forcing
     them kept instead takes more than twice the memory."""

@@ -26,6 +26,7 @@ JOINT = CEMOptions(T=2, diagonal="shared", diagonal_form="distance", preconditio
                    eta_mode="per_step", block="joint")
 
 
+@pytest.mark.slow
 def test_one_joint_step_is_a_parallel_block(float64):
     """T = 1: h + x^(1) - x^(0) = h + Attn(Norm h) + MLP(Norm h), the tied attention and MLP of one norm
     added side by side (GPT-J and PaLM's parallel block), not one after the other."""
@@ -163,6 +164,7 @@ def test_every_parameter_of_a_joint_model_receives_gradient():
     assert all(block.attn is None and block.mlp is None for block in model.blocks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("diagonal,form", [("none", "bilinear"), ("per_head", "distance"), ("shared", "distance")])
 def test_joint_and_distance_generation_with_the_cache_equals_without(float64, diagonal, form):
     torch.manual_seed(5)
@@ -179,6 +181,7 @@ def test_joint_and_distance_generation_with_the_cache_equals_without(float64, di
         torch.testing.assert_close(torch.cat(chunks, 1), model(idx), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("T", [1, 3])
 @pytest.mark.parametrize("preconditioner", ["none", "dlr"])
 def test_block_flops_are_its_terms_with_one_preconditioner(T, preconditioner, monkeypatch):

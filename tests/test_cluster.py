@@ -40,6 +40,7 @@ def test_the_same_sweep_through_the_local_pool_and_submitit_local_gives_identica
     assert gp_sweep.run_gp_sweep(tmp_path / "jobs", specs, jobs=2, executor=engine) == job_records
 
 
+@pytest.mark.slow
 def test_a_job_that_fails_ends_the_sweep_with_its_error_and_its_log(tmp_path):
     """int('x') raises in the job's subprocess: the executor yields the runs that finished and then a ValueError
     that names the job's error and its log file, never submitit's traceback."""
@@ -51,6 +52,7 @@ def test_a_job_that_fails_ends_the_sweep_with_its_error_and_its_log(tmp_path):
     assert str(tmp_path) in str(err.value)
 
 
+@pytest.mark.slow
 def test_closing_the_sweep_cancels_the_jobs_still_running(tmp_path):
     """A sweep that stops (Ctrl-C, an error, the caller closing the generator) leaves no job behind: with two
     slots, a 60-second job still runs when the first finishes; closing the generator ends its processes. Here
@@ -88,6 +90,7 @@ def test_a_record_a_worker_hands_back_is_checked_before_it_is_saved(tmp_path):
     assert not (tmp_path / "other" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_the_cli_takes_an_executor_and_explains_a_missing_engine(tmp_path):
     """`--executor` is a sweep flag of both the GP and the LM sweep; an engine that is not installed is a clear
     error (exit 2) before any run trains, not an ImportError traceback."""

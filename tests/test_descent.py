@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 import torch
-from conftest import randomize_
+from conftest import covering, randomize_
 
 from cem_core import (
     VARIANTS,
@@ -22,8 +22,8 @@ from cem_core import (
 # -- causality ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("diagonal,preconditioner,rope", list(itertools.product(("none", "per_head", "shared"),
-                                                                           ("none", "dlr", "psd"), (False, True))))
+@pytest.mark.parametrize("diagonal,preconditioner,rope", covering(list(itertools.product(
+    ("none", "per_head", "shared"), ("none", "dlr", "psd"), (False, True)))))
 def test_attention_is_causal(float64, diagonal, preconditioner, rope):
     torch.manual_seed(0)
     layer = randomize_(CEMAttention(AttentionConfig(d_model=16, n_heads=2, T=3, diagonal=diagonal,

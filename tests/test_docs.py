@@ -188,6 +188,7 @@ def test_every_citation_resolves():
     assert not rows, _report(rows)
 
 
+@pytest.mark.slow
 def test_no_legacy_citations():
     rows = [f"{rel}:{line}: {snippet!r}  ({why})"
             for rel, text in scanned_files() if not rel.startswith(DOCS)

@@ -15,7 +15,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randomize_
+from conftest import covering, randomize_
 
 import cem_core.nn.attention as attention_module
 from cem_core import (
@@ -70,7 +70,7 @@ def stable_distance(layer):
     return layer
 
 
-@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", covering(ATTENTION_GRID))
 def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal, form, preconditioner, T, rope, anchor,
                                                  blocking):
     layer = block_queries(monkeypatch, attention(diagonal, preconditioner, T, rope, anchor, form), blocking)
@@ -81,7 +81,7 @@ def test_attention_fast_path_is_autograd_descent(float64, monkeypatch, diagonal,
     torch.testing.assert_close(h + trace.iterates[-1] - trace.iterates[0], layer(h), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", ATTENTION_GRID)
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,blocking", covering(ATTENTION_GRID))
 def test_attention_backward_is_autograd_descent(float64, monkeypatch, diagonal, form, preconditioner, T, rope, anchor,
                                                 blocking):
     """The gradients with respect to h and every parameter equal those of the T autograd steps."""
@@ -107,7 +107,7 @@ def test_learned_eta_is_exact_forward_and_backward(float64, diagonal, preconditi
 MLP_GRID = list(itertools.product(("none", "dlr", "psd"), (1, 2, 3, 8), (0.0, 0.7), ("silu", "gelu", "relu")))
 
 
-@pytest.mark.parametrize("preconditioner,T,anchor,activation", MLP_GRID)
+@pytest.mark.parametrize("preconditioner,T,anchor,activation", covering(MLP_GRID))
 def test_mlp_fast_path_is_autograd_descent(float64, preconditioner, T, anchor, activation):
     torch.manual_seed(T)
     cfg = MLPConfig(d_model=12, d_ff=20, T=T, eta=0.5, preconditioner=preconditioner, rank=2,
@@ -135,7 +135,7 @@ def joint_block(diagonal, form, preconditioner, T, rope, anchor, activation, **k
     return stable_distance(randomize_(CEMBlock(cfg), seed=T))
 
 
-@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", BLOCK_GRID)
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", covering(BLOCK_GRID))
 def test_joint_block_fast_path_is_autograd_descent_on_the_summed_energy(float64, diagonal, form, preconditioner, T,
                                                                         rope, anchor, activation):
     layer = joint_block(diagonal, form, preconditioner, T, rope, anchor, activation)
@@ -151,7 +151,7 @@ def test_joint_block_fast_path_is_autograd_descent_on_the_summed_energy(float64,
     assert trace.weights.shape == (T, 2, 4, 7, 7)
 
 
-@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", BLOCK_GRID)
+@pytest.mark.parametrize("diagonal,form,preconditioner,T,rope,anchor,activation", covering(BLOCK_GRID))
 def test_joint_block_backward_is_autograd_descent(float64, diagonal, form, preconditioner, T, rope, anchor, activation):
     layer = joint_block(diagonal, form, preconditioner, T, rope, anchor, activation,
                         learn_eta=True, eta_per_step=T > 1)

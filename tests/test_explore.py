@@ -119,6 +119,7 @@ GRID = [dict(layer=layer, preconditioner=p, anchor=anchor, T=T, eta=eta, p_scale
         for scale, seed in (((0.3, 0), (2.0, 2)) if p != "none" else ((0.3, 0),))]
 
 
+@pytest.mark.slow
 def test_no_note_contradicts_the_trace_or_another_note():
     """Over a grid of states: one note per phase, and everything it says holds on the trace recomputed here
     (which tokens rose at which steps, falling at every step, settling, running off, diverging, P's negative

@@ -65,6 +65,7 @@ def test_concurrent_starts_make_exactly_one_job(board, monkeypatch):
     assert board.current()["pid"] == started[0] and board.current()["running"]
 
 
+@pytest.mark.slow
 def test_a_stale_pid_is_not_running_and_never_signalled(board, bystander):
     _write_record(board, _record_for(bystander.pid))                          # the pid now names an unrelated process
     job = board.current()
@@ -188,6 +189,7 @@ def test_a_shard_folder_whose_splits_link_outside_is_refused(board, tmp_path):
     assert board.current() is None                                                   # nothing started
 
 
+@pytest.mark.slow
 def test_one_unreadable_entry_leaves_the_lm_page_whole(board, monkeypatch):
     """One unreadable folder in the data folder (mode 000 for the app's user; made unreadable for the app
     itself here, since CI runs as root) used to take down the whole LM page with a PermissionError. It is
@@ -211,6 +213,7 @@ def test_one_unreadable_entry_leaves_the_lm_page_whole(board, monkeypatch):
     assert "locked: Permission denied" in skipped and "no *.jsonl" in skipped, skipped
 
 
+@pytest.mark.slow
 def test_a_metrics_file_damaged_while_the_page_watches_is_a_warning(board, monkeypatch):
     """A metrics.jsonl damaged mid-file (or hand-edited: a step written as "4") while the page was open used to
     show a raw traceback with the server's paths; the other variant's curve and the page stay."""
@@ -260,6 +263,7 @@ def test_the_energy_pages_cache_is_bounded_in_bytes():
     assert huge.shape == (3000, 1000) and "huge" not in cache._items and len(cache) == 2
 
 
+@pytest.mark.slow
 def test_the_energy_page_keeps_its_states_within_the_budget():
     """The page's shared cache (AppTest runs the page in this process): distinct states add to it up to
     CACHE_BYTES and not beyond, and a state seen before is not computed again."""
@@ -277,6 +281,7 @@ def test_the_energy_page_keeps_its_states_within_the_budget():
     assert len(cache) == held
 
 
+@pytest.mark.slow
 def test_a_lesson_links_value_is_plain_text(board):
     """The lesson's ?lesson= value went into Markdown too (the browser test renders the other pages' values)."""
     at = run_page("energy", {"lesson": "![img](http://127.0.0.1:9/p.png) **bold**"})

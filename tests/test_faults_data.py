@@ -124,6 +124,7 @@ def test_concatenated_zst_frames_are_read_completely(tmp_path):
 
 # --- a maximum document size -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_one_enormous_line_is_skipped_in_bounded_memory(tmp_path):
     """A 13 KB .zst holding one 400 MiB line used to be read whole (a MemoryError on a small
     machine). The test writes the shard in 1 MiB steps, so it never holds the line itself."""
@@ -172,6 +173,7 @@ def test_the_cap_applies_to_plain_jsonl_and_keeps_the_rank_assignment(tmp_path):
     assert [s.oversized for s in stats] == [1, 0]
 
 
+@pytest.mark.slow
 def test_the_cap_applies_to_hub_streaming(tmp_path):
     """The `datasets` path reads a text whole (json through pyarrow), but one over the cap is then
     skipped and counted instead of being tokenised."""

@@ -36,6 +36,7 @@ def test_a_lock_that_is_a_folder_is_refused_with_a_message(tmp_path):
         FolderLock(tmp_path, "run").acquire()
 
 
+@pytest.mark.slow
 def test_a_planted_temporary_link_is_never_written_through(tmp_path, capsys):
     """`ln -s $PWD/v2 T/rec.json.tmp; gp train --out T/rec.json`: the record is written as a regular file
     of its own, the link and its target stay as they were (atomic_write used to write through the link
@@ -164,6 +165,7 @@ def lm_train(capsys, data: str, out: Path) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatch, capsys, one_thread):
     """Another Python build's standard library is another demo corpus: a resume used to go on silently on it,
     so one metrics.jsonl held two corpora. The demo text's sha256 is now recorded and compared."""
@@ -192,6 +194,7 @@ def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatc
         data.demo_corpus.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["rewritten", "added", "removed"])
 def test_a_resume_on_changed_shards_is_refused_naming_the_shard(tmp_path, capsys, one_thread, change):
     """A local shard's size and sha256 are part of the run: a shard rewritten, added or removed since the run
@@ -257,6 +260,7 @@ def test_bad_command_line_values_are_refused_before_any_work(tmp_path, capsys, a
     assert (tmp_path / "file").read_text() == "keep\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seq_len", [2, 3])
 def test_a_short_context_trains_and_samples(tmp_path, capsys, one_thread, seq_len):
     """`--seq-len 1..3` used to train and checkpoint, then fail on the 4-byte sample prompt "The ", on every
@@ -311,6 +315,7 @@ def test_gp_report_says_runs_are_missing_and_refuses_numbers_that_are_not(tmp_pa
     assert "rmse=inf is invalid: not finite in a run that did not diverge" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_sweep_worker_killed_is_a_message_not_a_broken_pool_traceback():
     """One sweep worker killed (the OOM killer's way: the process ends without a word) used to end the sweep
     in a BrokenProcessPool traceback. os._exit stands for the kill: the worker is gone mid-run."""
@@ -320,6 +325,7 @@ def test_a_sweep_worker_killed_is_a_message_not_a_broken_pool_traceback():
         list(finished(os._exit, [3, 3], jobs=2))
 
 
+@pytest.mark.slow
 def test_execute_without_the_committed_results_keeps_the_committed_outputs(tmp_path):
     """`notebooks/execute.py` in a tree without results/ used to overwrite the committed outputs with "results
     are not there"."""

@@ -39,6 +39,7 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
 # -- run identity -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_other_data_into_a_run_folder_is_refused(tmp_path, capsys, one_thread):
     first, second = shard_corpus(tmp_path, name="a.jsonl"), shard_corpus(tmp_path, name="b.jsonl")
     out = str(tmp_path / "run")
@@ -92,6 +93,7 @@ def test_an_lm_run_and_a_gp_sweep_never_share_a_folder(tmp_path, capsys, one_thr
     assert code == 2 and "holds files that are not a comparison's" in err
 
 
+@pytest.mark.slow
 def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_path, one_thread):
     """A folder as an older version wrote it: its identity (and the hash its checkpoints carry)
     lacks fields added since. Resuming it is the same run when those fields have their defaults."""
@@ -147,6 +149,7 @@ def _newest(out: Path) -> Path:
     return out / json.loads((out / "checkpoints.json").read_text())[-1]["file"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["zero 8 KB", "truncate", "empty"])
 def test_a_damaged_checkpoint_is_detected_and_the_previous_one_used(tmp_path, capsys, one_thread, damage):
     cfg, data, out = _finished_run(tmp_path, steps=6)
@@ -245,6 +248,7 @@ def test_non_integral_eval_T_is_refused_not_truncated(values):
         LMTrainConfig(variant="cem-attn", eval_T=values)
 
 
+@pytest.mark.slow
 def test_skipped_records_are_shown_by_the_cli_and_kept_in_the_summary(tmp_path, capsys, one_thread):
     data = shard_corpus(tmp_path)
     shard = Path(data.path)

@@ -120,6 +120,7 @@ def test_parameter_counts_match_the_built_models():
 # -- make figures ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     """`make figures` runs this command on the committed sweep; a two-run sweep stands in for it here,
     so the test does not depend on how far the real sweep has got."""

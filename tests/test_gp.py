@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import COMMITTED_SWEEP, ROOT, tiny_gp_specs
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
 
 from cem_core import CEMOptions, LanguageModel, ModelConfig
 from cem_core.__main__ import main
@@ -38,6 +36,10 @@ TASKS = [GPTaskConfig(n_points=12), GPTaskConfig(kernel="matern52", lengthscale=
 
 
 def sklearn_kernel(task):
+    """The task's kernel in scikit-learn (an independent implementation), imported here: the quick loop, which runs
+    none of the tests that use it, does without scikit-learn's import."""
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, ExpSineSquared, Matern
+
     scale = ConstantKernel(task.signal_var, constant_value_bounds="fixed")
     if task.kernel == "rbf":
         return scale * RBF(task.lengthscale, length_scale_bounds="fixed")
@@ -47,6 +49,14 @@ def sklearn_kernel(task):
                                   periodicity_bounds="fixed")
 
 
+def sklearn_regressor(task):
+    """scikit-learn's GP regressor on the task's kernel and noise, with the hyperparameters held fixed."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    return GaussianProcessRegressor(sklearn_kernel(task), alpha=task.noise_var, optimizer=None)
+
+
+@pytest.mark.slow                       # scikit-learn
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: f"{t.kernel}-dx{t.d_x}")
 def test_posterior_mean_equals_sklearn(task):
     xs, ys = sample_batch(task, 3, torch.Generator().manual_seed(0))
@@ -55,23 +65,25 @@ def test_posterior_mean_equals_sklearn(task):
     for b in range(3):
         assert ours[b, 0] == 0.0                                            # the prior mean at j = 0
         for j in range(1, task.n_points):
-            gpr = GaussianProcessRegressor(sklearn_kernel(task), alpha=task.noise_var, optimizer=None)
+            gpr = sklearn_regressor(task)
             gpr.fit(xs[b, :j].double().numpy(), ys[b, :j].double().numpy())
             expected = gpr.predict(xs[b, j:j + 1].double().numpy())[0]
             assert abs(float(ours[b, j]) - expected) < 1e-6, (b, j)
 
 
+@pytest.mark.slow                       # scikit-learn
 def test_predictive_variance_equals_sklearn():
     task = TASKS[0]
     xs, ys = sample_batch(task, 1, torch.Generator().manual_seed(1))
     _, var = gp_predictive(task, xs, ys)
     j = 7
-    gpr = GaussianProcessRegressor(sklearn_kernel(task), alpha=task.noise_var, optimizer=None)
+    gpr = sklearn_regressor(task)
     gpr.fit(xs[0, :j].double().numpy(), ys[0, :j].double().numpy())
     _, std = gpr.predict(xs[0, j:j + 1].double().numpy(), return_std=True)
     assert abs(float(var[0, j]) - (std[0] ** 2 + task.noise_var)) < 1e-8   # f variance + noise
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.kernel)
 def test_samples_have_the_kernel_covariance(task):
     """Whitened by sklearn's kernel (an independent implementation), the samples must be N(0, I):
@@ -89,6 +101,7 @@ def test_samples_have_the_kernel_covariance(task):
     assert np.abs(zs.T @ zs / len(zs) - np.eye(task.n_points)).max() < 0.035
 
 
+@pytest.mark.slow
 def test_samples_detect_a_wrong_lengthscale():
     """The covariance test above can fail: whitening with another lengthscale is far from N(0, I)."""
     task = GPTaskConfig(n_points=6)
@@ -99,6 +112,7 @@ def test_samples_detect_a_wrong_lengthscale():
     assert np.abs(zs.T @ zs / len(zs) - np.eye(6)).max() > 0.2
 
 
+@pytest.mark.slow
 def test_gp_optimum_beats_every_baseline_and_a_trained_model():
     task, train = GPTaskConfig(n_points=16), GPTrainConfig(steps=40, eval_size=256, batch_size=32)
     base = baseline_rmses(task, train)
@@ -109,6 +123,7 @@ def test_gp_optimum_beats_every_baseline_and_a_trained_model():
     assert (gp[1:] < nn_[1:]).all()
 
 
+@pytest.mark.slow
 def test_short_training_lowers_rmse():
     task = GPTaskConfig(n_points=16)
     train = GPTrainConfig(steps=80, eval_size=256, batch_size=32, seed=1)
@@ -228,6 +243,7 @@ def test_committed_results_match_the_default_sweep():
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun the default sweep"
 
 
+@pytest.mark.slow
 def test_report_and_figures_from_results(tmp_path, capsys):
     gp_sweep.run_gp_sweep(tmp_path, tiny_gp_specs())
     assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
@@ -345,6 +361,7 @@ def test_training_records_a_held_out_curve():
     assert result.rmse_curve[-1][1] == pytest.approx(result.rmse)
 
 
+@pytest.mark.slow
 def test_a_sweep_reuses_runs_of_the_same_configuration(tmp_path, monkeypatch, capsys):
     """--reuse takes another sweep's runs of the same configuration (same hash) as they are, under this
     sweep's group, and trains only the rest; runs of other configurations are not taken."""

@@ -90,6 +90,7 @@ def test_the_map_draws_depth_and_looping_as_lines_beside_base_and_averages_learn
     assert gp_study.learned_step_sizes(records, "eta per step") == {4: pytest.approx([0.5, 1.0, 2.0, 1.0])}
 
 
+@pytest.mark.slow
 def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition_gets_a_panel(tmp_path):
     """distance is compared with the bilinear diagonal at T = 1, 4 and 8: that comparison is a curve, its
     Llama line is base's; and the map draws one panel per condition, however many there are."""

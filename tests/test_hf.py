@@ -40,7 +40,8 @@ TOL = 1e-10
 DTYPE = torch.float64
 
 
-pytestmark = pytest.mark.usefixtures("hf_fp64_norm")        # HF's RMSNorm without its float32 round trip
+pytestmark = [pytest.mark.slow,                                   # imports transformers (3 s)
+              pytest.mark.usefixtures("hf_fp64_norm")]      # HF's RMSNorm without its float32 round trip
 
 
 def hf_layer(d: int, H: int, f: int, rope: bool, seed: int):

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "notebooks"))
 from publish import HANDOUT_PAGES, PublishError, chromium  # noqa: E402
 
+pytestmark = pytest.mark.slow          # builds the deck and the handout, starts a browser, chromium and JupyterLab
+
 CHROMIUM = shutil.which("chromium")
 SECTIONS = ["Where this comes from", "1. The causal interaction energy", "2. The tied weights",
             "3. The gated MLP from an element-wise energy", "4. More steps in one layer", "5. What the evidence says",
@@ -50,7 +52,6 @@ def test_the_deck_needs_nothing_from_the_network(deck):
     assert "reveal.js 5" in (deck.parent / "reveal.js/dist/reveal.js").read_text()[:200]
 
 
-@pytest.mark.slow                      # a browser
 def test_a_browser_steps_through_every_slide_offline(deck, tmp_path):
     """In Chromium with every network request refused: Reveal starts, each press of the space bar (a clicker's
     next) shows the next slide until the last, the section titles come in the lecture's order, the maths is
@@ -98,7 +99,6 @@ def test_a_browser_steps_through_every_slide_offline(deck, tmp_path):
     assert refused == []
 
 
-@pytest.mark.slow                      # chromium prints
 def test_make_handout_prints_at_most_four_pages_with_the_lecture_in_them(tmp_path):
     require_system_package(CHROMIUM is not None, "the handout", "chromium")
     from pypdf import PdfReader
@@ -128,7 +128,6 @@ def test_without_chromium_the_handout_says_how_to_get_it(monkeypatch, tmp_path):
     assert done.returncode == 1 and "apt install chromium" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.slow                      # starts JupyterLab
 def test_make_notebooks_opens_jupyterlab_as_root_too():
     """As root (containers, lab machines) `make notebooks` passes --allow-root, and JupyterLab answers."""
     port = free_port()

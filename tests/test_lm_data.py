@@ -81,6 +81,7 @@ def _local(path, **kw) -> DataConfig:
 
 # --- (a) the datasets streaming code path, offline -------------------------------------------
 
+@pytest.mark.slow                       # imports Hugging Face datasets
 @pytest.mark.parametrize("n_train_files", [1, 2])   # 1: split by examples; 2: split by shards
 def test_hub_streaming_path_on_local_json(tmp_path, n_train_files):
     train = _texts("train", 24)
@@ -110,6 +111,7 @@ def test_hub_streaming_path_on_local_json(tmp_path, n_train_files):
     assert (stats.documents, stats.filtered) == (0, len(train))
 
 
+@pytest.mark.slow                       # imports Hugging Face datasets
 def test_hub_streaming_without_validation_split_holds_out_by_hash(tmp_path):
     docs = _texts("only train", 60)
     files = {"train": [str(_write_shard(tmp_path / "train.jsonl", [_record(t) for t in docs]))]}

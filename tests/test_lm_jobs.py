@@ -56,6 +56,7 @@ def test_one_job_at_a_time_and_stop(board, monkeypatch):
     board.stop()
 
 
+@pytest.mark.slow
 def test_progress_reads_the_run_folder(board, monkeypatch):
     monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: [sys.executable, "-c", "print('hi')"])
     job = board.start(jobs.JobSpec(variants=("llama",)))
@@ -100,6 +101,7 @@ def test_duration_reads_as_a_person_writes_it():
         ["1 s", "12 s", "1 min 00 s", "3 min 20 s", "59 min 59 s", "1 h 05 min"]
 
 
+@pytest.mark.slow
 def test_time_estimates_scale_timed_steps(monkeypatch):
     """The GP estimate scales the timed probe steps to the run's steps and adds the evaluation; the LM estimate
     is steps plus evaluations at the timed step time."""

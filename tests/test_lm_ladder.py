@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-import scipy.stats
 from conftest import ROOT, page_tables, row_values
 
 from cem_core.experiments import verdicts
@@ -66,7 +65,10 @@ def test_the_paper_scale_is_the_86m_preset():
     assert 85.0e6 < ladder.paper_scale() < 85.5e6
 
 
+@pytest.mark.slow                       # imports scipy.stats (0.7 s)
 def test_the_fitted_line_and_its_intervals_match_numpy_and_scipy():
+    import scipy.stats
+
     rng = random.Random(3)
     points = [{"N": n, "g": 0.2 - 0.03 * math.log10(n) + rng.gauss(0, 0.01)}
               for n in (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)]
@@ -234,6 +236,7 @@ def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
     return records
 
 
+@pytest.mark.slow
 def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
     records = _ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x, "attn T=2": lambda x: 0.2,
                             "cem-full": lambda x: -0.1 + 0.06 * x})
@@ -309,6 +312,7 @@ def test_partial_own_rate_results_say_what_is_missing(committed_lm_sweep):
     assert sweep.step_size_summary(own).startswith("Claim 6 and learned step sizes: no runs yet of attn T=2, diag")
 
 
+@pytest.mark.slow
 def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     records = [r for r in _ladder_like({"attn T=1": lambda x: 0.1}) if r["identity"]["config"]["d_model"] == 32]
     rows = ladder.trend_rows(records)
@@ -320,6 +324,7 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     plots.mpl_lm_ladder(records)
 
 
+@pytest.mark.slow
 def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
     """LADDER_RULE's extension: a rate added for one variant at one width adds just those runs, and the folder's
     manifest accepts the grown sweep (its earlier runs a subset)."""
@@ -344,6 +349,7 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
         "llama")                                                               # a rate already there adds nothing
 
 
+@pytest.mark.slow
 def test_a_gap_whose_line_crosses_zero_is_named_so_not_only_closing():
     """CEM ahead at the smallest width and behind at the largest: LADDER_RULE's word is "closing" (the slope moves
     the starting gap towards 0), and the summary says where the line crosses 0 and that the gap grows past it."""

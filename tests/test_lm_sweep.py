@@ -25,6 +25,7 @@ def quick(tmp_path_factory):
     return out, sweep.run_sweep(out, "quick", jobs=1)
 
 
+@pytest.mark.slow
 def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
     out, records = quick
     preset = sweep.SWEEP_PRESETS["quick"]
@@ -38,6 +39,7 @@ def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
     assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["data_sha256"]
 
 
+@pytest.mark.slow
 def test_a_finished_sweep_trains_nothing_again(quick):
     out, records = quick
     todo = []
@@ -61,12 +63,14 @@ def test_the_budget_is_twenty_tokens_per_llama_parameter():
     (lambda out: sweep.run_sweep(out, "quick", DataConfig(source="demo", demo_max_bytes=100_000), jobs=1),
      "another sweep"),
 ])
+@pytest.mark.slow
 def test_another_sweep_or_data_source_is_refused(quick, change, message):
     out, _ = quick
     with pytest.raises(ValueError, match=message):
         change(out)
 
 
+@pytest.mark.slow
 def test_edited_records_and_stray_files_are_refused(quick, tmp_path):
     out, records = quick
     for name, edit, message in (("seed", {"seed": 7}, "does not match"), ("hash", {"hash": "0" * 64}, "not the hash"),
@@ -92,6 +96,7 @@ def test_a_damaged_manifest_is_refused_with_its_path(tmp_path, manifest, message
     assert str(tmp_path / SWEEP_MANIFEST) in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, monkeypatch):
     real = sweep.train
 
@@ -107,6 +112,7 @@ def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, mo
     assert sweep.claims(records)[7]["verdict"] == "contradicted"
 
 
+@pytest.mark.slow
 def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     """--data PATH trains on local SlimPajama-format shards; the manifest names them, and the demo corpus
     is then refused in that folder."""
@@ -157,6 +163,7 @@ def test_the_probe_rule_picks_the_learning_rate_that_suits_every_variant():
     assert sweep.choose_lr(records) == 3e-3
 
 
+@pytest.mark.slow
 def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
     out, _ = quick
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0
@@ -167,6 +174,7 @@ def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
     assert "another sweep" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_sweep_that_grew_trains_only_its_new_runs_and_another_sweep_is_still_refused(quick, tmp_path):
     """A folder of the same sweep from before two variants were added (its manifest lists a subset of the
     runs) is taken up: the new runs train, the old are kept, the manifest lists them all. A manifest with a

@@ -20,6 +20,7 @@ TINY = dict(shape=ModelShape(d_model=32, n_layers=1, n_heads=2, d_ff=64), seq_le
             sample_tokens=8)
 
 
+@pytest.mark.slow
 def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
     data = corpus(tmp_path)
     cfg = LMTrainConfig(variant="cem-full", steps=60, eval_every=10, ckpt_every=60, lr=1e-2, eval_T=(1, 3), **TINY)
@@ -117,6 +118,7 @@ def _closed_form_total(d, L, H, f, V, attention, mlp, cem):
     return V * d + L * (attn + ff) + d                                  # tied embedding, final norm
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["paper-86m", "paper-162m"])
 def test_paper_presets_build_on_meta_with_documented_counts(preset):
     readme = (ROOT / "README.md").read_text()
@@ -146,6 +148,7 @@ def test_bad_settings_name_the_field(kwargs, field):
         LMTrainConfig(**kwargs)
 
 
+@pytest.mark.slow
 def test_cli_train_and_compare(tmp_path, capsys, one_thread):
     data = corpus(tmp_path)
     common = ["--data", data.path, "--steps", "3", "--batch-size", "4", "--seq-len", "16"]

@@ -111,6 +111,7 @@ def test_tiny_model_overfits_a_fixed_batch(variant):
     assert first.item() > 3.0 and loss.item() < 0.1, (first.item(), loss.item())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("diagonal", ["none", "shared"])
 def test_generate_with_cache_equals_without(float64, variant, diagonal):

@@ -30,6 +30,8 @@ sys.path.insert(0, str(NOTEBOOKS))
 from execute import digest, execute, png_size_and_dpi, source_hash, tags  # noqa: E402
 from solutions import EXERCISES  # noqa: E402
 
+pytestmark = pytest.mark.slow          # reads and executes notebooks (jupytext, nbclient kernels, a virtualenv)
+
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 NAMES = [p.stem for p in SOURCES]
 ROOT = NOTEBOOKS.parent
@@ -116,7 +118,6 @@ def test_every_notebook_starts_with_the_same_colab_setup_cell():
     assert len(set(firsts)) == 1
 
 
-@pytest.mark.slow                       # a virtual environment and pip
 def test_the_colab_cell_installs_the_project_where_cem_core_is_missing(tmp_path):
     """Run as a student's first cell by a Python without cem_core (a fresh virtual environment): it clones the
     project (here from this repository), pip installs the clone (without dependencies here, which Colab
@@ -195,7 +196,6 @@ def test_every_ipynb_has_its_py_source():
 # -- execution -------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom_and_gives_the_committed_outputs(name, student_env):
     """In the students' environment (no test-only package importable), a fresh run reproduces the committed
@@ -313,7 +313,6 @@ except Exception as error:
 """
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("exercise", list(EXERCISES))
 def test_the_solution_passes_the_check_and_a_wrong_answer_fails_it(exercise, student_env):
     """The notebook up to the exercise's check, with the solution put in place of `answer = None`, then
@@ -342,13 +341,11 @@ def assert_only_cell_fails(name: str, module: str, attribute: str, cell: str, wh
     assert [tags(c) for c in failed] == [[cell]]
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("name,module,attribute,cell", SIGN_FLIPS, ids=[f"{n[:2]}-{a}" for n, _, a, _ in SIGN_FLIPS])
 def test_wrong_sign_in_cem_core_fails_the_comparison(name, module, attribute, cell):
     assert_only_cell_fails(name, module, attribute, cell)
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("flip", list(DERIVATION_SIGN_FLIPS))
 def test_wrong_sign_fails_the_derivation_check(flip):
     """Each derivation's closing comparison with cem_core (RoPE, the MLP's curvature, D+LR, the
@@ -358,7 +355,6 @@ def test_wrong_sign_fails_the_derivation_check(flip):
     assert_only_cell_fails(name, module, attribute, cell, when)
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("n_runs", [0, 2])
 def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
     """The sweep may be absent or incomplete: the notebook runs with whatever records exist (here none,
@@ -372,7 +368,6 @@ def test_gp_notebook_works_with_partial_results(tmp_path, n_runs):
     assert f"{n_runs} runs loaded" in loaded.outputs[0].text
 
 
-@pytest.mark.slow                       # executes notebooks in a kernel
 @pytest.mark.parametrize("n_runs", [0, 20])
 def test_evidence_notebook_works_with_partial_results(tmp_path, n_runs):
     """05 reads whatever results exist and says what is missing: no results file at all, or the first n_runs

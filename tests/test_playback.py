@@ -28,6 +28,7 @@ def _figures(c: EnergyControls, pinned=None):
     return phase, token, figures, other
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("values", [dict(T=16), dict(T=3, seq_len=24, token=5), dict(layer="mlp", T=6)])
 def test_each_frame_moves_the_named_traces_to_step_t(values):
     c = EnergyControls.from_values(**values)
@@ -65,6 +66,7 @@ def _view(**values) -> dict:
     return playback.view(phase, figures, token, 0)
 
 
+@pytest.mark.slow
 def test_the_version_changes_with_the_state_and_only_then():
     a = _view(T=4)
     assert _view(T=4)["version"] == a["version"]
@@ -73,6 +75,7 @@ def test_the_version_changes_with_the_state_and_only_then():
     json.dumps(a)                                                      # what Streamlit sends must be JSON
 
 
+@pytest.mark.slow
 def test_the_followed_token_is_bold_and_every_point_names_its_token():
     for n in (8, 24):                                                  # coloured lines, and one grey trace
         c = EnergyControls.from_values(seq_len=n, token=3)
@@ -91,6 +94,7 @@ def test_the_followed_token_is_bold_and_every_point_names_its_token():
         assert "token 3" in figures["landscape"].layout.title.text
 
 
+@pytest.mark.slow
 def test_pinned_overlay_names_both_states_and_lies_in_this_plane():
     now, pinned = EnergyControls.from_values(T=16, anchor=1.0, eta=0.25), EnergyControls.from_values(
         T=1, anchor=1.0, eta=0.25)

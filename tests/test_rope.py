@@ -43,6 +43,7 @@ def test_rotate_keeps_the_memory_layout_and_promotes_dtype(angles):
     torch.testing.assert_close(one, rotate(v, cos, sin)[:, :, 4], rtol=0, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [rotate, unrotate])
 def test_rotation_gradients(angles, fn):
     cos, sin = angles

@@ -12,6 +12,7 @@ from cem_core.ui import links, widgets
 from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
 
 
+@pytest.mark.slow
 def test_moving_a_slider_redraws_the_figure_and_the_link():
     explorer = widgets.EnergyExplorer(T=2)
     before = bytes(explorer.image.value)
@@ -23,6 +24,7 @@ def test_moving_a_slider_redraws_the_figure_and_the_link():
     assert explorer.state().cem.anchor == 1.0
 
 
+@pytest.mark.slow
 def test_a_refused_combination_shows_its_reason_in_place_of_the_figure_and_the_link():
     """No figure or link of the previous state stays under the reason (they would show another state)."""
     explorer = widgets.EnergyExplorer(controls=("T", "width", "seq_len"), T=16, seq_len=256)
@@ -37,6 +39,7 @@ def test_a_refused_combination_shows_its_reason_in_place_of_the_figure_and_the_l
     assert "width=16" in explorer.link.value
 
 
+@pytest.mark.slow
 def test_the_step_size_slider_starts_above_zero():
     """eta = 0 is refused (no step at all): the slider cannot reach it."""
     explorer = widgets.EnergyExplorer(controls=("eta",))
@@ -47,6 +50,7 @@ def test_the_step_size_slider_starts_above_zero():
     assert explorer.controls["eta"].value == explorer.controls["eta"].min and explorer.message.value == ""
 
 
+@pytest.mark.slow
 def test_the_link_wraps_and_says_how_to_start_the_app_when_none_runs(monkeypatch):
     monkeypatch.setattr(widgets, "app_running", lambda: False)
     explorer = widgets.EnergyExplorer(T=2)
@@ -67,6 +71,7 @@ def test_app_running_tells_a_listening_port_from_a_closed_one(monkeypatch):
     assert not links.app_running()                        # the same port, now closed
 
 
+@pytest.mark.slow
 def test_the_explorer_figure_shows_step_lengths_for_attention_and_the_mlp():
     """Four panels at notebook width: energy and step length for every layer; weights (attention) or the
     radius (MLP) in the fourth; labels in rendered maths."""
@@ -99,6 +104,7 @@ def test_the_app_link_round_trips_through_the_app_controls():
         links.app_link("nowhere")
 
 
+@pytest.mark.slow
 def test_displayed_explorer_carries_a_static_figure_for_github():
     bundle = widgets.EnergyExplorer(T=3)._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
