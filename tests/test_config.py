@@ -283,3 +283,51 @@ def test_run_hashes_keep_the_flat_form_and_count_the_activation_only_off_its_def
     relu = RunSpec(task=GPTaskConfig(), model=GPModelConfig().with_shape(activation="relu"), train=GPTrainConfig(),
                    group="g")
     assert relu.config()["model"]["activation"] == "relu" and relu.hash != spec.hash
+
+
+def test_both_trainers_hold_one_optimizer_config_and_record_its_fields_flat():
+    """OptimConfig holds lr, its schedule, weight decay and clipping once: the LM and GP training configs each hold
+    one (`optim`), neither repeats its fields, and both records list them among their own (the committed hashes'
+    form), so a changed weight decay changes either hash."""
+    from dataclasses import replace
+
+    from cem_core.experiments.gp.model import GPModelConfig
+    from cem_core.experiments.gp.task import GPTaskConfig
+    from cem_core.experiments.gp.train import GP_OPTIM, GPTrainConfig, RunSpec
+    from cem_core.experiments.lm.data import DataConfig
+    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.experiments.schedule import OPTIM_FIELDS, OptimConfig
+
+    lm, gp = LMTrainConfig(), GPTrainConfig()
+    assert type(lm.optim) is OptimConfig and gp.optim == GP_OPTIM and GP_OPTIM.weight_decay == 0.01
+    assert not set(OPTIM_FIELDS) & ({f.name for f in fields(LMTrainConfig)} | {f.name for f in fields(GPTrainConfig)})
+    data = DataConfig(source="demo")
+    config = lm.identity(data)["config"]
+    assert "optim" not in config and {k: config[k] for k in OPTIM_FIELDS} == {
+        "lr": 3e-3, "min_lr_ratio": 0.1, "warmup": 0.05, "weight_decay": 0.1, "grad_clip": 1.0}
+    assert replace(lm, optim=replace(lm.optim, weight_decay=0.0)).run_hash(data) != lm.run_hash(data)
+    spec = RunSpec(task=GPTaskConfig(), model=GPModelConfig(), train=gp, group="g")
+    train = spec.config()["train"]
+    assert "optim" not in train and train["weight_decay"] == 0.01 and train["lr"] == 3e-3
+    other = replace(spec, train=replace(gp, optim=replace(GP_OPTIM, weight_decay=0.1)))
+    assert other.hash != spec.hash
+    assert LMTrainConfig.from_preset("cpu-tiny", weight_decay=0.0, lr=1e-2).optim == OptimConfig(lr=1e-2,
+                                                                                               weight_decay=0.0)
+    assert LMTrainConfig(optim={"lr": 1e-2}).optim == OptimConfig(lr=1e-2)    # as run.json holds it
+
+
+def test_the_schedule_warms_up_linearly_and_decays_to_its_floor():
+    from cem_core.experiments.schedule import OptimConfig
+
+    optim = OptimConfig(lr=1e-2, warmup=0.1, min_lr_ratio=0.2)
+    rates = [optim.lr_at(step, 100) for step in range(100)]
+    assert rates[:10] == pytest.approx([1e-3 * (s + 1) for s in range(10)])      # 10 warm-up steps to lr
+    assert rates[10] == pytest.approx(1e-2) and all(a >= b for a, b in zip(rates[10:], rates[11:]))
+    assert rates[-1] == pytest.approx(2e-3, rel=2e-3)                            # cosine to lr * min_lr_ratio
+
+
+def test_a_shape_whose_heads_do_not_divide_the_width_is_refused_by_the_shape_itself():
+    from cem_core.nn.config import ModelShape
+
+    with pytest.raises(ValueError, match=r"^d_model=30 is invalid: must be divisible by n_heads=4"):
+        ModelShape(d_model=30, n_heads=4)

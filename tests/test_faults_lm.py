@@ -112,7 +112,7 @@ def test_a_field_added_to_the_configuration_later_does_not_orphan_old_runs(tmp_p
     summary = train(tiny(), data, out, progress=False).summary          # resumes at step 4: nothing to redo
     assert summary["identity_hash"] == record["identity_hash"]
     with pytest.raises(ValueError, match="config.grad_clip: 1.0 there, 0.5 now"):
-        train(tiny(grad_clip=0.5), data, out, progress=False)
+        train(tiny(optim={"grad_clip": 0.5}), data, out, progress=False)
 
 
 # -- one writer per folder --------------------------------------------------------------------------

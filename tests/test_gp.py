@@ -191,8 +191,9 @@ def test_eval_at_other_T_restores_and_per_step_refuses():
     (GPModelConfig, dict(attention="llama", cem=CEMOptions(T=2)), "cem"),
     (GPModelConfig, dict(attention="llama", mlp="cem", cem=CEMOptions(diagonal="shared")), "diagonal"),
     (GPTrainConfig, dict(steps=0), "steps"),
-    (GPTrainConfig, dict(lr=0.0), "lr"),
-    (GPTrainConfig, dict(warmup=1.0), "warmup"),
+    (GPTrainConfig, dict(optim=dict(lr=0.0)), "lr"),
+    (GPTrainConfig, dict(optim=dict(warmup=1.0)), "warmup"),
+    (GPTrainConfig, dict(optim=dict(momentum=0.9)), "optim"),
 ])
 def test_invalid_settings_name_the_field(cls, kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}="):
@@ -262,7 +263,8 @@ def test_report_and_figures_from_results(tmp_path, capsys):
 def test_gp_train_cli(tmp_path, capsys):
     out = tmp_path / "run.json"
     assert main(["gp", "train", "--T", "2", "--steps", "3", "--d-model", "8", "--d-ff", "16", "--n-heads", "2",
-                 "--activation", "gelu", "--n-points", "8", "--eval-T", "1", "3", "--out", str(out)]) == 0
+                 "--activation", "gelu", "--n-points", "8", "--eval-T", "1", "3", "--weight-decay", "0.05",
+                 "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "held-out RMSE" in text and "test-time scaling" in text
     record = json.loads(out.read_text())
@@ -270,6 +272,7 @@ def test_gp_train_cli(tmp_path, capsys):
     # the shape as GP records have always held it (width, depth), the activation only off its default
     assert {k: record["config"]["model"][k] for k in ("width", "depth", "d_ff", "activation")} == {
         "width": 8, "depth": 1, "d_ff": 16, "activation": "gelu"} and record["width"] == 8
+    assert (record["config"]["train"]["weight_decay"], record["config"]["train"]["lr"]) == (0.05, 3e-3)   # the flag
 
 
 def test_posterior_on_grid_agrees_with_the_causal_posterior():

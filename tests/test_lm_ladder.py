@@ -27,7 +27,7 @@ def test_the_own_rate_preset_trains_each_variant_at_its_own_rate():
     p = sweep.SWEEP_PRESETS["own"]
     assert len(specs) == 3 * len(sweep.OWN_RATES) == 33
     assert set(sweep.PAPER_VARIANTS) <= set(sweep.OWN_RATES)
-    assert all(s.config.lr == sweep.OWN_RATES[s.name] for s in specs)
+    assert all(s.config.optim.lr == sweep.OWN_RATES[s.name] for s in specs)
     assert {s.config.steps for s in specs} == {sweep.steps_for(sweep.SWEEP_PRESETS["default"])}
     assert sorted({s.config.seed for s in specs}) == [0, 1, 2] and p.budget == 1.0
     manifest = sweep.manifest("own", sweep.default_data("own"), specs)
@@ -51,7 +51,8 @@ def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
     assert len(specs) == 3 * 4 * 3 * 2 + extended and len({s.folder for s in specs}) == len(specs)
     for q in parts:
         for name in sweep.LADDER_VARIANTS:
-            rates = sorted({s.config.lr for s in specs if s.name == name and s.config.shape.d_model == q.shape.d_model})
+            rates = sorted({s.config.optim.lr for s in specs
+                            if s.name == name and s.config.shape.d_model == q.shape.d_model})
             grid = [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]       # exact
             grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.shape.d_model, name) for r in more]
             assert rates == sorted(grid)

@@ -55,7 +55,7 @@ def test_the_budget_is_twenty_tokens_per_llama_parameter():
     assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
     specs = sweep.preset_runs("default")
     assert len(specs) == 3 * len(sweep.SWEPT) == 33 and len({s.config.steps for s in specs}) == 1
-    assert {s.config.lr for s in specs} == {sweep.DEFAULT_LR}
+    assert {s.config.optim.lr for s in specs} == {sweep.DEFAULT_LR}
 
 
 @pytest.mark.parametrize("change, message", [

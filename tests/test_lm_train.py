@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -23,7 +24,8 @@ TINY = dict(shape=ModelShape(d_model=32, n_layers=1, n_heads=2, d_ff=64), seq_le
 @pytest.mark.slow
 def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
     data = corpus(tmp_path)
-    cfg = LMTrainConfig(variant="cem-full", steps=60, eval_every=10, ckpt_every=60, lr=1e-2, eval_T=(1, 3), **TINY)
+    cfg = LMTrainConfig(variant="cem-full", steps=60, eval_every=10, ckpt_every=60, optim={"lr": 1e-2}, eval_T=(1, 3),
+                        **TINY)
     summary = train(cfg, data, tmp_path / "run", progress=False).summary
     evals = [r for r in read_metrics(tmp_path / "run") if "val_ppl" in r]
     assert [r["step"] for r in evals] == [10, 20, 30, 40, 50, 60]
@@ -52,7 +54,7 @@ exit_process(0)                                      # as the command line ends 
 @pytest.mark.slow
 def test_killed_run_resumes_with_exactly_the_same_loss_curve(tmp_path, one_thread):
     data = corpus(tmp_path)
-    cfg = dict(variant="cem-attn", steps=40, eval_every=10, ckpt_every=10, lr=1e-2, seed=3, **TINY)
+    cfg = dict(variant="cem-attn", steps=40, eval_every=10, ckpt_every=10, optim={"lr": 1e-2}, seed=3, **TINY)
     script = tmp_path / "run.py"
     script.write_text(RUN_SCRIPT.format(cfg=repr(cfg), path=data.path))
     killed = tmp_path / "killed"
@@ -80,15 +82,15 @@ def test_resume_refuses_another_configuration(tmp_path, one_thread):
                         **{k: v for k, v in TINY.items() if k != "sample_tokens"})
     train(cfg, data, tmp_path / "run", progress=False)
     with pytest.raises(ValueError, match="holds another run: config.lr: 0.003 there, 0.0001 now"):
-        train(LMTrainConfig(**{**cfg.__dict__, "lr": 1e-4}), data, tmp_path / "run", progress=False)
+        train(replace(cfg, optim=replace(cfg.optim, lr=1e-4)), data, tmp_path / "run", progress=False)
 
 
 @pytest.mark.slow
 def test_two_process_torchrun_matches_one_process(tmp_path, one_thread):
     """gloo, float64, one thread per process, 5 steps: the same global batch gives the same losses."""
     data = corpus(tmp_path)
-    cfg = dict(variant="cem-full", steps=5, eval_every=5, ckpt_every=5, dtype="float64", data_shards=2, lr=1e-2,
-               **TINY)
+    cfg = dict(variant="cem-full", steps=5, eval_every=5, ckpt_every=5, dtype="float64", data_shards=2,
+               optim={"lr": 1e-2}, **TINY)
     script = tmp_path / "ddp.py"
     script.write_text(RUN_SCRIPT.format(cfg=repr(cfg), path=data.path))
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
@@ -139,7 +141,7 @@ def test_paper_presets_build_on_meta_with_documented_counts(preset):
     (dict(variant="gpt"), "variant"), (dict(preset="huge"), "preset"), (dict(variant="llama", T=2), "T"),
     (dict(batch_size=10, data_shards=3), "batch_size"), (dict(tokenizer="bpe:10"), "tokenizer"),
     (dict(tokenizer="wordpiece"), "tokenizer"), (dict(dtype="int8"), "dtype"), (dict(steps=0), "steps"),
-    (dict(warmup=1.5), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"),
+    (dict(optim=dict(warmup=1.5)), "warmup"), (dict(variant="llama", eval_T=(2,)), "eval_T"),
     (dict(shape=dict(d_model=30, n_heads=4)), "d_model"), (dict(shape=dict(activation="tanh")), "activation"),
     (dict(shape=dict(width=8)), "shape"),
 ])
@@ -153,11 +155,12 @@ def test_cli_train_and_compare(tmp_path, capsys, one_thread):
     data = corpus(tmp_path)
     common = ["--data", data.path, "--steps", "3", "--batch-size", "4", "--seq-len", "16"]
     assert main(["lm", "train", "--variant", "cem-mlp", "--out", str(tmp_path / "one"), "--d-model", "64",
-                 "--activation", "gelu", *common]) == 0
+                 "--activation", "gelu", "--lr", "0.01", "--grad-clip", "0.5", *common]) == 0
     text = capsys.readouterr().out
     assert "validation perplexity" in text and "20 tokens/parameter" in text
     config = json.loads((tmp_path / "one" / "run.json").read_text())["identity"]["config"]   # the preset + flags
     assert (config["d_model"], config["n_layers"], config["activation"]) == (64, 2, "gelu")
+    assert (config["lr"], config["grad_clip"], config["weight_decay"]) == (0.01, 0.5, 0.1)   # flags, then the preset
     assert main(["lm", "compare", "--variants", "llama", "cem-full", "--out", str(tmp_path / "cmp"),
                  "--json", str(tmp_path / "cmp.json"), *common]) == 0
     text = capsys.readouterr().out

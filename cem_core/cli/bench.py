@@ -10,14 +10,15 @@ from cem_core.experiments.bench import CONVENTION, BenchConfig, format_table, ru
 from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.records import atomic_write_text, check_new_output, provenance
 from cem_core.nn.attention import AttentionConfig
+from cem_core.nn.config import ModelShape
 from cem_core.nn.validate import check_device
 
-from .options import add_shape_arguments, default_of, shape_of
+from .options import add_part_arguments, default_of, part_of
 
 
 def add_bench(sub) -> None:
     bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
-    add_shape_arguments(bench, default_of(BenchConfig, "shape"))
+    add_part_arguments(bench, ModelShape, default_of(BenchConfig, "shape"))
     for name, what in (("seq_len", "sequence length"), ("batch", "batch size"), ("repeats", "timed repeats per row")):
         bench.add_argument(f"--{name.replace('_', '-')}", type=int, default=default_of(BenchConfig, name),
                            help=f"{what} (default {default_of(BenchConfig, name)})")
@@ -39,7 +40,7 @@ def bench_command(args) -> int:
         check_device(args.device)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    c = BenchConfig(shape=shape_of(args, default_of(BenchConfig, "shape")), seq_len=args.seq_len, batch=args.batch,
+    c = BenchConfig(shape=part_of(args, default_of(BenchConfig, "shape")), seq_len=args.seq_len, batch=args.batch,
                     repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
                     compile=args.compile, lm_preset=args.lm_preset)
     AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)   # a clear error for bad sizes

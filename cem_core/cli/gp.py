@@ -11,10 +11,11 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.gp import task as gp_task
 from cem_core.experiments.gp import train as gp_training
 from cem_core.experiments.pool import SweepProgress
-from cem_core.nn.config import KINDS, MLP_KINDS, check_eval_T
+from cem_core.experiments.schedule import OptimConfig
+from cem_core.nn.config import KINDS, MLP_KINDS, ModelShape, check_eval_T
 from cem_core.nn.validate import check_device
 
-from .options import add_cem_arguments, add_shape_arguments, cem_options, default_of, shape_of
+from .options import add_cem_arguments, add_part_arguments, cem_options, default_of, part_of
 
 
 def add_gp(sub) -> None:
@@ -51,7 +52,7 @@ def _add_train(train) -> None:
     train.add_argument("--tokens", choices=gp_model.TOKEN_FORMATS, default=default_of(model, "tokens"),
                        help="token format: pairs = [x_j, x_{j-1}, y_{j-1}, first]; interleaved = a query token "
                             f"[x_j, 0, 1] then [x_j, y_j, 0] (default {default_of(model, 'tokens')})")
-    add_shape_arguments(train, default_of(model, "shape"))
+    add_part_arguments(train, ModelShape, default_of(model, "shape"))
     train.add_argument("--loops", type=int, default=default_of(model, "loops"),
                        help=f"times the blocks run over, weights shared (default {default_of(model, 'loops')})")
     add_cem_arguments(train)
@@ -62,9 +63,10 @@ def _add_train(train) -> None:
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default_of(task, name),
                            help=f"{what} (default {default_of(task, name)})")
     for name, kind, what in (("steps", int, "training steps"), ("batch_size", int, "functions per step"),
-                             ("lr", float, "peak learning rate"), ("seed", int, "training seed")):
+                             ("seed", int, "training seed")):
         train.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default_of(training, name),
                            help=f"{what} (default {default_of(training, name)})")
+    add_part_arguments(train, OptimConfig, default_of(training, "optim"))
     train.add_argument("--eval-T", type=int, nargs="*", default=[],
                        help="also evaluate the trained model at these T (test-time scaling)")
     train.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
@@ -88,9 +90,10 @@ def gp_train(args) -> int:
     spec = RunSpec(
         task=GPTaskConfig(kernel=args.kernel, lengthscale=args.lengthscale, noise_var=args.noise_var,
                           d_x=args.d_x, n_points=args.n_points),
-        model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=shape_of(args, gp_model.GP_SHAPE), cem=cem,
+        model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=part_of(args, gp_model.GP_SHAPE), cem=cem,
                             tokens=args.tokens, loops=args.loops),
-        train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed),
+        train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, optim=part_of(args, gp_training.GP_OPTIM),
+                            seed=args.seed),
         group="cli")
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
     if eval_Ts and args.attention != "cem" and args.mlp != "cem":

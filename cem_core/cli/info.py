@@ -6,7 +6,7 @@ import torch
 from cem_core.nn.config import CEMOptions, ModelShape, switches
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, ModelConfig
 
-from .options import add_cem_arguments, add_shape_arguments, cem_options, shape_of
+from .options import add_cem_arguments, add_part_arguments, cem_options, part_of
 
 INFO_SHAPE = ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048)   # GPT-2-small-like
 KV_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}   # KV-cache formats
@@ -14,7 +14,7 @@ KV_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": to
 
 def add_info(sub) -> None:
     info = sub.add_parser("info", help="parameter counts and KV-cache size: Llama vs CEM variants")
-    add_shape_arguments(info, INFO_SHAPE)
+    add_part_arguments(info, ModelShape, INFO_SHAPE)
     info.add_argument("--vocab-size", type=int, default=32000, help="vocabulary size (default 32000)")
     info.add_argument("--max-seq-len", type=int, default=2048, help="context length (default 2048)")
     info.add_argument("--dtype", choices=tuple(KV_DTYPES), default="bfloat16",
@@ -26,7 +26,7 @@ def add_info(sub) -> None:
 
 def _variant_configs(args) -> dict[str, ModelConfig]:
     """Every variant at the given sizes, with its own CEM switches changed by the flags given."""
-    sizes = dict(shape=shape_of(args, INFO_SHAPE), vocab_size=args.vocab_size, max_seq_len=args.max_seq_len)
+    sizes = dict(shape=part_of(args, INFO_SHAPE), vocab_size=args.vocab_size, max_seq_len=args.max_seq_len)
     return {name: ModelConfig.variant(name, cem=cem_options(args, VARIANT_OPTIONS[name]), **sizes)
             for name in VARIANTS}
 

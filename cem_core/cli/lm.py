@@ -11,9 +11,11 @@ from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
 from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
+from cem_core.experiments.schedule import OptimConfig
+from cem_core.nn.config import ModelShape
 from cem_core.nn.model import VARIANTS
 
-from .options import add_shape_arguments, shape_overrides
+from .options import add_part_arguments, part_overrides
 
 
 def add_lm(sub) -> None:
@@ -64,11 +66,11 @@ def _add_training_flags(p) -> None:
                    help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
                         "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
     p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
-    add_shape_arguments(p, None, "the preset's")
+    add_part_arguments(p, ModelShape, None, "the preset's")
+    add_part_arguments(p, OptimConfig, None, "the preset's")
     p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
     p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
-    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
     p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
     p.add_argument("--eval-T", type=int, nargs="*", default=None,
                    help="also report validation perplexity at these T (test-time scaling)")
@@ -111,10 +113,10 @@ def lm_sweep_command(args) -> int:
 
 
 def _lm_overrides(args) -> dict:
-    return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len, "lr": args.lr,
+    return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len,
             "T": args.T, "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
             "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed,
-            **shape_overrides(args)}
+            **part_overrides(args, ModelShape), **part_overrides(args, OptimConfig)}
 
 
 def lm_train_command(args) -> int:

@@ -1,15 +1,22 @@
 """The command line's shared flags: every CEM switch as a flag (from CEMOptions' fields), the model's shape
-(ModelShape's fields, the activation's choices from the energies), and a config field's default for a flag's
-help."""
+(ModelShape's fields, the activation's choices from the energies) and the optimizer (OptimConfig's fields), and a
+config field's default for a flag's help."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 
-from cem_core.nn.config import ACTIVATIONS, SHAPE_FIELDS, CEMOptions, ModelShape, switches
+from cem_core.experiments.schedule import OptimConfig
+from cem_core.nn.config import ACTIVATIONS, CEMOptions, ModelShape, switches
 
 SHAPE_HELP = {"d_model": "residual width d", "n_layers": "number of blocks", "n_heads": "attention heads H",
               "d_ff": "MLP width d_ff", "activation": "the MLP's nonlinearity phi (its energy uses Phi, Phi' = phi)"}
+OPTIM_HELP = {"lr": "peak learning rate", "min_lr_ratio": "the cosine decay's floor, as a fraction of lr",
+              "warmup": "fraction of the steps with linear warm-up", "weight_decay": "AdamW's decay of the matrices",
+              "grad_clip": "the gradient norm is clipped to this"}
+# the configs another config holds whose every field is a flag: the flags' group title and help
+FLAG_PARTS = {ModelShape: ("model shape", SHAPE_HELP), OptimConfig: ("optimizer and schedule", OPTIM_HELP)}
+TYPES = {"int": int, "float": float}       # a field's type as a string annotation names it
 
 
 def add_cem_arguments(parser: argparse.ArgumentParser, *, per_variant: bool = False) -> None:
@@ -33,26 +40,27 @@ def cem_options(args, base: CEMOptions = CEMOptions()) -> CEMOptions:
 
 def default_of(cls, name: str):
     """A dataclass field's default (for a flag's default and its help)."""
-    return cls.__dataclass_fields__[name].default
+    field = cls.__dataclass_fields__[name]
+    return field.default_factory() if field.default is MISSING else field.default
 
 
+def add_part_arguments(parser: argparse.ArgumentParser, kind: type, base=None, what: str = "") -> None:
+    """A flag for every field of `kind` (a ModelShape or an OptimConfig), defaulting to `base`'s (None: `what`,
+    such as "the preset's")."""
+    title, helps = FLAG_PARTS[kind]
+    group = parser.add_argument_group(title)
+    for f in fields(kind):
+        extra = {"choices": ACTIVATIONS} if f.name == "activation" else {"type": TYPES.get(f.type, f.type)}
+        default = getattr(base, f.name) if base is not None else None
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=default,
+                           help=f"{helps[f.name]} (default {default if base is not None else what})", **extra)
 
 
-def add_shape_arguments(parser: argparse.ArgumentParser, base: ModelShape | None, what: str = "") -> None:
-    """A flag for every field of ModelShape, defaulting to `base`'s (None: `what`, such as "the preset's")."""
-    group = parser.add_argument_group("model shape")
-    for name in SHAPE_FIELDS:
-        extra = {"choices": ACTIVATIONS} if name == "activation" else {"type": int}
-        default = getattr(base, name) if base is not None else None
-        group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=default,
-                           help=f"{SHAPE_HELP[name]} (default {default if base is not None else what})", **extra)
+def part_overrides(args, kind: type) -> dict:
+    """The fields of `kind` that add_part_arguments' flags set (those left at None aside)."""
+    return {f.name: getattr(args, f.name) for f in fields(kind) if getattr(args, f.name, None) is not None}
 
 
-def shape_overrides(args) -> dict:
-    """The shape fields that add_shape_arguments' flags set (those left at None aside)."""
-    return {name: getattr(args, name) for name in SHAPE_FIELDS if getattr(args, name, None) is not None}
-
-
-def shape_of(args, base: ModelShape) -> ModelShape:
-    """`base` with the shape fields the flags set."""
-    return replace(base, **shape_overrides(args))
+def part_of(args, base):
+    """`base` (a ModelShape or an OptimConfig) with the fields the flags set."""
+    return replace(base, **part_overrides(args, type(base)))

@@ -32,7 +32,6 @@ from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, M
 from cem_core.nn.validate import check_choice, check_int
 
 from .lm.train import TRAIN_PRESETS, LMTrainConfig, train_step
-from .schedule import adamw
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,9 +302,9 @@ def lm_rows(c: BenchConfig) -> list[dict]:
         configs[variant] = replace(preset, variant=variant).model_config(vocab_size=257)
         torch.manual_seed(0)
         model = LanguageModel(configs[variant]).to(device=c.device, dtype=dtype)
-        optimizer = adamw(model, preset.lr, preset.weight_decay)
+        optimizer = preset.optim.optimizer(model)
         net = torch.compile(model) if c.compile else model
-        steps[variant] = partial(train_step, net, model, optimizer, batch, preset.grad_clip, autocast)
+        steps[variant] = partial(train_step, net, model, optimizer, batch, preset.optim.grad_clip, autocast)
     rows = []
     for variant in VARIANTS:
         if variant == "llama":

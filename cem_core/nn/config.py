@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .energy import ACTIVATION_FUNCTIONS
-from .validate import check_bool, check_choice, check_float, check_int, fail
+from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
 DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x - c)^T D (x - c) with D = softplus > 0
@@ -120,6 +120,8 @@ class ModelShape:
     def __post_init__(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "d_ff"):
             check_int(name, getattr(self, name), 1)
+        if self.d_model % self.n_heads:                                # every block has an attention: d_h = d / H
+            fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
         check_choice("activation", self.activation, ACTIVATIONS)
 
     def shape_fields(self) -> dict:
@@ -139,13 +141,7 @@ SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))
 def as_shape(value, name: str = "shape") -> ModelShape:
     """A ModelShape from a ModelShape (or the shape of a ModelConfig) or from its fields as JSON holds them
     (run.json, a record)."""
-    if isinstance(value, dict):
-        unknown = set(value) - set(SHAPE_FIELDS)
-        if unknown:
-            fail(name, value, f"has fields a ModelShape has not: {', '.join(sorted(unknown))}")
-        value = ModelShape(**value)
-    if not isinstance(value, ModelShape):
-        fail(name, value, "must be a ModelShape")
+    value = as_config(value, ModelShape, name)
     return value if type(value) is ModelShape else ModelShape(**value.shape_fields())   # a ModelConfig's shape
 
 

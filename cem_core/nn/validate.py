@@ -2,6 +2,7 @@
 of the form ``field=value is invalid: what is allowed``, raised at construction time."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 
@@ -59,3 +60,16 @@ def check_config(config, kind: type) -> None:
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise ValueError(f"config must be {article} {kind.__name__}; got {type(config).__name__}")
+
+
+def as_config(value, kind: type, name: str):
+    """A `kind` (a config dataclass that another config holds) from itself or from its fields as JSON holds them
+    (run.json, a record): a field `kind` has not is named."""
+    if isinstance(value, dict):
+        unknown = set(value) - {f.name for f in dataclasses.fields(kind)}
+        if unknown:
+            fail(name, value, f"has fields a {kind.__name__} has not: {', '.join(sorted(unknown))}")
+        value = kind(**value)
+    if not isinstance(value, kind):
+        fail(name, value, f"must be a {kind.__name__}")
+    return value

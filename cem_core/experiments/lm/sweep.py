@@ -34,6 +34,7 @@ from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import and_list, markdown_table, provenance
+from cem_core.experiments.schedule import OptimConfig
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan
 from cem_core.nn.config import CEMOptions, ModelShape
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
@@ -213,7 +214,7 @@ class SweepRun:
         while "--" in slug:
             slug = slug.replace("--", "-")
         width = f"-d{self.config.shape.d_model}" if self.ladder else ""
-        return f"{slug}{width}-lr{self.config.lr:g}-seed{self.config.seed}"
+        return f"{slug}{width}-lr{self.config.optim.lr:g}-seed{self.config.seed}"
 
 
 def llama_params(p: SweepPreset, vocab_size: int = 257) -> int:
@@ -238,8 +239,9 @@ def preset_runs(preset: str) -> list[SweepRun]:
                 depth = (cem or CEMOptions()).T
                 for seed in p.seeds:
                     cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, shape=p.shape, seq_len=p.seq_len,
-                                        batch_size=p.batch_size, steps=steps, lr=lr, seed=seed, eval_every=every,
-                                        eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
+                                        batch_size=p.batch_size, steps=steps, optim=OptimConfig(lr=lr), seed=seed,
+                                        eval_every=every, eval_batches=p.eval_batches, ckpt_every=every,
+                                        sample_tokens=0,
                                         eval_T=EVAL_TS if variant != "llama" and depth == 2
                                         and cem.eta_mode != "per_step" else ())   # per-step etas: only at their T
                     specs.append(SweepRun(name=name, config=cfg, ladder=bool(SWEEP_PRESETS[preset].widths)))
@@ -268,7 +270,7 @@ def run_one(spec: SweepRun, data: DataConfig, out: Path, threads: int | None = N
     curve = [[r["step"], r["val_ppl"]] for r in metrics if "val_ppl" in r]
     params = cfg.model_config(vocab_size=257).param_counts()["total"]
     identity = cfg.identity(data)
-    return {"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.lr,
+    return {"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.optim.lr,
             "variant": cfg.variant, "params": params, "steps": cfg.steps,
             "tokens": cfg.steps * cfg.batch_size * cfg.seq_len, "diverged": diverged,
             "val_ppl": summary.get("val_ppl", math.nan), "val_loss": summary.get("val_loss", math.nan),

@@ -30,11 +30,11 @@ import torch.nn.functional as F
 
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
-from cem_core.experiments.schedule import adamw, descend, set_lr, warmup_cosine
+from cem_core.experiments.schedule import OPTIM_FIELDS, OptimConfig, as_optim, descend, set_lr
 from cem_core.nn.config import SHAPE_FIELDS, CEMOptions, ModelShape, as_shape, check_eval_T
 from cem_core.nn.flops import model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
-from cem_core.nn.validate import check_bool, check_choice, check_device, check_float, check_int, fail
+from cem_core.nn.validate import check_bool, check_choice, check_device, check_int, fail
 
 from . import run_folder
 from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
@@ -48,13 +48,13 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 # 20 tokens per Llama parameter (65,536 tokens a step).
 TRAIN_PRESETS = {
     "cpu-tiny": dict(shape=ModelShape(d_model=128, n_layers=2, n_heads=4, d_ff=344),
-                     train=dict(seq_len=128, batch_size=16, steps=300, lr=3e-3, eval_every=100, eval_batches=8,
-                                ckpt_every=100)),
+                     train=dict(seq_len=128, batch_size=16, steps=300, optim=OptimConfig(lr=3e-3), eval_every=100,
+                                eval_batches=8, ckpt_every=100)),
     "paper-86m": dict(shape=ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048),
-                      train=dict(seq_len=1024, batch_size=64, steps=26000, lr=6e-4, eval_every=1000,
+                      train=dict(seq_len=1024, batch_size=64, steps=26000, optim=OptimConfig(lr=6e-4), eval_every=1000,
                                  eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
     "paper-162m": dict(shape=ModelShape(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
-                       train=dict(seq_len=1024, batch_size=64, steps=50000, lr=5e-4, eval_every=1000,
+                       train=dict(seq_len=1024, batch_size=64, steps=50000, optim=OptimConfig(lr=5e-4), eval_every=1000,
                                   eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
 }
 
@@ -70,11 +70,7 @@ class LMTrainConfig:
     seq_len: int = 128
     batch_size: int = 16             # global batch (sequences), split evenly over the data shards
     steps: int = 300
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup: float = 0.05
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
+    optim: OptimConfig = field(default_factory=OptimConfig)   # AdamW and its schedule (a dict as run.json holds it)
     seed: int = 0
     eval_every: int = 100
     eval_batches: int = 8
@@ -99,18 +95,13 @@ class LMTrainConfig:
             if self.variant == "llama":
                 fail("cem", self.cem, "applies to CEM layers only; variant='llama' has none")
         object.__setattr__(self, "shape", as_shape(self.shape))
+        object.__setattr__(self, "optim", as_optim(self.optim))
         for name in ("batch_size", "steps", "eval_every",
                      "eval_batches", "ckpt_every", "data_shards"):
             check_int(name, getattr(self, name), 1)
         check_int("seq_len", self.seq_len, 2)        # a sample needs a prompt token and room for one more
         check_int("seed", self.seed, 0, 2 ** 63 - 1)   # torch.manual_seed's range
         check_int("sample_tokens", self.sample_tokens, 0)
-        for name in ("lr", "grad_clip"):
-            check_float(name, getattr(self, name), 0.0, strict=True)
-        for name in ("min_lr_ratio", "warmup", "weight_decay"):
-            check_float(name, getattr(self, name), 0.0, strict=False)
-        if self.warmup >= 1:
-            fail("warmup", self.warmup, "must be a fraction in [0, 1)")
         check_choice("dtype", self.dtype, tuple(DTYPES))
         check_bool("compile", self.compile)
         if self.batch_size % self.data_shards:
@@ -126,12 +117,14 @@ class LMTrainConfig:
 
     @classmethod
     def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
-        """The preset's run with `overrides` (None: the preset's): training fields and ModelShape's fields."""
+        """The preset's run with `overrides` (None: the preset's): training fields, ModelShape's and OptimConfig's."""
         check_choice("preset", preset, tuple(TRAIN_PRESETS))
         given = {k: v for k, v in overrides.items() if v is not None}
         sizes = {k: given.pop(k) for k in SHAPE_FIELDS if k in given}
-        shape = replace(TRAIN_PRESETS[preset]["shape"], **sizes)
-        return cls(preset=preset, shape=shape, **{**TRAIN_PRESETS[preset]["train"], **given})
+        rates = {k: given.pop(k) for k in OPTIM_FIELDS if k in given}
+        train = TRAIN_PRESETS[preset]["train"]
+        return cls(preset=preset, shape=replace(TRAIN_PRESETS[preset]["shape"], **sizes),
+                   **{**train, **given, "optim": replace(train["optim"], **rates)})
 
     def cem_options(self) -> CEMOptions:
         """The CEM switches (`cem`, else the variant's own), with T overridden when set."""
@@ -143,10 +136,12 @@ class LMTrainConfig:
                                    max_seq_len=self.seq_len)
 
     def identity(self, data: DataConfig) -> dict:
-        """What determines this run's numbers: the configuration and the data (see run_folder). The shape's
-        fields sit among the configuration's own (the form run hashes have always been computed from)."""
+        """What determines this run's numbers: the configuration and the data (see run_folder). The shape's and
+        the optimizer's fields sit among the configuration's own (the form run hashes have always been computed
+        from)."""
         cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
-        config = {k: v for k, v in asdict(self).items() if k != "shape"} | self.shape.recorded() | {"cem": cem}
+        own = {k: v for k, v in asdict(self).items() if k not in ("shape", "optim")}
+        config = own | self.shape.recorded() | asdict(self.optim) | {"cem": cem}
         return run_folder.run_identity(config, data)
 
     def run_hash(self, data: DataConfig) -> str:
@@ -268,11 +263,11 @@ def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteT
         torch.manual_seed(cfg.seed)
         model = LanguageModel(cfg.model_config(vocab_size))
         batch = torch.randint(0, vocab_size, (cfg.batch_size, cfg.seq_len + 1))
-        optimizer = adamw(model, cfg.lr, cfg.weight_decay)
+        optimizer = cfg.optim.optimizer(model)
         times = []
         for _ in range(steps + 1):
             start = time.perf_counter()
-            train_step(model, model, optimizer, batch, cfg.grad_clip)
+            train_step(model, model, optimizer, batch, cfg.optim.grad_clip)
             times.append(time.perf_counter() - start)
     return sorted(times[1:])[len(times[1:]) // 2]
 
@@ -390,7 +385,7 @@ def _setup(cfg: LMTrainConfig, data: DataConfig, out: Path, record: dict, d: Dis
     torch.manual_seed(cfg.seed)
     model = LanguageModel(model_cfg).to(device=device, dtype=param_dtype)
     model.check_token_ids = device.type == "cpu"   # ids come from the tokenizer; no per-step sync on a GPU
-    optimizer = adamw(model, cfg.lr, cfg.weight_decay)
+    optimizer = cfg.optim.optimizer(model)
     start = run_folder.load_latest_checkpoint(out, model, optimizer, run_hash, announce=d.main)
     shards = [d.rank] if d.active else list(range(cfg.data_shards))
     train_stats, val_stats = DataStats(), DataStats()
@@ -445,13 +440,13 @@ def _loop(run: _Run, progress: bool) -> None:
 def _step(run: _Run, step: int) -> tuple[float, float]:
     """One optimizer step at the schedule's rate; returns the rate and the loss, averaged over the ranks."""
     cfg = run.cfg
-    lr = warmup_cosine(step, cfg.steps, cfg.lr, cfg.warmup, cfg.min_lr_ratio)
+    lr = cfg.optim.lr_at(step, cfg.steps)
     set_lr(run.optimizer, lr)
     try:
-        loss = train_step(run.net, run.model, run.optimizer, run.stream.next().to(run.device), cfg.grad_clip,
+        loss = train_step(run.net, run.model, run.optimizer, run.stream.next().to(run.device), cfg.optim.grad_clip,
                           run.autocast)
     except FloatingPointError as e:
-        raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.lr}") from None
+        raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.optim.lr}") from None
     logged = loss.detach().clone()
     if run.d.active:
         dist.all_reduce(logged)
