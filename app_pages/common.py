@@ -10,7 +10,7 @@ import streamlit as st
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import interactive, jobs, links
+from cem_core.ui import interactive, jobs, links, static
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
@@ -162,7 +162,7 @@ def download_buttons(fig, name: str, key: str) -> None:
     cols = st.columns(3)
     cols[0].download_button("HTML", lambda: interactive.to_html(fig), file_name=f"{slug}.html",
                             mime="text/html", key=f"html-{key}", on_click="ignore", icon=":material/download:")
-    cols[1].download_button("PNG", lambda: interactive.to_png(fig), file_name=f"{slug}.png", mime="image/png",
+    cols[1].download_button("PNG", lambda: static.to_png(fig), file_name=f"{slug}.png", mime="image/png",
                             key=f"png-{key}", on_click="ignore", icon=":material/download:")
     cols[2].download_button("CSV", lambda: interactive.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
                             key=f"csv-{key}", on_click="ignore", icon=":material/download:")

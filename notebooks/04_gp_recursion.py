@@ -146,7 +146,7 @@ if records:
 # help at depth 1? And **test-time scaling**: a model trained at $T$ evaluated at other $T'$.
 
 # %%
-for builder in (plots.mpl_gp_rmse_vs_context, plots.mpl_gp_ratio_vs_T, plots.mpl_gp_test_time_scaling):
+for builder in plots.GP_FIGURES.values():
     if records:
         show_figure(builder(records))
 

@@ -714,7 +714,7 @@ if claims:
     fig.tight_layout()
     show_figure(fig)
     show_figure(plots.mpl_lm_perplexity(lm))
-    show_figure(plots.mpl_lm_validation_curves(lm))
+    show_figure(plots.LM_FIGURES["lm_validation_curves"](lm))
 
 # %% [markdown]
 # **Caveats, from the records themselves.** The paper trains 86M–162M-parameter models on SlimPajama,
@@ -773,7 +773,7 @@ if lm_ladder_records:
     report(f"{len(lm_ladder_records)} of the ladder's {len(lm_sweep.preset_runs('ladder'))} runs loaded. "
            + lm_ladder.summary(lm_ladder_records))
     display(pd.DataFrame(lm_ladder.trend_rows(lm_ladder_records)).set_index("variant"))
-    show_figure(plots.mpl_lm_ladder(lm_ladder_records))
+    show_figure(plots.LADDER_FIGURES["lm_ladder"](lm_ladder_records))
 else:
     report(f"The width ladder's results are not there (`{lm_ladder_path}`): run `make lm-ladder`.")
 

@@ -253,9 +253,9 @@ def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
     projection = next(t for t in fig.data if t.name == "attn T=1 projection")
     assert projection.x == (ladder.paper_scale(),)
     assert projection.y[0] == pytest.approx(100 * math.expm1(found["attn T=1"]["line"]["projection"]), rel=1e-12)
-    assert "projection, not a result" in str(fig.layout.annotations[0].text)
+    assert "projection, not a result" in str(fig.layout.annotations[0].text).lower()
     assert fig.layout.annotations[0].x == pytest.approx(math.log10(ladder.paper_scale()))    # on the log axis
-    mpl = plots.mpl_lm_ladder(records)
+    mpl = plots.LADDER_FIGURES["lm_ladder"](records)                       # derived from the Plotly figure
     texts = [t.get_text() for t in mpl.axes[0].texts]
     assert any("PROJECTION, not a result" in t for t in texts)
     assert sum("%" in t and "[" in t for t in texts) == 3                     # one labelled projection per variant
@@ -322,7 +322,7 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
     from cem_core.ui import interactive, plots
     assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
-    plots.mpl_lm_ladder(records)
+    plots.LADDER_FIGURES["lm_ladder"](records)
 
 
 @pytest.mark.slow
@@ -365,6 +365,6 @@ def test_a_gap_whose_line_crosses_zero_is_named_so_not_only_closing():
     label = f"attn T=1: closing (crosses 0 at ~{float(f'{n0:.2g}'):,.0f}), slope of g"         # the figures' legend
     assert ladder.legend("attn T=1", found).startswith(label)
     assert label in [t.name for t in interactive.lm_ladder_figure(records).data][0]
-    assert plots.mpl_lm_ladder(records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
+    assert plots.LADDER_FIGURES["lm_ladder"](records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
     still_above = ladder.trends(_ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x}))["attn T=1"]
     assert "crosses 0" not in ladder.crossing(still_above) + ladder.legend("attn T=1", still_above)

@@ -43,7 +43,7 @@ def bench_command(args) -> int:
     c = BenchConfig(shape=part_of(args, default_of(BenchConfig, "shape")), seq_len=args.seq_len, batch=args.batch,
                     repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
                     compile=args.compile, lm_preset=args.lm_preset)
-    AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)   # a clear error for bad sizes
+    AttentionConfig(**c.heads)   # a clear error for bad sizes
     if args.json:
         check_new_output("json", args.json)                               # before the measurements
     records = run(c)

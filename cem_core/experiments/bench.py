@@ -55,6 +55,11 @@ class BenchConfig:
         check_int("warmup", self.warmup, 0)
         check_choice("lm_preset", self.lm_preset, tuple(TRAIN_PRESETS))
 
+    @property
+    def heads(self) -> dict:
+        """The sizes every benchmarked attention takes (d_model, n_heads), from the shape."""
+        return dict(d_model=self.shape.d_model, n_heads=self.shape.n_heads)
+
 
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
@@ -218,18 +223,18 @@ def layer_rows(c: BenchConfig, kernels: list[dict]) -> list[dict]:
             extra["kernel_ratio"] = kernel_time(kernels, b_cfg, c) / kernel_time(kernels, a_cfg, c)
         rows.append(_row(name, a_cls.__name__, b_cls.__name__, ta, tb, fb / fa, extra))
 
-    llama = LlamaAttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)
+    llama = LlamaAttentionConfig(**c.heads)
     for T in (1, 2, 4):
-        cfg = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, T=T)
+        cfg = AttentionConfig(**c.heads, T=T)
         space = ", query space" if cfg.query_space else ""
         compare(f"CEM attention T={T}{space} vs Llama attention", LlamaAttention, llama, CEMAttention, cfg,
                 attention_flops, kernel_ideal=True)
-    plain = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)
+    plain = AttentionConfig(**c.heads)
     for diagonal in ("per_head", "shared"):
         compare(f"D+LR {diagonal} vs no diagonal (CEM attention, T=1)", CEMAttention, plain, CEMAttention,
-                AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal=diagonal), attention_flops,
+                AttentionConfig(**c.heads, diagonal=diagonal), attention_flops,
                 kernel_ideal=diagonal == "shared")
-    shared = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal="shared")
+    shared = AttentionConfig(**c.heads, diagonal="shared")
     compare("D+LR shared: distance vs bilinear form (CEM attention, T=1)", CEMAttention, shared, CEMAttention,
             replace(shared, diagonal_form="distance"), attention_flops)
     gated = dict(d_model=c.shape.d_model, d_ff=c.shape.d_ff, activation=c.shape.activation)
@@ -320,7 +325,7 @@ def lm_rows(c: BenchConfig) -> list[dict]:
 
 def reference_row(c: BenchConfig) -> dict:
     """The fast path vs T autograd steps on the energy (the reference), CEM attention T = 2."""
-    cfg = AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, T=2)
+    cfg = AttentionConfig(**c.heads, T=2)
     layer = _layer(CEMAttention, cfg, c)
     reference_layer = eager(layer)
     h = torch.randn(c.batch, c.seq_len, c.shape.d_model, device=c.device, dtype=getattr(torch, c.dtype))
@@ -340,9 +345,9 @@ def reference_row(c: BenchConfig) -> dict:
 
 def cache_rows(c: BenchConfig) -> list[dict]:
     bytes_ = {name: cfg.cache_floats_per_token() * torch.finfo(getattr(torch, c.dtype)).bits // 8 for name, cfg in (
-        ("llama", LlamaAttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)),
-        ("cem", AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads)),
-        ("cem D+LR", AttentionConfig(d_model=c.shape.d_model, n_heads=c.shape.n_heads, diagonal="shared")))}
+        ("llama", LlamaAttentionConfig(**c.heads)),
+        ("cem", AttentionConfig(**c.heads)),
+        ("cem D+LR", AttentionConfig(**c.heads, diagonal="shared")))}
     return [{"name": f"KV cache bytes/token/layer, {name} vs llama", "kv_bytes_per_token": b,
              "time_ratio": None, "flop_ratio": None, "bytes_ratio": b / bytes_["llama"]} for name, b in bytes_.items()]
 

@@ -1,8 +1,7 @@
 """Plotly figure builders for the app, plus the exports behind its download buttons.
 
 Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.sweep,
-flops, config, descent). ``to_png`` renders any single-axes figure built here with matplotlib, since
-Plotly's static export needs a browser download (docs/design.md#74-static-plotly-export-needs-chrome);
+flops, config, descent). Their static form (PNG, SVG) is derived from them by cem_core.ui.static;
 ``to_html`` embeds plotly.js so the file works offline.
 """
 from __future__ import annotations
@@ -10,12 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from matplotlib.figure import Figure
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import ladder as lm_ladder
@@ -214,9 +211,10 @@ def gp_context_figure(records) -> go.Figure:
     fig = _figure()
     for label, curve in data["curves"].items():
         fig.add_scatter(x=list(range(len(curve))), y=curve, mode="lines", name=label)
-    fig.add_scatter(x=list(range(len(data["gp"]))), y=data["gp"], mode="lines", name="GP optimum",
+    fig.add_scatter(x=list(range(len(data["gp"]))), y=data["gp"], mode="lines", name="GP posterior mean (optimum)",
                     line=dict(color="black", dash="dash", width=3))
-    return _layout(fig, "RMSE vs context length (depth 1, mean over seeds)", "context length j", "held-out RMSE")
+    return _layout(fig, "GP regression, depth 1: RMSE against context length (mean over seeds)",
+                   "context length j (points seen)", "held-out RMSE of y_j")
 
 
 def gp_ratio_figure(records) -> go.Figure:
@@ -227,19 +225,24 @@ def gp_ratio_figure(records) -> go.Figure:
             fig.add_scatter(x=d["T"], y=d["mean"], error_y=dict(type="data", array=d["std"]),
                             mode="lines+markers", name=label)
     Ts = sorted({T for label, d in data.items() if label != "Llama" for T in d["T"]}) or [1]
-    llama = data["Llama"]
-    fig.add_scatter(x=[Ts[0], Ts[-1]], y=[llama["mean"]] * 2, mode="lines", name="Llama attention",
+    llama, ends = data["Llama"], [Ts[0], Ts[-1]]
+    fig.add_scatter(x=ends, y=[llama["mean"] - llama["std"]] * 2, mode="lines", line=dict(width=0, color="gray"),
+                    showlegend=False, hoverinfo="skip", name="Llama attention - std")
+    fig.add_scatter(x=ends, y=[llama["mean"] + llama["std"]] * 2, mode="lines", line=dict(width=0, color="gray"),
+                    fill="tonexty", fillcolor="rgba(128,128,128,0.15)", showlegend=False, hoverinfo="skip",
+                    name="Llama attention ± std")
+    fig.add_scatter(x=ends, y=[llama["mean"]] * 2, mode="lines", name="Llama attention (T = 1)",
                     line=dict(color="gray", dash="dash"))
-    fig.add_scatter(x=[Ts[0], Ts[-1]], y=[1.0, 1.0], mode="lines", name="GP optimum", line=dict(color="black"))
-    return _layout(fig, "RMSE / GP optimum vs T (mean ± std over seeds)", "in-layer steps T", "RMSE ratio",
-                   log2_x=True)
+    fig.add_scatter(x=ends, y=[1.0, 1.0], mode="lines", name="GP optimum", line=dict(color="black", width=1.5))
+    return _layout(fig, "GP regression, depth 1: RMSE / GP optimum against T (mean ± std over seeds)",
+                   "in-layer steps T", "RMSE / GP optimum", log2_x=True)
 
 
 def gp_scaling_figure(records) -> go.Figure:
     fig = _figure()
     for T, d in gp_sweep.eval_T_curves(records).items():
         fig.add_scatter(x=d["eval_T"], y=d["ratio"], mode="lines+markers", name=f"trained at T={T}")
-    return _layout(fig, "Test-time scaling: trained at T, evaluated at T'", "T at evaluation", "RMSE ratio",
+    return _layout(fig, "Test-time scaling: trained at T, evaluated at T'", "T at evaluation", "RMSE / GP optimum",
                    log2_x=True)
 
 
@@ -292,39 +295,52 @@ def lm_sweep_figure(records) -> go.Figure:
 
 def lm_ladder_figure(records) -> go.Figure:
     """The width ladder (``lm.ladder.trends``): each CEM variant's gap to Llama against the Llama model's
-    parameters, every seed and the fitted line with its 95% interval, dashed where it is carried to the paper's
-    smallest scale (a projection, not a result)."""
+    parameters (every seed faint, the mean ± se per width), its fitted line with the 95% interval, dashed where it
+    is carried to the paper's smallest scale, and the projected gap there, labelled: a projection, not a result."""
     fig = _figure()
     top = lm_ladder.paper_scale()
-    for i, (name, t) in enumerate(lm_ladder.trends(records).items()):
-        color, line = PALETTE[i % len(PALETTE)], t["line"]
-        fig.add_scatter(x=[p["N"] for p in t["points"]], y=[100 * p["gap"] for p in t["points"]], mode="markers",
-                        name=lm_ladder.legend(name, t), marker=dict(color=color, size=7))
-        if not math.isfinite(line["b"]):
-            continue
-        widest = max(p["N"] for p in t["points"])
-        for low, high, dash in ((min(p["N"] for p in t["points"]), widest, "solid"), (widest, top, "dash")):
-            b = lm_ladder.band(line, low, high)
-            fig.add_scatter(x=b["N"], y=[100 * g for g in b["low"]], mode="lines", line=dict(width=0, color=color),
-                            showlegend=False, hoverinfo="skip", name=f"{name} interval low")
-            fig.add_scatter(x=b["N"], y=[100 * g for g in b["high"]], mode="lines", line=dict(width=0, color=color),
-                            fill="tonexty", fillcolor=_faint(color, 0.15 if dash == "solid" else 0.07),
-                            showlegend=False, hoverinfo="skip",
-                            name=f"{name} interval")
-            fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
-                            line=dict(color=color, dash=dash), name=f"{name} fitted line")
-        gap, low, high = (100 * v for v in lm_ladder.projected(line))
-        fig.add_scatter(x=[top], y=[gap], mode="markers", showlegend=False, name=f"{name} projection",
-                        marker=dict(color=color, symbol="diamond-open", size=10),
-                        error_y=dict(type="data", symmetric=False, array=[high - gap], arrayminus=[gap - low]))
-    fig.add_vline(x=top, line=dict(color="grey", dash="dot"))
     fig.add_annotation(x=math.log10(top), y=1, yref="paper", xanchor="right", yanchor="top", showarrow=False,
-                       text=f"{top / 1e6:.1f}M: projection, not a result")     # a log axis places text at log10 x
+                       xshift=-4, yshift=-4,                     # a log axis places text at log10 x
+                       text=f"paper's smallest scale ({top / 1e6:.1f}M):<br>PROJECTION, not a result")
+    for i, (name, t) in enumerate(lm_ladder.trends(records).items()):
+        color, line, means = PALETTE[i % len(PALETTE)], t["line"], lm_ladder.width_means(t)
+        fig.add_scatter(x=means["N"], y=[100 * g for g in means["gap"]], mode="markers", name=lm_ladder.legend(name, t),
+                        marker=dict(color=color, size=8),
+                        error_y=dict(type="data", symmetric=False, array=[100 * e for e in means["plus"]],
+                                     arrayminus=[100 * e for e in means["minus"]]))
+        fig.add_scatter(x=[p["N"] for p in t["points"]], y=[100 * p["gap"] for p in t["points"]], mode="markers",
+                        name=f"{name} seeds", showlegend=False, opacity=0.6,
+                        marker=dict(color=color, size=5, symbol="circle-open"))
+        if math.isfinite(line["b"]):
+            _ladder_line(fig, name, line, color, (min(means["N"]), max(means["N"]), top))
+    fig.add_hline(y=0, line=dict(color="#4d4d4d", width=1))
+    fig.add_vline(x=top, line=dict(color="grey", dash="dot"))
     fig.update_xaxes(type="log")
     _layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
             "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)", height=560)
     return fig.update_layout(legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),   # long labels: below
                              margin_b=110)
+
+
+def _ladder_line(fig: go.Figure, name: str, line: dict, color: str, spans: tuple) -> None:
+    """One variant's fitted line with its interval over its widths (solid) and on to the paper's scale (dashed),
+    and the projected gap there with its interval, as a marker and a label."""
+    smallest, widest, top = spans
+    for low, high, dash in ((smallest, widest, "solid"), (widest, top, "dash")):
+        b = lm_ladder.band(line, low, high)
+        fig.add_scatter(x=b["N"], y=[100 * g for g in b["low"]], mode="lines", line=dict(width=0, color=color),
+                        showlegend=False, hoverinfo="skip", name=f"{name} interval low")
+        fig.add_scatter(x=b["N"], y=[100 * g for g in b["high"]], mode="lines", line=dict(width=0, color=color),
+                        fill="tonexty", fillcolor=_faint(color, 0.15 if dash == "solid" else 0.07),
+                        showlegend=False, hoverinfo="skip", name=f"{name} interval")
+        fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
+                        line=dict(color=color, dash=dash), name=f"{name} fitted line")
+    gap, low, high = (100 * v for v in lm_ladder.projected(line))
+    fig.add_scatter(x=[top], y=[gap], mode="markers", showlegend=False, name=f"{name} projection",
+                    marker=dict(color=color, symbol="diamond-open", size=10),
+                    error_y=dict(type="data", symmetric=False, array=[high - gap], arrayminus=[gap - low]))
+    fig.add_annotation(x=math.log10(top), y=gap, xanchor="right", xshift=-10, showarrow=False, font_color=color,
+                       text=f"{gap:+.0f}% [{low:+.0f}, {high:+.0f}]")
 
 
 # -- design space ---------------------------------------------------------------------------
@@ -381,55 +397,3 @@ def to_csv(fig: go.Figure) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
-
-
-def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
-    """Render a single-axes figure of this module with matplotlib (lines, markers, fills, bars,
-    heatmaps, contours, error bars)."""
-    mfig = Figure(figsize=(7, 4.2))                                    # no pyplot: no global backend state
-    ax = mfig.subplots()
-    bars = [t for t in fig.data if t.type == "bar"]
-    for i, t in enumerate(fig.data):
-        color = getattr(getattr(t, "line", None), "color", None) or PALETTE[i % len(PALETTE)]
-        if t.type == "bar":
-            k = bars.index(t)
-            pos = np.arange(len(t.x)) + (k - (len(bars) - 1) / 2) * 0.8 / len(bars)
-            ax.bar(pos, t.y, width=0.8 / len(bars), label=t.name)
-            ax.set_xticks(np.arange(len(t.x)), list(t.x))
-        elif t.type in ("heatmap", "contour"):
-            z = np.asarray(t.z, dtype=float)
-            if t.type == "heatmap":
-                im = ax.imshow(z, origin="upper", cmap="viridis", aspect="auto")
-            else:
-                im = ax.contourf(np.asarray(t.x), np.asarray(t.y), z, levels=25, cmap="viridis")
-            mfig.colorbar(im, ax=ax)
-        elif t.type == "scatter":
-            x, y = np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float)
-            if t.fill == "tonexty":
-                prev = fig.data[i - 1]
-                ax.fill_between(x, np.asarray(prev.y, dtype=float), y, alpha=0.2, label=t.name)
-                continue
-            if t.line.width == 0:
-                continue
-            mode = t.mode or "lines"
-            style = ("-" if "lines" in mode else "") + ("o" if "markers" in mode else "")
-            err = t.error_y.array if t.error_y and t.error_y.array is not None else None
-            if err is not None:
-                ax.errorbar(x, y, yerr=np.asarray(err, dtype=float), fmt=style, capsize=3, label=t.name)
-            else:
-                ax.plot(x, y, style, color=color if "lines" in mode else None, label=t.name,
-                        ls="--" if (t.line.dash or "") in ("dash", "dot") else "-")
-    layout = fig.layout
-    ax.set_title(re.sub(r"<[^>]+>", "", (layout.title.text or "").replace("<br>", "\n")))   # Plotly's HTML, as text
-    ax.set_xlabel(layout.xaxis.title.text or "")
-    ax.set_ylabel(layout.yaxis.title.text or "")
-    if layout.xaxis.type == "log":
-        ax.set_xscale("log", base=2)
-    if layout.yaxis.type == "log":
-        ax.set_yscale("log")
-    if any(t.name for t in fig.data if t.type != "heatmap"):
-        ax.legend(fontsize=7)
-    mfig.tight_layout()
-    buf = io.BytesIO()
-    mfig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()

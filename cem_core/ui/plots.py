@@ -1,6 +1,6 @@
-"""Figure builders. Matplotlib (Agg) for the static figures in figures/ (Plotly's static export
-needs a browser download, docs/design.md#74-static-plotly-export-needs-chrome); the app builds
-Plotly figures from the same data functions. Builders only draw: the numbers come from
+"""Figure builders. Matplotlib (Agg) for the static figures in figures/ that the app does not show; a sweep
+figure the app shows has one builder, its Plotly one in cem_core.ui.interactive, and its static form here is
+derived from it (``derived``, by cem_core.ui.static). Builders only draw: the numbers come from
 cem_core.ui.figdata (CEM figures), cem_core.experiments.gp.sweep and gp_study (GP figures) and
 cem_core.experiments.lm.sweep (language-model figures).
 """
@@ -15,9 +15,8 @@ import matplotlib.ticker
 
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.lm import ladder as lm_ladder
 from cem_core.experiments.lm import sweep as lm_sweep
-from cem_core.ui import figdata
+from cem_core.ui import figdata, interactive, static
 
 
 def _finish(fig, ax, log2_x=False, **labels):
@@ -28,45 +27,6 @@ def _finish(fig, ax, log2_x=False, **labels):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def mpl_gp_rmse_vs_context(records):
-    data = gp_sweep.context_curves(records)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, curve in data["curves"].items():
-        ax.plot(range(len(curve)), curve, label=label, lw=1.5)
-    ax.plot(range(len(data["gp"])), data["gp"], "k--", lw=2, label="GP posterior mean (optimum)")
-    return _finish(fig, ax, xlabel="context length j (points seen)", ylabel="held-out RMSE of y_j",
-                   title="GP regression, depth 1: RMSE vs context length")
-
-
-def mpl_gp_ratio_vs_T(records):
-    data = gp_sweep.ratio_vs_T(records)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, d in data.items():
-        if label == "Llama":
-            continue
-        ax.errorbar(d["T"], d["mean"], yerr=d["std"], marker="o", capsize=3, label=label)
-    llama = data["Llama"]
-    ax.axhline(llama["mean"], color="gray", ls="--", label="Llama attention (T = 1)")
-    ax.axhspan(llama["mean"] - llama["std"], llama["mean"] + llama["std"], color="gray", alpha=0.15)
-    ax.axhline(1.0, color="k", lw=1, label="GP optimum")
-    return _finish(fig, ax, log2_x=True, xlabel="in-layer steps T",
-                   ylabel="RMSE / GP optimum (mean ± std over seeds)",
-                   title="GP regression, depth 1: does recursion help?")
-
-
-def mpl_gp_test_time_scaling(records):
-    data = gp_sweep.eval_T_curves(records)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for T, d in data.items():
-        ax.plot(d["eval_T"], d["ratio"], marker="o", label=f"trained at T={T}")
-    return _finish(fig, ax, log2_x=True, xlabel="T at evaluation", ylabel="RMSE / GP optimum",
-                   title="Test-time scaling: trained at T, evaluated at T'")
-
-
-GP_FIGURES = {"gp_rmse_vs_context": mpl_gp_rmse_vs_context, "gp_ratio_vs_T": mpl_gp_ratio_vs_T,
-              "gp_test_time_scaling": mpl_gp_test_time_scaling}
 
 
 def mpl_energy_descent(data):
@@ -177,19 +137,6 @@ def mpl_parameter_counts(data):
     return _finish(fig, ax, xlabel="parameters (millions)", title="Parameters: Llama vs CEM variants")
 
 
-def mpl_lm_validation_curves(records):
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for name, c in lm_sweep.validation_curves(records).items():
-        tokens = [t / 1e6 for t in c["tokens"]]
-        (line,) = ax.plot(tokens, c["mean"], lw=1.5, marker=".", label=name)
-        ax.fill_between(tokens, c["low"], c["high"], color=line.get_color(), alpha=0.15, lw=0)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    return _finish(fig, ax, xlabel="tokens trained (millions)", ylabel="validation perplexity (log scale)",
-                   title="LM sweep: validation perplexity (mean; band: lowest to highest seed)")
-
-
 def mpl_lm_perplexity(records):
     rows = lm_sweep.summarize(records)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -209,43 +156,6 @@ def mpl_lm_perplexity(records):
            title="LM sweep: final validation perplexity per variant")
     fig.tight_layout()
     return fig
-
-
-def mpl_lm_ladder(records):
-    """The width ladder: each CEM variant's perplexity gap to Llama against the Llama model's parameters (every
-    seed, the mean ± se per width), its fitted line with the 95% interval, and the line carried to the paper's
-    smallest scale, dashed and labelled as a projection."""
-    trends = lm_ladder.trends(records)
-    fig, ax = plt.subplots(figsize=(8.5, 5.2))
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    top = lm_ladder.paper_scale()
-    for k, (name, t) in enumerate(trends.items()):
-        c, line, means = colours[k % len(colours)], t["line"], lm_ladder.width_means(t)
-        ax.plot([p["N"] for p in t["points"]], [100 * p["gap"] for p in t["points"]], "o", mfc="none", color=c,
-                ms=4, alpha=0.6)
-        ax.errorbar(means["N"], [100 * g for g in means["gap"]], fmt="o", color=c, capsize=3,
-                    label=lm_ladder.legend(name, t),
-                    yerr=[[100 * e for e in means["minus"]], [100 * e for e in means["plus"]]])
-        if not math.isfinite(line["b"]):
-            continue
-        for low, high, style in ((min(means["N"]), max(means["N"]), "-"), (max(means["N"]), top, "--")):
-            b = lm_ladder.band(line, low, high)
-            ax.plot(b["N"], [100 * g for g in b["gap"]], style, color=c, lw=1.3)
-            ax.fill_between(b["N"], [100 * g for g in b["low"]], [100 * g for g in b["high"]], color=c,
-                            alpha=0.12 if style == "-" else 0.06, lw=0)
-        gap, low, high = (100 * v for v in lm_ladder.projected(line))
-        ax.errorbar([top], [gap], yerr=[[gap - low], [high - gap]], fmt="D", mfc="white", color=c, capsize=4)
-        ax.annotate(f"{gap:+.0f}% [{low:+.0f}, {high:+.0f}]", (top, gap), xytext=(-8, 0), textcoords="offset points",
-                    ha="right", va="center", fontsize=7, color=c)
-    ax.axhline(0, color="0.3", lw=0.8)
-    ax.axvline(top, color="0.5", ls=":", lw=1)
-    ax.annotate(f"paper's smallest scale ({top / 1e6:.1f}M):\nPROJECTION, not a result", (top, 1), xycoords=("data",
-                "axes fraction"), xytext=(-4, -4), textcoords="offset points", ha="right", va="top", fontsize=8)
-    ax.set_xscale("log")
-    ax.grid(alpha=0.3)
-    return _finish(fig, ax, xlabel="Llama parameters at the width (log scale)",
-                   ylabel="perplexity gap to Llama, ppl / ppl(Llama) − 1 (%)",
-                   title="Width ladder (demo corpus): the gap to Llama against scale, fitted line ± 95%")
 
 
 def mpl_gp_conditions_map(records, columns: int = 4):
@@ -349,8 +259,23 @@ def mpl_gp_form_diagnostics(records, groups: tuple = FORM_GROUPS, T: int = 8):
 
 GP_STUDY_FIGURES = {"gp_conditions_map": mpl_gp_conditions_map, "gp_step_diagnostics": mpl_gp_step_diagnostics,
                     "gp_form_diagnostics": mpl_gp_form_diagnostics}
-LM_FIGURES = {"lm_validation_curves": mpl_lm_validation_curves, "lm_perplexity": mpl_lm_perplexity}
-LADDER_FIGURES = {"lm_ladder": mpl_lm_ladder}
+
+
+def derived(builder):
+    """The static form of a figure whose one builder is the app's Plotly one (cem_core.ui.interactive), drawn
+    from it by cem_core.ui.static: what figures/ and the notebooks show."""
+    def static_figure(records):
+        return static.to_matplotlib(builder(records))
+
+    static_figure.__name__ = static_figure.__qualname__ = f"static {builder.__name__}"
+    return static_figure
+
+
+GP_FIGURES = {"gp_rmse_vs_context": derived(interactive.gp_context_figure),
+              "gp_ratio_vs_T": derived(interactive.gp_ratio_figure),
+              "gp_test_time_scaling": derived(interactive.gp_scaling_figure)}
+LM_FIGURES = {"lm_validation_curves": derived(interactive.lm_sweep_figure), "lm_perplexity": mpl_lm_perplexity}
+LADDER_FIGURES = {"lm_ladder": derived(interactive.lm_ladder_figure)}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
                "preconditioner_spectra": (figdata.preconditioner_spectra, mpl_preconditioner_spectra),

@@ -38,11 +38,8 @@ def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
     out = {}
     order = list(sweep.SWEEP_VARIANTS)
     for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
-        mean = {lr: statistics.fmean(sweep.run_ppl(r) for r in runs) for lr, runs in by_lr.items()}
-        grid = sorted(mean)
-        lr = min(grid, key=lambda x: (mean[x], x))
-        out[key] = {"lr": lr, "ppl": mean[lr], "grid": grid, "inside": grid[0] < lr < grid[-1],
-                    "params": by_lr[lr][0]["params"], "runs": by_lr[lr]}
+        best = sweep.best_rate(by_lr)
+        out[key] = best | {"params": by_lr[best["lr"]][0]["params"], "runs": by_lr[best["lr"]]}
     return out
 
 

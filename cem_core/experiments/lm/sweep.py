@@ -344,10 +344,7 @@ def choose_lr(records: list[dict]) -> float:
     names = sorted({r["name"] for r in records})
 
     def ppl(name, lr):
-        runs = [r for r in records if r["name"] == name and r["lr"] == lr]
-        if not runs or any(r["diverged"] or not math.isfinite(r["val_ppl"]) for r in runs):
-            return math.inf
-        return statistics.fmean(r["val_ppl"] for r in runs)
+        return mean_ppl([r for r in records if r["name"] == name and r["lr"] == lr])
 
     best = {name: min(ppl(name, lr) for lr in lrs) for name in names}
     return min(lrs, key=lambda lr: max(ppl(name, lr) / best[name] for name in names))
@@ -358,17 +355,28 @@ def run_ppl(record: dict) -> float:
     return math.inf if record["diverged"] or not math.isfinite(record["val_ppl"]) else record["val_ppl"]
 
 
+def mean_ppl(runs: list[dict]) -> float:
+    """The mean of run_ppl over runs (the seeds at one rate); no run at all counts as infinitely bad."""
+    return statistics.fmean(run_ppl(r) for r in runs) if runs else math.inf
+
+
+def best_rate(by_lr: dict[float, list[dict]]) -> dict:
+    """The rate of a grid ({lr: its runs}) with the lowest mean perplexity (the lower rate on a tie): {"lr", "ppl"
+    (that mean), "grid" (the rates with a run), "inside" (whether the best lies strictly inside them)}. The one
+    choice behind RATE_RULE (own_rates) and LADDER_RULE (ladder.best_rates)."""
+    mean = {lr: mean_ppl(runs) for lr, runs in by_lr.items()}
+    grid = sorted(mean)
+    lr = min(grid, key=lambda x: (mean[x], x))
+    return {"lr": lr, "ppl": mean[lr], "grid": grid, "inside": grid[0] < lr < grid[-1]}
+
+
 def own_rates(records: list[dict]) -> dict[str, dict]:
-    """Each variant's own learning rate under RATE_RULE, from a rates sweep's records: {name: {"lr": best, "ppl":
-    its validation perplexity, "grid": the rates with a record, "inside": whether the best lies strictly inside
-    them}}; a diverged run counts as infinitely bad."""
-    out = {}
-    for name in dict.fromkeys(r["name"] for r in records):
-        ppl = {r["lr"]: run_ppl(r) for r in records if r["name"] == name}
-        grid = sorted(ppl)
-        best = min(grid, key=lambda lr: (ppl[lr], lr))
-        out[name] = {"lr": best, "ppl": ppl[best], "grid": grid, "inside": grid[0] < best < grid[-1]}
-    return out
+    """Each variant's own learning rate under RATE_RULE, from a rates sweep's records: {name: best_rate of its
+    grid}; a diverged run counts as infinitely bad."""
+    grids: dict[str, dict[float, list[dict]]] = {}
+    for r in records:
+        grids.setdefault(r["name"], {}).setdefault(r["lr"], []).append(r)
+    return {name: best_rate(by_lr) for name, by_lr in grids.items()}
 
 
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
