@@ -34,8 +34,9 @@ TITLE_PX = 17
 
 def _figure(*traces) -> go.Figure:
     """A new figure on the white template, which is set without Plotly's validation of the template
-    (validating it costs about 13 ms a figure, the most of a page's figure building)."""
-    return go.Figure(data=list(traces), layout=dict(template=TEMPLATE), _validate=False)
+    (validating it costs about 13 ms a figure, the most of a page's figure building). Traces without a colour of
+    their own take PALETTE's in order, as their static form does (cem_core.ui.static)."""
+    return go.Figure(data=list(traces), layout=dict(template=TEMPLATE, colorway=PALETTE), _validate=False)
 
 
 def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = False,
@@ -50,6 +51,12 @@ def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = F
                              legend_font_size=FONT_PX, height=height, uirevision=title, xaxis=x_axis,
                              yaxis=dict(title=yaxis) | ticks | (y or {}),
                              margin=dict(l=70, r=20, t=60 if "<br>" in title else 45, b=50))
+
+
+def _below(fig: go.Figure) -> go.Figure:
+    """The legend under the axes, for long labels or a figure the app shows in half its width (the plot keeps the
+    width)."""
+    return fig.update_layout(legend=dict(orientation="h", x=0, y=-0.22, yanchor="top"), margin_b=140, height=560)
 
 
 def _integer_ticks(axis: dict, last: int) -> dict:
@@ -213,8 +220,8 @@ def gp_context_figure(records) -> go.Figure:
         fig.add_scatter(x=list(range(len(curve))), y=curve, mode="lines", name=label)
     fig.add_scatter(x=list(range(len(data["gp"]))), y=data["gp"], mode="lines", name="GP posterior mean (optimum)",
                     line=dict(color="black", dash="dash", width=3))
-    return _layout(fig, "GP regression, depth 1: RMSE against context length (mean over seeds)",
-                   "context length j (points seen)", "held-out RMSE of y_j")
+    return _below(_layout(fig, "RMSE vs context length (depth 1)", "context length j (points seen)",
+                          "held-out RMSE of y_j (mean over seeds)"))
 
 
 def gp_ratio_figure(records) -> go.Figure:
@@ -234,8 +241,8 @@ def gp_ratio_figure(records) -> go.Figure:
     fig.add_scatter(x=ends, y=[llama["mean"]] * 2, mode="lines", name="Llama attention (T = 1)",
                     line=dict(color="gray", dash="dash"))
     fig.add_scatter(x=ends, y=[1.0, 1.0], mode="lines", name="GP optimum", line=dict(color="black", width=1.5))
-    return _layout(fig, "GP regression, depth 1: RMSE / GP optimum against T (mean ± std over seeds)",
-                   "in-layer steps T", "RMSE / GP optimum", log2_x=True)
+    return _below(_layout(fig, "RMSE / GP optimum vs T (depth 1)", "in-layer steps T",
+                          "RMSE / GP optimum (mean ± std over seeds)", log2_x=True))
 
 
 def gp_scaling_figure(records) -> go.Figure:
@@ -316,10 +323,8 @@ def lm_ladder_figure(records) -> go.Figure:
     fig.add_hline(y=0, line=dict(color="#4d4d4d", width=1))
     fig.add_vline(x=top, line=dict(color="grey", dash="dot"))
     fig.update_xaxes(type="log")
-    _layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
-            "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)", height=560)
-    return fig.update_layout(legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),   # long labels: below
-                             margin_b=110)
+    return _below(_layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
+                          "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)"))
 
 
 def _ladder_line(fig: go.Figure, name: str, line: dict, color: str, spans: tuple) -> None:
