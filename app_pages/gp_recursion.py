@@ -1,6 +1,9 @@
 """GP recursion: the committed sweep, a sampled function with the GP posterior, a model trained live."""
 from __future__ import annotations
 
+import io
+
+import matplotlib.pyplot as plt
 import streamlit as st
 import torch
 
@@ -76,6 +79,17 @@ def study_records():
     return gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
 
 
+@st.cache_data(show_spinner=False)
+def study_figure(name: str) -> bytes:
+    """A figure of the committed study (plots.GP_STUDY_FIGURES) as PNG, drawn once per app process, not on every
+    rerun of the page (the three take seconds to draw; the records do not change while the app runs)."""
+    fig = plots.GP_STUDY_FIGURES[name](study_records())
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=200, bbox_inches="tight")             # as st.pyplot draws a figure
+    plt.close(fig)
+    return png.getvalue()
+
+
 def study_section(records) -> None:
     st.subheader("The factor study: under which conditions does recursion help?")
     if not records:
@@ -85,17 +99,17 @@ def study_section(records) -> None:
     missing, _ = gp_sweep.stale_hashes(records, "study")
     if missing:
         st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
-    st.pyplot(plots.mpl_gp_conditions_map(records), clear_figure=True)
+    st.image(study_figure("gp_conditions_map"), width="stretch")
     verdict_table(gp_study.table_rows(records))
     st.caption(f"Verdict rule, fixed before the study ran: {gp_study.STUDY_RULE}")
-    st.pyplot(plots.mpl_gp_step_diagnostics(records), clear_figure=True)
+    st.image(study_figure("gp_step_diagnostics"), width="stretch")
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
             "The diagnostic above shows what the steps of the trained layers do: whether the energy falls, how "
             "far each step moves, how peaked the attention is, and how good the prediction is after each step.")
     st.markdown("**The forms of the energy.** Plain attention's energy is unbounded below; the distance-form "
                 "diagonal bounds it, and the block as one energy descends attention and MLP together. The same "
                 "diagnostics, trained at T = 8 and long: does the energy settle, does the attention stay soft?")
-    st.pyplot(plots.mpl_gp_form_diagnostics(records), clear_figure=True)
+    st.image(study_figure("gp_form_diagnostics"), width="stretch")
 
 
 def demo_section(controls: GPControls) -> None:

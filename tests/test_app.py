@@ -225,3 +225,24 @@ def test_presentation_mode_draws_only_the_steps_controls():
     assert_clean(at)
     assert {w.key for w in at.slider} == {f"en_{name}" for name in lesson.STEPS[index].used()}
     assert not at.sidebar.slider and not at.sidebar.radio
+
+
+def test_the_study_figures_are_drawn_once_not_on_every_rerun(monkeypatch):
+    """The GP page's three matplotlib study figures took 5 of its 6 s a rerun: drawn once per process, a slider
+    move redraws none of them, and the page still shows all three."""
+    import streamlit as st
+
+    from cem_core.ui import plots
+
+    calls = []
+    for name, builder in list(plots.GP_STUDY_FIGURES.items()):
+        monkeypatch.setitem(plots.GP_STUDY_FIGURES, name,
+                            lambda records, _b=builder, _n=name: calls.append(_n) or _b(records))
+    st.cache_data.clear()
+    at = run_page("gp")
+    assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)
+    at.slider(key="gp_context").set_value(3).run()
+    assert_clean(at)
+    run_page("gp")                                                           # another session, the same figures
+    assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)
+    assert [n.type for n in at.main.children.values()].count("image") == 3
