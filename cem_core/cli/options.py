@@ -4,7 +4,7 @@ config field's default for a flag's help."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import MISSING, fields, replace
+from dataclasses import fields, replace
 
 from cem_core.experiments.schedule import OptimConfig
 from cem_core.nn.config import ACTIVATIONS, CEMOptions, ModelShape, switches
@@ -40,8 +40,7 @@ def cem_options(args, base: CEMOptions = CEMOptions()) -> CEMOptions:
 
 def default_of(cls, name: str):
     """A dataclass field's default (for a flag's default and its help)."""
-    field = cls.__dataclass_fields__[name]
-    return field.default_factory() if field.default is MISSING else field.default
+    return cls.__dataclass_fields__[name].default
 
 
 def add_part_arguments(parser: argparse.ArgumentParser, kind: type, base=None, what: str = "") -> None:
