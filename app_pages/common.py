@@ -81,45 +81,72 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> tuple[str
     Streamlit drops the state of every widget that a run does not draw: a page that is not shown, a
     control hidden in this state, the launcher while a run goes. So each page's last valid controls
     are kept under a key of their own (``keep_controls``) and any widget key that is missing is filled
-    from them; on the first visit of a page in a session they come from the URL (a bad value there
-    is reported with st.error and the defaults are used). `shown(values)` names the controls the page
-    draws in a state (default: all): the keys of the others are cleared, so a hidden control keeps its
-    kept value (``control_values``) and, drawn again, starts from it, never from a value the browser
-    remembered for the hidden widget. Returns the names of the controls to draw."""
+    from them. They come from the URL on the first visit of a page in a session, and whenever the URL holds
+    other values than the page last wrote there: the browser's Back or Forward, or an address typed (a bad
+    value is reported with st.error and the defaults are used; a number between a slider's steps is snapped,
+    with a note). The values are then settled (``cls.settle``): options that make no sense together are reset
+    together, with a toast that says so, so no change of one control leads to a refused state.
+    `shown(values)` names the controls the page draws in a state (default: all): the keys of the others are
+    cleared, so a hidden control keeps its kept value (``control_values``) and, drawn again, starts from it,
+    never from a value the browser remembered for the hidden widget. Returns the names of the controls to draw."""
     kept = f"_controls_{page}"
-    if kept not in st.session_state:
+    if kept not in st.session_state or _url_changed(page, cls):
         try:
-            controls = cls.from_query(dict(st.query_params))
+            controls, snapped = cls.from_link(dict(st.query_params))
         except ValueError as err:
-            st.error(f"The link's settings could not be used: {plain(str(err))}. Showing the defaults instead.")
-            controls = cls()
+            st.error(f"The link's settings could not be used: {plain(cls.explain(err))}. Showing the defaults "
+                     "instead.")
+            controls, snapped = cls(), []
+        for note in snapped:
+            st.info(plain(note), icon=":material/straighten:")
         st.session_state[kept] = controls.values()
+        for key in widget_keys.values():
+            st.session_state.pop(key, None)                            # drawn again from the link's values
     values = st.session_state[kept]
     for field, key in widget_keys.items():
         if key not in st.session_state:
             value = values[field]
             st.session_state[key] = list(value) if isinstance(value, tuple) else value   # a multiselect holds a list
-    drawn = tuple(widget_keys) if shown is None else shown({f: st.session_state[k] for f, k in widget_keys.items()})
+    current = {f: st.session_state[k] for f, k in widget_keys.items()}
+    settled, notes = cls.settle(current)
+    for field, key in widget_keys.items():
+        if settled[field] != current[field]:
+            st.session_state[key] = settled[field]
+    st.session_state[f"_settled_{page}"] = settled                     # the hidden controls' values this run
+    for note in notes:
+        st.toast(plain(note), icon=":material/rule:")
+    drawn = tuple(widget_keys) if shown is None else shown(settled)
     for field, key in widget_keys.items():
         if field not in drawn:
             del st.session_state[key]
     return drawn
 
 
+def _url_changed(page: str, cls) -> bool:
+    """Whether the URL holds values of the page's controls other than those the page last wrote there (the
+    browser's Back or Forward, or an edited address): then the URL is the state to show."""
+    written = st.session_state.get(f"_url_{page}")
+    names = {cls.PREFIX + name for name in cls.specs()}
+    now = {k: v for k, v in st.query_params.items() if k in names}
+    return written is not None and bool(now) and now != written
+
+
 def control_values(page: str, widget_keys: dict) -> dict:
-    """Every control's value: a drawn control's from its widget, a hidden one's as last kept."""
-    kept = st.session_state[f"_controls_{page}"]
-    return {field: st.session_state[key] if key in st.session_state else kept[field]
+    """Every control's value: a drawn control's from its widget, a hidden one's as settled this run."""
+    settled = st.session_state[f"_settled_{page}"]
+    return {field: st.session_state[key] if key in st.session_state else settled[field]
             for field, key in widget_keys.items()}
 
 
 def keep_controls(page: str, controls) -> None:
     """Remember the page's valid controls for its next visit and write them into the URL, so that a
-    copied link restores this view."""
+    copied link restores this view. The URL is written in one go (one entry in the browser's history per
+    change: Back undoes it)."""
     st.session_state[f"_controls_{page}"] = controls.values()
-    for name, value in controls.to_query().items():
-        if st.query_params.get(name) != value:
-            st.query_params[name] = value
+    query = controls.to_query()
+    st.session_state[f"_url_{page}"] = query
+    if any(st.query_params.get(name) != value for name, value in query.items()):
+        st.query_params.from_dict(st.query_params.to_dict() | query)
 
 
 def widget_keys(cls, prefix: str) -> dict:

@@ -43,7 +43,9 @@ def body() -> None:
         number = st.number_input
         control(DesignControls, "d_model", KEYS["d_model"], "d_model", number, step=64)
         control(DesignControls, "n_layers", KEYS["n_layers"], "layers", number)
-        control(DesignControls, "n_heads", KEYS["n_heads"], "heads", number)
+        heads = DesignControls.heads_options(st.session_state[KEYS["d_model"]])
+        st.selectbox(DesignControls.label("n_heads"), heads, key=KEYS["n_heads"],
+                     help="The head counts that divide d_model into even head widths d_model / heads (RoPE).")
         control(DesignControls, "d_ff", KEYS["d_ff"], "d_ff", number, step=64)
         control(DesignControls, "vocab_size", KEYS["vocab_size"], "vocabulary", number, step=1000)
         control(DesignControls, "seq_len", KEYS["seq_len"], "sequence length", number, step=128)

@@ -15,6 +15,7 @@ from app_pages.common import (
     explain,
     keep_controls,
     notebook_links,
+    plain,
     restore_controls,
     run_safely,
     widget_keys,
@@ -120,8 +121,14 @@ def draw_control(name: str) -> None:
     elif name == "activation":
         control(EnergyControls, name, KEYS[name], "activation φ",
                 help="The MLP's nonlinearity φ; its energy uses the antiderivative Φ (Φ' = φ).")
+    elif name == "heads":
+        st.select_slider("heads", EnergyControls.heads_options(state[KEYS["width"]], state[KEYS["rope"]]),
+                         key=KEYS["heads"], help="Offered: the head counts that divide the width d (with RoPE, into "
+                                                 "even head widths).")
     else:
-        control(EnergyControls, name, KEYS[name], {"heads": "heads", "rope": "RoPE"}[name])
+        control(EnergyControls, "rope", KEYS["rope"], "RoPE", disabled=state[KEYS["width"]] % 2 == 1,
+                help="Rotary position embedding in the score; it rotates pairs of coordinates, so it needs an even "
+                     "width d.")
 
 
 SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale", "activation"),
@@ -165,7 +172,13 @@ def page_controls(present: tuple[str, ...] | None, step=None):
         for column, name in zip(st.columns(len(shown)), shown):
             with column:
                 draw_control(name)
-    controls = EnergyControls.from_values(**control_values("energy", KEYS))
+    try:
+        controls = EnergyControls.from_values(**control_values("energy", KEYS))
+    except ValueError as err:                  # the one refusal left (too large): the last state that could be drawn
+        controls = EnergyControls.from_values(**state["_controls_energy"])
+        st.warning(f"{plain(EnergyControls.explain(err))}. The plots show the last state that could be drawn.",
+                   icon=":material/speed:")
+        return controls, slot
     if controls.token >= controls.seq_len - 1:
         controls = replace(controls, token=LAST)                   # the last token stays the last as n changes
     keep_controls("energy", controls)

@@ -8,6 +8,7 @@ restores the view.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, dataclass, field, replace
 
 from cem_core.experiments.gp.model import GPModelConfig
@@ -41,6 +42,7 @@ class Controls:
     CEM: tuple = ()              # the CEM switches the page offers
     CEM_RANGES: dict = {}        # narrower ranges than the switches' own, by name
     SHAPE: dict = {}             # the ModelShape fields the page offers, name -> spec as in SPECS
+    LABELS: dict = {}            # the labels a person sees, where they are not the name (a CEM switch has its own)
     PREFIX = ""
 
     @classmethod
@@ -110,6 +112,55 @@ class Controls:
         return {self.PREFIX + name: text(value) for name, value in self.values().items()}
 
     @classmethod
+    def grid(cls, name: str) -> float | None:
+        """The step of a number control's slider (None: whole numbers, or no slider)."""
+        kind, allowed = cls.specs()[name]
+        return allowed[2] if kind == "float" and len(allowed) > 2 else None
+
+    @classmethod
+    def from_link(cls, query: dict):
+        """Controls from a link, as the page's sliders can show them: a number off its slider's grid
+        (``anchor=3.65`` where the slider moves by 0.1) is snapped to the nearest grid value. Returns the
+        controls and one sentence per snapped value (bad values raise ValueError, as in ``from_query``)."""
+        query, notes = dict(query), []
+        for name in cls.specs():
+            step, raw = cls.grid(name), query.get(cls.PREFIX + name)
+            if step is None or raw is None:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                continue                                               # from_query says why
+            lo = cls.specs()[name][1][0]
+            snapped = round(lo + round((value - lo) / step) * step, 10)
+            if abs(snapped - value) > 1e-9 * max(1.0, abs(value)):
+                query[cls.PREFIX + name] = str(snapped)
+                notes.append(f"{cls.label(name)} {raw} lies between the slider's steps of {step:g}: showing "
+                             f"{snapped:g}")
+        return cls.from_query(query), notes
+
+    @classmethod
+    def label(cls, name: str) -> str:
+        """The name a person sees for control `name` (a CEM switch's label, or the page's own)."""
+        if name in cls.CEM:
+            return CEMOptions.__dataclass_fields__[name].metadata["label"]
+        return cls.LABELS.get(name, name)
+
+    @classmethod
+    def settle(cls, values: dict) -> tuple[dict, list[str]]:
+        """The values a page draws for these control values, and a sentence per change a person would not expect
+        (a page whose controls depend on each other resets them together; by default nothing changes)."""
+        return dict(values), []
+
+    @classmethod
+    def explain(cls, err: ValueError) -> str:
+        """A refusal in the words the page shows: "width d 7: must be ..." for "width=7 is invalid: must be ..."."""
+        match = re.fullmatch(r"(\w+)=(.+?) is invalid: (.*)", str(err), re.S)
+        if match is None or match[1] not in cls.specs():
+            return str(err)
+        return f"{cls.label(match[1])} {match[2].strip(chr(39))}: {match[3]}"
+
+    @classmethod
     def from_query(cls, query: dict):
         """Parse URL query parameters (strings); other keys are ignored, bad values raise ValueError."""
         values = {}
@@ -139,12 +190,14 @@ class Controls:
 class EnergyControls(Controls):
     """The energy-descent page: one layer (or a block) on a random input."""
 
-    SPECS = {"layer": ("choice", LAYERS), "p_scale": ("float", (0.0, 3.0)),
+    SPECS = {"layer": ("choice", LAYERS), "p_scale": ("float", (0.0, 3.0, 0.1)),
              "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
              "seed": ("int", (0, 9999)), "rope": ("bool", None), "token": ("int", (0, 255)),
              "heat_head": ("int", (0, 7)), "activation": ("choice", ACTIVATIONS)}
     CEM = tuple(f.name for f in switches(learned=False) if f.name != "block")   # every switch of an untrained layer
                                                                                 # (the layer control says joint)
+    LABELS = {"p_scale": "preconditioner scale", "width": "width d", "seq_len": "sequence length", "rope": "RoPE",
+              "token": "followed token", "heat_head": "heatmap head", "activation": "activation φ"}
 
     layer: str = "attention"
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=4, rank=2))
@@ -173,14 +226,43 @@ class EnergyControls(Controls):
                      and not (preconditioner == "none" and name in cls.PRECONDITIONER_ONLY)
                      and not (diagonal == "none" and name in cls.DIAGONAL_ONLY))
 
+    @classmethod
+    def heads_options(cls, width: int, rope: bool) -> tuple[int, ...]:
+        """The head counts the page offers at this width: those that divide it (d_h = d / H), with RoPE only
+        those that leave an even head width (RoPE rotates pairs of coordinates)."""
+        lo, hi = cls.SPECS["heads"][1]
+        return tuple(h for h in range(lo, hi + 1) if width % h == 0 and not (rope and (width // h) % 2))
+
+    @classmethod
+    def settle(cls, values: dict) -> tuple[dict, list[str]]:
+        """The state the page draws for these control values: options that make no sense together are reset
+        together, so every change of one control leads to a valid state. With no diagonal its form goes back
+        to its default; RoPE turns off at an odd width (no head width would be even); the heads snap to the
+        nearest count the width allows (``heads_options``), downwards. Returns the values and one sentence,
+        in the page's labels, per change a person would not expect."""
+        values, notes = dict(values), []
+        if values["diagonal"] == "none":
+            values["diagonal_form"] = CEMOptions.__dataclass_fields__["diagonal_form"].default
+        if values["rope"] and values["width"] % 2:
+            values["rope"] = False
+            notes.append(f"RoPE is off: it rotates pairs of coordinates, so it needs an even width d "
+                         f"(not {values['width']}).")
+        options = cls.heads_options(values["width"], values["rope"])
+        if values["heads"] not in options:
+            heads = max((h for h in options if h <= values["heads"]), default=options[0])
+            notes.append(f"heads {values['heads']} → {heads}: the heads must divide the width d = {values['width']}"
+                         + (" into even head widths (RoPE)" if values["rope"] else "")
+                         + f"; this width allows {', '.join(map(str, options))}.")
+            values["heads"] = heads
+        return values, notes
+
     def __post_init__(self) -> None:
         self._validate()
         if self.cost() > COST_LIMIT:
             fail("width", self.width,
-                  f"this combination (width {self.width}, sequence {self.seq_len}, T {self.cem.T}, heads {self.heads}, "
-                  f"diagonal {self.cem.diagonal}) is too large for an interactive page (seconds of CPU per change "
-                  "on a busy 2-core machine); lower the width, "
-                  "the sequence length or T")
+                  f"with sequence length {self.seq_len}, steps T {self.cem.T}, heads {self.heads} and diagonal "
+                  f"{self.cem.diagonal}, too large for an interactive page (seconds of CPU per change on a busy "
+                  "2-core machine); lower the width, the sequence length or T")
         if self.cem.block != "sequential":
             fail("block", self.cem.block, "is set by the layer control here (layer='joint')")
         self.attention_config()   # raises ValueError for inconsistent combinations
@@ -237,10 +319,12 @@ class DesignControls(Controls):
 
     SHAPE = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
              "d_ff": ("int", (8, 32768))}     # the activation changes no parameter count or FLOP count
-    SPECS = {"vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)), "p_scale": ("float", (0.0, 3.0)),
-             "seed": ("int", (0, 9999))}
+    SPECS = {"vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
+             "p_scale": ("float", (0.0, 3.0, 0.1)), "seed": ("int", (0, 9999))}
     CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block")   # those that change parameters or FLOPs
     CEM_RANGES = {"rank": (1, 64)}
+    LABELS = {"n_layers": "layers", "n_heads": "heads", "vocab_size": "vocabulary", "seq_len": "sequence length",
+              "p_scale": "low-rank scale (spectrum demo)"}
     PREFIX = "ds_"
 
     shape: ModelShape = ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048)
@@ -249,6 +333,30 @@ class DesignControls(Controls):
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(preconditioner="psd"))
     p_scale: float = 1.0     # std of the preconditioner's low-rank factors, times 1/sqrt(d) (eigenvalue demo)
     seed: int = 0
+
+    @classmethod
+    def heads_options(cls, d_model: int) -> tuple[int, ...]:
+        """The head counts the page offers: those that divide d_model into even head widths d_h = d / H (the
+        models use RoPE, which rotates pairs of coordinates)."""
+        lo, hi = cls.SHAPE["n_heads"][1]
+        return tuple(h for h in range(lo, min(hi, d_model) + 1) if d_model % h == 0 and (d_model // h) % 2 == 0)
+
+    @classmethod
+    def settle(cls, values: dict) -> tuple[dict, list[str]]:
+        """An odd d_model goes down to the even one below it (RoPE needs even head widths), and the heads snap to
+        the nearest count that divides it, downwards (see EnergyControls.settle)."""
+        values, notes = dict(values), []
+        if values["d_model"] % 2:
+            notes.append(f"d_model {values['d_model']} → {values['d_model'] - 1}: RoPE rotates pairs of "
+                         "coordinates, so every head width, and d_model, is even.")
+            values["d_model"] -= 1
+        options = cls.heads_options(values["d_model"])
+        if values["n_heads"] not in options:
+            heads = max(h for h in options if h <= values["n_heads"]) if values["n_heads"] > 0 else 1
+            notes.append(f"heads {values['n_heads']} → {heads}: the heads must divide d_model = {values['d_model']} "
+                         "into even head widths.")
+            values["n_heads"] = heads
+        return values, notes
 
     def __post_init__(self) -> None:
         self._validate()
