@@ -19,6 +19,7 @@ st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", l
                    initial_sidebar_state="collapsed" if present else "auto")
 torch.set_num_threads(1)   # page compute is small; one thread avoids fighting a background training run
 
+HISTORY_JS = Path(__file__).resolve().parent / "app_pages" / "history.js"
 PAGES = {p.key: st.Page(p.file, title=p.title, icon=p.icon, url_path=p.path or None, default=not p.path)
          for p in APP_PAGES}
 
@@ -30,6 +31,8 @@ MAIN = "[data-testid='stMainBlockContainer']"
 st.html(f"<style>{MAIN} {{ padding-top: 2.5rem; }}</style>" if not present else
         f"<style>{MAIN} {{ padding-top: 4rem; }} {MAIN} p, {MAIN} li {{ font-size: 1.2rem; }}</style>")
 page = st.navigation(list(PAGES.values()))
+# One browser-history entry per action of the reader (in the sidebar, which every state draws: nothing moves)
+st.sidebar.html(f"<script>{HISTORY_JS.read_text()}</script>", unsafe_allow_javascript=True)
 st.sidebar.caption("CEM Lab · a companion to arXiv 2605.07588 (Causal Energy Minimization)")
 teacher_mode()
 lesson_mode.sidebar()

@@ -33,6 +33,13 @@ def gp_sweep_records() -> list[dict]:
     return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
 
 
+def app_address() -> str:
+    """The address this app is served at, as the reader opened it (a classroom server, another port), for the
+    links the app shows; links.APP_ADDRESS where the page has no URL (a headless test)."""
+    url = st.context.url
+    return links.served_address(url) if url else links.APP_ADDRESS
+
+
 def job_board() -> jobs.JobBoard:
     """The app's background jobs (``CEM_LAB_JOBS_DIR``, default runs/app) and the only data folder it
     reads (``CEM_LAB_DATA_DIR``, default data/)."""

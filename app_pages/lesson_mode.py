@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import gp_sweep_records, plain, url_switch, url_toggle
+from app_pages.common import app_address, gp_sweep_records, plain, url_switch, url_toggle
 from cem_core.ui import lesson
 
 LESSON = "lesson"              # session key: the index of the lesson step, or None
@@ -97,7 +97,7 @@ def bar() -> None:
         with st.container(key="lesson-bar", border=True):
             c1, c2, c3, c4 = st.columns([4, 1, 1, 1], vertical_alignment="center")
             c1.markdown(f"**Lesson · step {index + 1} of {n}: {step.title}** · "
-                        f"[link to this step]({lesson.link(index)})")
+                        f"[link to this step]({lesson.link(index, app_address())})")
             c2.button("Back", key="lesson-back", icon=":material/arrow_back:", disabled=index == 0, on_click=go,
                       args=(index - 1,), width="stretch")
             c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1,

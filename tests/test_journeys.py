@@ -42,6 +42,7 @@ from appdriver import (
     marker,
     notes,
     playback,
+    selected,
     serve_app,
     set_slider,
     settle,
@@ -496,4 +497,65 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     page.locator(".js-plotly-plot").filter(has_text="Width ladder").scroll_into_view_if_needed()
     page.screenshot(path=_shots(tmp_path) / "lm-ladder.png", full_page=True)
     _assert_clean(page, "the LM page's evidence")
+    page.close()
+
+
+# -- (f) the browser's history and the links the app shows ------------------------------------------------
+
+
+def _back(page) -> None:
+    """The browser's Back button, then the page's rerun for the address it went back to."""
+    before = page.url
+    page.go_back()
+    page.wait_for_function("u => window.location.href !== u", arg=before, timeout=30000)
+    page.wait_for_timeout(300)
+    settle(page)
+
+
+def test_back_undoes_each_change_and_returns_to_the_previous_page(app, browser):
+    """One history entry per action: Back undoes a slider change, then a select box's, then a page switch
+    returns to the page before it, in the state it was left in."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app.url)
+    settle(page)
+    start = page.evaluate("history.length")
+    set_slider(page, "steps T", 5, 1)
+    choose(page, CEMOptions.__dataclass_fields__["preconditioner"].metadata["label"], "psd")
+    go_to(page, "Design space")
+    type_number(page, "d_model", 1536)
+    assert page.evaluate("history.length") == start + 4, page.evaluate("window.cemHistory")   # 4 actions, 4 entries
+    _back(page)                                                           # d_model 1536 undone
+    assert page.get_by_label("d_model", exact=True).input_value() == "768"
+    _back(page)                                                           # back on the energy page, as left
+    page.get_by_role("heading", name="Energy descent").wait_for(timeout=30000)
+    assert slider_value(page, "steps T") == 5 and _query(page)["preconditioner"] == "psd"
+    _back(page)                                                           # the preconditioner undone
+    assert selected(page, "preconditioner") == "none" and _query(page)["T"] == "5"
+    _back(page)                                                           # T undone
+    assert slider_value(page, "steps T") == 4 and _query(page)["T"] == "4"
+    _assert_clean(page, "Back through the history")
+    page.close()
+
+
+def test_links_name_the_address_the_app_was_opened_at(app, browser):
+    """A classroom server is not localhost:8501: the lesson's "link to this step" carries the address the page
+    was opened at (here the server by name, localhost, on its own port), and opening it shows that step."""
+    port = urlparse(app.url).port
+    address = f"http://localhost:{port}"
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{address}/?lesson=2")
+    settle(page)
+    link = page.locator(".st-key-lesson-bar a").filter(has_text="link to this step")
+    assert link.get_attribute("href") == f"{address}/?lesson=2"
+    page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
+    page.locator(".st-key-lesson-bar").get_by_text("step 3 of").wait_for(timeout=60000)
+    settle(page)
+    href = link.get_attribute("href")
+    assert href == f"{address}/?lesson=3", href
+    other = browser.new_page(viewport={"width": 1280, "height": 720})
+    other.goto(href)
+    settle(other)
+    other.locator(".st-key-lesson-bar").get_by_text("step 3 of").wait_for(timeout=60000)
+    _assert_clean(other, "a lesson link opened in a new window")
+    other.close()
     page.close()

@@ -151,3 +151,22 @@ def test_every_app_page_links_to_the_notebooks_behind_it():
         assert not at.exception
         shown = " ".join(caption.value for caption in at.caption)
         assert all(f"notebooks/{name}.ipynb" in shown and links.notebook_link(name) in shown for name in names), page
+
+
+@pytest.mark.parametrize("url,address", [
+    ("http://lab.example:9000/cem/gp?x=1", "http://lab.example:9000/cem"),   # a base path, the GP page
+    ("http://127.0.0.1:8501/", "http://127.0.0.1:8501"), ("http://127.0.0.1:8501", "http://127.0.0.1:8501"),
+    ("https://school.example/cem/", "https://school.example/cem"), ("http://h:1/design", "http://h:1"),
+    ("http://h:1/lm?lesson=2", "http://h:1")])
+def test_the_served_address_is_read_from_the_url_the_page_was_opened_at(url, address):
+    from cem_core.ui.links import served_address
+
+    assert served_address(url) == address
+
+
+@pytest.mark.parametrize("url", ["", "localhost:8501", "file:///tmp/app", "/gp"])
+def test_a_url_that_is_not_an_app_address_is_refused(url):
+    from cem_core.ui.links import served_address
+
+    with pytest.raises(ValueError, match="must be an absolute http"):
+        served_address(url)

@@ -108,9 +108,10 @@ STEPS = (
 )
 
 
-def link(index: int) -> str:
-    """The app link of lesson step `index` (0-based): it opens the step's page in the step's state."""
-    return f"{APP_ADDRESS}/{PAGES[STEPS[index].page]}?lesson={index + 1}"
+def link(index: int, address: str = APP_ADDRESS) -> str:
+    """The app link of lesson step `index` (0-based): it opens the step's page in the step's state, on the app
+    served at `address` (the README's: `make app`'s; the app's own: where it was opened, links.served_address)."""
+    return f"{address}/{PAGES[STEPS[index].page]}?lesson={index + 1}"
 
 
 def state_link(step: Step) -> str:

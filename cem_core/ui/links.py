@@ -23,6 +23,17 @@ def app_running(timeout: float = 0.2) -> bool:
         return False
 
 
+def served_address(url: str) -> str:
+    """The address the app is served at, from the URL a page was opened at (``st.context.url``): a classroom
+    server's host, port and base path, not APP_ADDRESS. ``http://lab:9000/cem/gp?x=1`` gives
+    ``http://lab:9000/cem``."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"url={url!r} is invalid: must be an absolute http(s) address")
+    base, _, last = parsed.path.rstrip("/").rpartition("/")
+    return f"{parsed.scheme}://{parsed.netloc}" + (base if last in APP_PATHS.values() else f"{base}/{last}".rstrip("/"))
+
+
 def app_link(page: str, controls=None) -> str:
     """The app's URL that opens ``page`` with ``controls`` (a Controls instance; None: the page's defaults)."""
     if page not in APP_PATHS:
