@@ -28,8 +28,16 @@ PAGES = {p.key: st.Page(p.file, title=p.title, icon=p.icon, url_path=p.path or N
 # page's elements keep their places (a component that moves is a new iframe,
 # docs/design.md#78-a-component-that-moves-is-a-new-iframe).
 MAIN = "[data-testid='stMainBlockContainer']"
-st.html(f"<style>{MAIN} {{ padding-top: 2.5rem; }}</style>" if not present else
-        f"<style>{MAIN} {{ padding-top: 4rem; }} {MAIN} p, {MAIN} li {{ font-size: 1.2rem; }}</style>")
+# presentation mode: the page from the top of the screen (the header, which would cover it, transparent; its
+# button that opens the sidebar stays), a compact lesson bar, and larger text for the room.
+PRESENT_CSS = (f"{MAIN} {{ padding-top: 0.75rem; padding-bottom: 0.5rem; }} "
+               f"{MAIN} p, {MAIN} li {{ font-size: 1.2rem; }} "
+               f"{MAIN} [data-testid='stAlert'] p {{ font-size: 1rem; }} "
+               "[data-testid='stHeader'] { background: transparent; } "
+               "[data-testid='stHeader'], [data-testid='stHeader'] * { pointer-events: none; } "
+               "[data-testid='stHeader'] button, [data-testid='stHeader'] button * { pointer-events: auto; } "
+               ".st-key-lesson-bar { padding: 0.3rem 0.75rem; } .st-key-lesson-bar button { min-height: 2.1rem; }")
+st.html(f"<style>{MAIN} {{ padding-top: 2.5rem; }}</style>" if not present else f"<style>{PRESENT_CSS}</style>")
 page = st.navigation(list(PAGES.values()))
 # One browser-history entry per action of the reader (in the sidebar, which every state draws: nothing moves)
 st.sidebar.html(f"<script>{HISTORY_JS.read_text()}</script>", unsafe_allow_javascript=True)

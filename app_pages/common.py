@@ -184,10 +184,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def show_figure(fig, name: str, key: str) -> None:
-    """The chart plus its download buttons."""
+PRESENT_FONTS = 1.25          # presentation mode: every plot's fonts this much larger, for the room
+
+
+def show_figure(fig, name: str, key: str, height: int | None = None) -> None:
+    """The chart plus its download buttons; in presentation mode larger, without them (`height`: there)."""
+    if st.session_state.get("present"):
+        fig = interactive.enlarged(fig, PRESENT_FONTS).update_layout(**({"height": height} if height else {}))
     st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None)   # our fonts, not the theme's 12 px
-    download_buttons(fig, name, key)
+    if not st.session_state.get("present"):
+        download_buttons(fig, name, key)
 
 
 def download_buttons(fig, name: str, key: str) -> None:

@@ -31,15 +31,14 @@ from cem_core.ui.explore import diagnose, explore
 KEYS = widget_keys(EnergyControls, "en_")
 PINNED = "_pinned_energy"      # the pinned state's control values, or None
 PLOT_HEIGHT = 330              # two plots side by side fit under the title at 1280 x 720
-PRESENT_HEIGHT = 300           # presentation mode: the step's two plots, larger fonts, in one row
+PRESENT_HEIGHT = 250           # presentation mode: the step's two plots, larger fonts, in one row
 PRESENT_FONTS = 1.25
 PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a lesson step
+PRESENT_VIEWS = ("energy", "landscape")       # its plots outside a lesson step
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
 # the computed states kept (`computed`): about three of the largest (72 MB each: the attention weights of 16 steps x
 # 8 heads x 256 x 256 tokens, and their figures), hundreds of ordinary ones
 CACHE_BYTES = 128 * 2 ** 20
-PAIRS = {"energy": ("energy", "norm"), "norm": ("energy", "norm"), "note": ("energy", "norm"),
-         "landscape": ("landscape", "heatmap"), "heatmap": ("landscape", "heatmap")}
 
 
 def computed() -> SizedCache:
@@ -57,35 +56,48 @@ def descent(controls: EnergyControls):
     return computed().get(("descent", controls), make)
 
 
-def phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list[dict]:
+def phase_views(controls: EnergyControls, pinned: EnergyControls | None, present: bool = False) -> list[dict]:
     """Per phase, the playback component's arguments and the figures (for the downloads). The pinned state's
-    curves and path are drawn faint on a phase of the same layer."""
-    return computed().get(("views", controls, pinned), lambda: _phase_views(controls, pinned))
+    curves and path are drawn faint on a phase of the same layer. Presentation mode draws them for the room:
+    shorter, with only the followed token in the legends (which then never scroll), and beside a pinned state
+    the energy relative to step 0, so that where each state ends can be compared at a glance."""
+    return computed().get(("views", controls, pinned, present), lambda: _phase_views(controls, pinned, present))
 
 
-def _phase_views(controls: EnergyControls, pinned: EnergyControls | None) -> list[dict]:
+def _relative(phase: dict | None) -> dict | None:
+    """A phase whose energies are measured from their step 0 (E(x⁽ᵗ⁾) − E(x⁽⁰⁾), per token)."""
+    return None if phase is None else phase | {"energies": phase["energies"] - phase["energies"][:1]}
+
+
+def _phase_views(controls: EnergyControls, pinned: EnergyControls | None, present: bool) -> list[dict]:
     data, _ = descent(controls)
     pinned_phases = {} if pinned is None else {p["name"]: p for p in descent(pinned)[0]["phases"]}
     names = None if pinned is None else (controls.changes(pinned), pinned.changes(controls))
     token, out = data["token"], []
+    height, legend = (PRESENT_HEIGHT, "followed") if present else (PLOT_HEIGHT, "all")
     for phase in data["phases"]:
         other = pinned_phases.get(phase["name"])
+        relative = present and other is not None
+        if relative:
+            phase, other = _relative(phase), _relative(other)
         overlay = dict(names=names) if other is not None else {}
         path = None if other is None else steps.pinned_path(phase, other)   # None too in another width
         head = None if phase["weights"] is None else min(controls.heat_head, phase["weights"].shape[1] - 1)
-        label = LAYER_LABELS[phase["name"]]
+        # (a phase's name is its heading; titles short enough for half the page with the sidebar open)
+        title = "energy from step 0: E(x⁽ᵗ⁾) − E(x⁽⁰⁾)" if relative else "energy E(x⁽ᵗ⁾ | c)"
         figures = {
             "energy": interactive.per_token_figure(
-                phase["energies"], f"{label}: energy E(x⁽ᵗ⁾ | c) per token", "energy", rose=phase["rose"],
-                height=PLOT_HEIGHT, token=token, pinned=None if other is None else other["energies"], **overlay),
+                phase["energies"], title, "energy from step 0" if relative else "energy", rose=phase["rose"],
+                height=height, token=token, pinned=None if other is None else other["energies"], legend=legend,
+                **overlay),
             "norm": interactive.per_token_figure(
-                phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm", first_step=1, height=PLOT_HEIGHT,
-                token=token, pinned=None if other is None else other["update_norms"], **overlay),
+                phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm", first_step=1, height=height,
+                token=token, pinned=None if other is None else other["update_norms"], legend=legend, **overlay),
             "landscape": interactive.landscape_figure(
-                phase["landscape"], token, height=PLOT_HEIGHT + 60,
+                phase["landscape"], token, height=height + (0 if present else 60),
                 pinned=path, **(overlay if path is not None else {})),
             "heatmap": None if head is None else interactive.attention_heatmap_figure(
-                phase["weights"], len(phase["weights"]), head, height=PLOT_HEIGHT, token=token)}
+                phase["weights"], len(phase["weights"]), head, height=height, token=token)}
         out.append({"args": steps.view(phase, figures, token, head or 0, other), "figures": figures})
     return out
 
@@ -161,10 +173,10 @@ def page_controls(present: tuple[str, ...] | None, step=None):
                     if name in shown:
                         draw_control(name)
     elif step is not None:
-        text, column = st.columns([3, 2])
+        text, column = st.columns([5, 2])
         with text:
             lesson_mode.say(step)
-            slot = st.empty()                     # the pinned state's caption, once the controls are read
+            slot = st.container()                 # the pinned state's caption and the note, once the state is read
         with column:
             for name in shown:
                 draw_control(name)
@@ -233,15 +245,14 @@ def explanations(has_heatmap: bool) -> None:
 def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, index: int, step,
                   present: bool) -> None:
     args = dict(view["args"])                      # the cached view is shared: never changed in place
-    if present:
-        pair = [name for name in PAIRS[step.points_at if step else "energy"] if view["figures"].get(name)]
-        names = pair if len(pair) == 2 else ["energy", "landscape"]
+    if present:                                    # the two views the step talks about (the heatmap: attention only)
+        names = [name for name in (step.views if step else PRESENT_VIEWS) if view["figures"].get(name)]
+        names += [name for name in PRESENT_VIEWS if name not in names][: 2 - len(names)]
         shown = sorted((f for f in args["figures"] if f["name"] in names), key=lambda f: names.index(f["name"]))
         # The landscape's legend would take a third of its height.
         args |= {"font_scale": PRESENT_FONTS, "version": f"{args['version']}-present", "figures": [
-            {"name": f["name"], "figure": f["figure"] | {"layout": f["figure"]["layout"] | {"height": PRESENT_HEIGHT}
-                                                         | ({"showlegend": False} if f["name"] == "landscape" else {})}}
-            for f in shown]}
+            {"name": f["name"], "figure": f["figure"] | ({"layout": f["figure"]["layout"] | {"showlegend": False}}
+                                                         if f["name"] == "landscape" else {})} for f in shown]}
     if step is not None and step.page == "energy":
         args["highlight"] = step.points_at
     # A lesson step opens at its last step, whatever step the reader was on before it.
@@ -252,7 +263,8 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
     key = f"playback-{index}"
     playback(args, key=key, on_change=lambda: follow_clicked(key))
     with above if step is not None and step.points_at == "note" else st.container():
-        note(diagnosis, index)
+        if diagnosis is not None:                  # (None: presentation mode drew it beside the step's words)
+            note(diagnosis, index)
     if present:
         return
     explanations(view["figures"]["heatmap"] is not None)
@@ -284,11 +296,13 @@ def body() -> None:
         controls, slot = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None, step)
     with pins:
         pinned = pin_bar(controls) if not present else pinned_state()
-        if present:
-            with slot or st.container():
-                pinned_caption(controls)
     data, diagnoses = descent(controls)
-    views = phase_views(controls, pinned)
+    if present:                       # beside the step's words (in a lesson), where the room sees them with the plots
+        with slot or pins:
+            pinned_caption(controls)
+            if slot is not None:
+                note(diagnoses[0], 0)
+    views = phase_views(controls, pinned, present)
     if controls.layer == "block" and not present:
         caption.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
     elif controls.layer == "joint" and not present:
@@ -300,7 +314,8 @@ def body() -> None:
             heading = st.container()
             if len(data["phases"]) > 1:
                 heading.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-            phase_section(controls, phase["name"], view, diagnosis, index, step, present)
+            phase_section(controls, phase["name"], view, None if slot and index == 0 else diagnosis, index, step,
+                          present)
 
 
 run_safely(body)

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import streamlit as st
 import torch
 
+from app_pages import lesson_mode
 from app_pages.common import (
     ROOT,
     cem_widget,
@@ -173,7 +174,25 @@ def train_live(controls: GPControls) -> None:
                                   f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
 
 
+VIEWS = {"gp-ratio": (interactive.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show
+         "gp-scaling": (interactive.gp_scaling_figure, "gp test-time scaling"),
+         "gp-context": (interactive.gp_context_figure, "gp rmse vs context")}
+PRESENT_HEIGHT = 470          # the step's two plots side by side under the lesson bar, inside 1280 x 720
+
+
+def presented(step) -> None:
+    """Presentation mode at a lesson step: only the two plots the step talks about, side by side and larger."""
+    records = gp_sweep_records()
+    for column, name in zip(st.columns(2), step.views):
+        figure, title = VIEWS[name]
+        with column, st.container(key=f"lesson-{name}"):
+            show_figure(figure(records), title, name, height=PRESENT_HEIGHT)
+
+
 def body() -> None:
+    step = lesson_mode.current_step("gp")
+    if st.session_state.get("present") and step is not None:
+        return presented(step)
     st.title("GP recursion: does in-layer recursion help?")
     st.markdown("In-context regression on Gaussian-process functions, where the best possible prediction is "
                 "known exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; "

@@ -21,9 +21,15 @@ GOTO = "_lesson_goto"          # a step was chosen: open its page on the next ru
 PREFIXES = {"energy": "en_", "gp": "gp_"}
 
 
+BEFORE = "_before_lesson"      # what the lesson's steps replace (the pages' controls, the pinned state)
+
+
 def go(index: int) -> None:
-    """Set lesson step `index`'s complete state (a callback: it runs before the page draws a widget)."""
+    """Set lesson step `index`'s complete state (a callback: it runs before the page draws a widget). Entering
+    the lesson keeps what its steps replace, for End to give back."""
     state, step = st.session_state, lesson.STEPS[index]
+    if state.get(LESSON) is None:
+        state[BEFORE] = {key: state.get(key) for key in (*(f"_controls_{page}" for page in PREFIXES), "_pinned_energy")}
     for key in [k for k in state if isinstance(k, str) and k.startswith(PREFIXES[step.page])]:
         del state[key]                               # the page's widgets start again from the kept controls
     state[f"_controls_{step.page}"] = step.controls().values()
@@ -34,9 +40,20 @@ def go(index: int) -> None:
 
 
 def end() -> None:
-    """Leave the lesson; the link's step (still in the URL until the next run) is not applied again."""
-    st.session_state[LESSON] = None
-    st.session_state[APPLIED] = st.query_params.get("lesson")
+    """Leave the lesson as it was entered, the page of its last step shown: the pages' controls and the pinned
+    state as they were before its first step (a lesson opened by a link: the defaults), and presentation mode off,
+    so that the app is the reader's again. The link's step (still in the URL until the next run) is not applied
+    again."""
+    state = st.session_state
+    before = state.pop(BEFORE, None) or {}
+    for key in [k for k in state if isinstance(k, str) and k.startswith(tuple(PREFIXES.values()))]:
+        del state[key]                                 # the widgets start again from the restored controls
+    for page in PREFIXES:                              # a page first seen in the lesson: its defaults
+        state[f"_controls_{page}"] = before.get(f"_controls_{page}") or lesson.CONTROLS[page]().values()
+    state["_pinned_energy"] = before.get("_pinned_energy")
+    state["present"] = False
+    state[LESSON] = None
+    state[APPLIED] = st.query_params.get("lesson")
 
 
 def current_step(page: str) -> lesson.Step | None:
@@ -91,6 +108,9 @@ def bar() -> None:
         if index is None:
             if "lesson" in st.query_params and st.query_params["lesson"] == st.session_state.get(APPLIED):
                 del st.query_params["lesson"]
+            if st.session_state.get("present"):           # the sidebar is collapsed: its button, here
+                st.button("Start the lesson", icon=":material/school:", on_click=go, args=(0,),
+                          key="lesson-start-present")
             return
         step, n = lesson.STEPS[index], len(lesson.STEPS)
         st.query_params["lesson"] = str(index + 1)

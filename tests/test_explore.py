@@ -97,7 +97,13 @@ def test_a_lesson_step_is_checked_at_construction():
     with pytest.raises(ValueError, match="T"):
         lesson.Step("t", "s", state={"T": 99})
     with pytest.raises(ValueError, match="pins"):
-        lesson.Step("t", "s", page="gp", points_at="gp-ratio", pinned={})
+        lesson.Step("t", "s", page="gp", views=("gp-ratio", "gp-scaling"), points_at="gp-ratio", pinned={})
+    with pytest.raises(ValueError, match="views"):                  # two distinct plots of the step's page
+        lesson.Step("t", "s", views=("energy", "energy"))
+    with pytest.raises(ValueError, match="views"):
+        lesson.Step("t", "s", views=("energy", "gp-ratio"))
+    with pytest.raises(ValueError, match="points_at"):              # a view the step shows, or the note
+        lesson.Step("t", "s", views=("energy", "norm"), points_at="landscape")
 
 
 def _independent_traces(c: EnergyControls):

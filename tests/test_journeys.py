@@ -361,35 +361,74 @@ def test_the_lesson_end_to_end(app, browser, tmp_path):
     page.close()
 
 
-def test_presentation_mode_fits_the_step_at_1280x720(app, browser, tmp_path):
-    index = next(i for i, s in enumerate(lesson.STEPS) if s.points_at == "landscape")
-    step = lesson.STEPS[index]
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(f"{app.url}/?lesson={index + 1}&present=true")
+def _inside(box: dict, where) -> None:
+    assert box["top"] >= 0 and box["bottom"] <= 720 and box["right"] <= 1280, (where, box)
+
+
+def _box(page, selector: str) -> dict:
+    boxes = page.evaluate(INSIDE, selector)
+    assert len(boxes) == 1, (selector, boxes)
+    return boxes[0]
+
+
+def _check_presented_step(page, index: int) -> None:
+    """At 1280 x 720: the bar, the step's words, its two views and (energy page) the page's note lie inside the
+    viewport; the plots' text is larger than on the page; the followed token's legend entry is shown."""
+    step, where = lesson.STEPS[index], f"presented step {index + 1}"
+    page.locator(".st-key-lesson-bar").get_by_text(f"step {index + 1} of {len(lesson.STEPS)}").wait_for(timeout=60000)
     settle(page)
-    frame = playback(page)
+    for selector in (".st-key-lesson-bar", ".st-key-lesson-say"):
+        _inside(_box(page, selector), (where, selector))
+    if step.page == "gp":
+        for name in step.views:
+            page.wait_for_selector(f".st-key-lesson-{name} .js-plotly-plot .main-svg .gtitle", timeout=60000)
+            _inside(_box(page, f".st-key-lesson-{name}"), (where, name))
+        sizes = [px for _, px in page.evaluate(PLOT_TEXT)]
+    else:
+        frame = playback(page)
+        _inside(_box(page, ".st-key-lesson-note-0"), (where, "note"))
+        offset = page.locator(PLAYBACK).bounding_box()
+        plots = frame.evaluate("() => Array.from(document.querySelectorAll('.plot'), e => { const r = "
+                               "e.getBoundingClientRect(); return [e.dataset.name, r.top, r.bottom, r.right]; })")
+        assert [p[0] for p in plots] == list(step.views), (where, plots)
+        for name, top, bottom, right in plots:
+            _inside({"top": offset["y"] + top, "bottom": offset["y"] + bottom, "right": offset["x"] + right},
+                    (where, name))
+        followed = f"token {step.controls().followed()}"
+        for name in set(step.views) & {"energy", "norm"}:
+            legend = frame.evaluate("n => Array.from(document.querySelectorAll(`[data-name=${n}] .legendtext`), "
+                                    "t => t.textContent)", name)
+            assert followed in legend, (where, name, legend)
+        sizes = [px for _, px in frame.evaluate(PLOT_TEXT)]
+    assert sizes and min(sizes) >= FONT_PX * 1.2, (where, sorted(sizes)[:3])    # larger fonts for the room
+    _assert_clean(page, where)
+
+
+def test_the_whole_lesson_in_presentation_mode_at_1280x720(app, browser, tmp_path):
+    """A lecturer presents the lesson from its first step to its last with Next: each step's words, the two views
+    it talks about and the page's note are on the projected 1280 x 720 page. End gives back the state from
+    before the lesson, presentation mode off, the sidebar's controls back."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app.url}/?T=9&seed=5&present=true")
+    settle(page)
     assert page.locator("[data-testid='stSidebar']").get_attribute("data-collapsed") == "true"
-    main = page.locator("[data-testid='stMainBlockContainer'] [data-testid='stSlider']")
-    labels = sorted(main.nth(i).inner_text().split("\n")[0] for i in range(main.count()))
-    assert len(labels) == len(step.used()), labels                      # only the controls the step uses
-    offset = page.locator("iframe[src*='cem_playback']").bounding_box()
-    plots = frame.evaluate("() => Array.from(document.querySelectorAll('.plot'), e => { const r = "
-                           "e.getBoundingClientRect(); return [e.dataset.name, r.top, r.bottom, r.right]; })")
-    assert [p[0] for p in plots][:1] == [step.points_at] and len(plots) == 2, plots
-    for name, top, bottom, right in plots:                               # above the fold
-        assert offset["y"] + top >= 0 and offset["y"] + bottom <= 720 and offset["x"] + right <= 1280, (name, plots)
-    sizes = frame.evaluate("() => Array.from(document.querySelectorAll('.main-svg text'), t => "
-                           "parseFloat(getComputedStyle(t).fontSize)).filter(Boolean)")
-    assert min(sizes) >= FONT_PX * 1.2, min(sizes)                       # larger fonts for the room
-    page.screenshot(path=_shots(tmp_path) / "presentation.png")
-    _assert_clean(page, "presentation")
-    # The toggle: off, the sidebar and every control are back.
-    page.locator("[data-testid='stExpandSidebarButton']").click()
-    page.locator("[data-testid='stCheckbox'], [data-testid='stToggle']").filter(has_text="Presentation mode").click()
-    page.wait_for_function("() => !new URLSearchParams(location.search).has('present')", timeout=30000)
-    settle(page)                                    # the rerun that drops it may start after settle's window
+    page.locator("[data-testid='stMainBlockContainer']").get_by_role("button", name="Start the lesson").click()
+    for index in range(len(lesson.STEPS)):
+        _check_presented_step(page, index)
+        page.screenshot(path=_shots(tmp_path) / f"presentation-{index + 1}.png")
+        if index < len(lesson.STEPS) - 1:
+            page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
+    page.locator(".st-key-lesson-bar").get_by_role("button", name="End").click()
+    page.locator(".st-key-lesson-bar").wait_for(state="detached", timeout=30000)
+    page.get_by_role("heading", name="GP recursion: does in-layer recursion help?").wait_for(timeout=60000)
+    settle(page)                                                         # the page of the last step, as it was
     assert "present" not in _query(page)
+    page.locator("[data-testid='stSidebarNav']").wait_for(timeout=30000)   # the sidebar is open again
+    go_to(page, "Energy descent")
+    assert _query(page)["T"] == "9" and _query(page)["seed"] == "5" and _query(page)["layer"] == "attention"
+    assert slider_value(page, "steps T") == 9
     assert page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").count() >= 4
+    _assert_clean(page, "after the presented lesson")
     page.close()
 
 

@@ -77,6 +77,52 @@ def state_legend(fig: go.Figure, names: tuple[str, str]) -> None:
     fig.add_scatter(x=[None], y=[None], mode="lines", name=f"now: {names[0]}", line=dict(color="black", width=2))
 
 
+SYMLOG_SPAN = 1e2     # values whose largest is more than this many times their first step's: a symmetric log axis
+
+
+class SymLog:
+    """A symmetric log scale y -> sign(y) log10(1 + |y| / c), linear within about c of zero: an axis whose values
+    span orders of magnitude (a diverging descent's energies reach 1e28) keeps its early steps apart instead of
+    flat at zero. c is the early values' typical size (the median magnitude of the first step's). Calling it maps
+    values; ``axis`` gives the y axis's ticks, labelled with the values they stand for (±10^k)."""
+
+    def __init__(self, c: float, values: np.ndarray):
+        finite = values[np.isfinite(values)]
+        self.c, self.top = c, float(np.abs(finite).max())
+        self.signs = (bool((finite < 0).any()), bool((finite > 0).any()))
+
+    @staticmethod
+    def needed(values, pinned=None) -> SymLog | None:
+        """The scale for per-step values (steps, n) and the pinned state's, or None when a linear axis shows
+        them: when the largest is more than SYMLOG_SPAN times the first step's typical size."""
+        values = np.asarray(values, dtype=float)
+        everything = np.concatenate([np.ravel(values)] + ([] if pinned is None else [np.ravel(pinned)]))
+        first = np.abs(values[0][np.isfinite(values[0])])
+        first = first[first > 0]
+        top = np.abs(everything[np.isfinite(everything)])
+        if not len(first) or not len(top) or top.max() <= SYMLOG_SPAN * np.median(first):
+            return None
+        return SymLog(float(np.median(first)), everything)
+
+    def __call__(self, values):
+        values = np.asarray(values, dtype=float)
+        return np.sign(values) * np.log10(1 + np.abs(values) / self.c)
+
+    def axis(self) -> dict:
+        """Ticks at 0 and at ±10^k from ten times c (nearer, a tick would sit on the zero's) to the largest value,
+        at most three a side (a short plot has room for no more)."""
+        high = math.floor(math.log10(self.top))
+        low = min(math.ceil(math.log10(self.c)) + 1, high)
+        every = max(1, -(-(high - low + 1) // 3))
+        powers = list(range(low, high + 1, every))
+        vals, text = [0.0], ["0"]
+        for sign, shown in ((-1, self.signs[0]), (1, self.signs[1])):
+            if shown:
+                vals += [float(self(sign * 10.0 ** k)) for k in powers]
+                text += [f"{'−' if sign < 0 else ''}10<sup>{k}</sup>" for k in powers]
+        return dict(tickmode="array", tickvals=vals, ticktext=text)
+
+
 def cursor_y(values, pinned=None) -> list[float]:
     """The vertical extent of a step cursor: the values' range (and the pinned state's)."""
     everything = np.concatenate([np.ravel(values)] + ([] if pinned is None else [np.ravel(pinned)]))
@@ -85,39 +131,63 @@ def cursor_y(values, pinned=None) -> list[float]:
 
 def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=None, height: int | None = None,
                      token: int | None = None, step: int | None = None, pinned=None,
-                     names: tuple[str, str] | None = None) -> go.Figure:
+                     names: tuple[str, str] | None = None, legend: str = "all") -> go.Figure:
     """One line per token over the steps: values (steps, n), the followed `token` (default the last) drawn
     bold. Past TOKEN_LINES tokens the others are one grey trace (a legend of 128 entries says nothing, and
     128 traces are slow to draw). ``rose`` (steps - 1, n), for energies: where token i's value rose at step
     t + 1, ringed in red so that a rise too small for the axis is seen. A dotted cursor and a marker on the
     followed token show step `step` (default the last; playback moves them). ``pinned`` (steps', n'): the
     pinned state's values as faint dashed lines, with `names` (now, pinned) in the legend. Every line point
-    carries its token as customdata, so that a click can choose the token to follow."""
-    values = np.asarray(values)
+    carries its token as customdata, so that a click can choose the token to follow. Values that span orders of
+    magnitude are drawn on a symmetric log axis (``SymLog``), with the values themselves on hover. ``legend``:
+    "all" tokens, or only the "followed" one (and the states and rises), which then never scrolls out of a short
+    legend."""
+    values = np.asarray(values, dtype=float)
+    scale = SymLog.needed(values, pinned)
+    raw = values
+    if scale is not None:
+        values, pinned = scale(values), None if pinned is None else scale(pinned)
     fig = _figure()
     steps = list(range(first_step, first_step + values.shape[0]))
     n = values.shape[1]
     token = n - 1 if token is None else token
     step = steps[-1] if step is None else step
     _token_lines(fig, values, steps, token)
+    if scale is not None or legend == "followed":
+        for trace in fig.data:
+            i = trace.customdata[0]
+            if scale is not None:                                     # hover: the values, not their log
+                trace.update(text=[f"{v:.4g}" for v in raw[:, i]], hovertemplate=f"{trace.name}, step %{{x}}: "
+                             "%{text}<extra></extra>")
+            if legend == "followed" and i != token and trace.name != "other tokens":
+                trace.showlegend = False
     if rose is not None and np.any(rose):
         _rises(fig, values, np.asarray(rose), first_step)
     if pinned is not None:
-        pinned = np.asarray(pinned)
-        pinned_steps = list(range(first_step, first_step + pinned.shape[0]))
-        fig.add_scatter(x=(pinned_steps + [None]) * pinned.shape[1],
-                        y=[v for i in range(pinned.shape[1]) for v in pinned[:, i].tolist() + [None]],
-                        mode="lines", name=f"pinned: {names[1]}", line=PINNED, hoverinfo="skip")
-        state_legend(fig, names)
-        steps = sorted(set(steps) | set(pinned_steps))
+        steps = sorted(set(steps) | set(_pinned_lines(fig, np.asarray(pinned), first_step, names)))
     fig.add_scatter(x=[step, step], y=cursor_y(values, pinned), mode="lines", meta=CURSOR, showlegend=False,
                     hoverinfo="skip", line=dict(color="#555", dash="dot", width=1.5))
     here = step - first_step
     fig.add_scatter(x=[step] if here >= 0 else [], y=[float(values[here, token])] if here >= 0 else [],
                     mode="markers", meta=NOW, showlegend=False, hoverinfo="skip",
                     marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
-    return _layout(fig, title, "step t", yaxis, height=height,
-                   x=_integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]))
+    return _layout(fig, title + (" · symmetric log" if scale is not None else ""), "step t", yaxis,
+                   height=height, x=_integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]),
+                   y=scale.axis() if scale is not None else None)
+
+
+def _pinned_lines(fig: go.Figure, pinned: np.ndarray, first_step: int, names: tuple[str, str]) -> list[int]:
+    """The pinned state's lines, faint and dashed, with a cross where each ends, and the legend naming both
+    states. Returns the pinned state's steps."""
+    steps = list(range(first_step, first_step + pinned.shape[0]))
+    fig.add_scatter(x=(steps + [None]) * pinned.shape[1],
+                    y=[v for i in range(pinned.shape[1]) for v in pinned[:, i].tolist() + [None]],
+                    mode="lines", name=f"pinned: {names[1]}", line=PINNED, hoverinfo="skip")
+    fig.add_scatter(x=[steps[-1]] * pinned.shape[1], y=pinned[-1].tolist(), mode="markers",
+                    name=f"pinned: {names[1]}, its last step", showlegend=False, hoverinfo="skip",
+                    marker=dict(symbol="x-thin", size=12, line=dict(color=PINNED["color"], width=2.5)))
+    state_legend(fig, names)
+    return steps
 
 
 def _token_lines(fig: go.Figure, values: np.ndarray, steps: list, token: int) -> None:
@@ -150,6 +220,17 @@ def _rises(fig: go.Figure, values: np.ndarray, rose: np.ndarray, first_step: int
                     marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="red", width=2.5)),
                     text=[f"token {a}, step {b + 1}: +{r:.3g}" for a, b, r in zip(i, t, rise)],
                     hovertemplate="%{text}<extra></extra>")
+
+
+def enlarged(fig: go.Figure, scale: float) -> go.Figure:
+    """A copy of the figure with every font of its layout `scale` times larger (presentation mode)."""
+    def grow(node):
+        if isinstance(node, dict):
+            return {k: (round(v * scale) if k == "size" and isinstance(v, (int, float)) else grow(v))
+                    for k, v in node.items() if k != "template"}
+        return [grow(v) for v in node] if isinstance(node, list) else node
+    out = go.Figure(fig)
+    return out.update_layout(grow(fig.to_plotly_json()["layout"]))
 
 
 def heatmap_title(step: int, steps: int, head: int) -> str:

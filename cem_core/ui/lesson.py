@@ -15,23 +15,28 @@ from .explore import Diagnosis
 from .links import APP_ADDRESS, APP_PATHS
 
 PAGES = {page: APP_PATHS[page] for page in ("energy", "gp")}      # a step's page: its path in the app
-ELEMENTS = {"energy": ("energy", "norm", "landscape", "heatmap", "note"), "gp": ("gp-ratio",)}
+VIEWS = {"energy": ("energy", "norm", "landscape", "heatmap"),       # the plots a step can show, by page
+         "gp": ("gp-ratio", "gp-scaling", "gp-context")}
+ELEMENTS = {page: (*views, "note") for page, views in VIEWS.items()}   # what a step can point at: a view, the note
 CONTROLS = {"energy": EnergyControls, "gp": GPControls}
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step: its title, what the lecturer says, the page and state it sets, the element it points at,
-    and its claim. On the energy page the claim is about the note on the state: the course of the descent,
-    whether some token's energy rose, phrases of the note, and (with a pinned state) whether every token's
-    final energy is below the pinned state's. On the GP page it is about the committed sweep (``gp_problems``).
-    `uses`: the controls the step is about (presentation mode shows only these; default: the state's)."""
+    """One step: its title, what the lecturer says, the page and state it sets, the two views it talks about,
+    the element it points at, and its claim. On the energy page the claim is about the note on the state: the
+    course of the descent, whether some token's energy rose, phrases of the note, and (with a pinned state)
+    whether every token's final energy is below the pinned state's. On the GP page it is about the committed
+    sweep (``gp_problems``). `views`: the two plots presentation mode shows, in order, beside the step's words
+    and the page's note; `uses`: the controls the step is about (presentation mode shows only these; default:
+    the state's)."""
 
     title: str
     say: str
     page: str = "energy"
     state: dict = field(default_factory=dict)
     pinned: dict | None = None
+    views: tuple[str, str] = ("energy", "norm")
     points_at: str = "note"
     uses: tuple[str, ...] = ()
     course: str = ""
@@ -42,9 +47,12 @@ class Step:
     def __post_init__(self) -> None:
         if self.page not in PAGES:
             raise ValueError(f"page={self.page!r} is invalid: must be one of {', '.join(PAGES)}")
-        if self.points_at not in ELEMENTS[self.page]:
-            raise ValueError(f"points_at={self.points_at!r} is invalid on the {self.page} page: must be one of "
-                             f"{', '.join(ELEMENTS[self.page])}")
+        if len(self.views) != 2 or len(set(self.views)) != 2 or not set(self.views) <= set(VIEWS[self.page]):
+            raise ValueError(f"views={self.views!r} is invalid on the {self.page} page: must be two of "
+                             f"{', '.join(VIEWS[self.page])}")
+        if self.points_at not in (*self.views, "note"):
+            raise ValueError(f"points_at={self.points_at!r} is invalid: must be one of the step's views "
+                             f"({', '.join(self.views)}) or the note")
         if self.pinned is not None and self.page != "energy":
             raise ValueError("only the energy page pins a state")
         self.controls()                                                # raises ValueError for a bad state
@@ -65,18 +73,21 @@ STEPS = (
          "Defaults (attention, T = 4): step 1 *is* a tied attention layer, and the energy falls at every step. "
          "The update norms do not shrink: the note says the iterates run off, since E_att is concave and has "
          "no minimum. Press ▶ to watch x⁽ᵗ⁾ walk across the landscape.",
-         points_at="energy", uses=("T",), course="runs off", phrases=("fell at every step", "run off", "no minimum")),
+         views=("energy", "landscape"), points_at="energy", uses=("T",), course="runs off",
+         phrases=("fell at every step", "run off", "no minimum")),
     Step("The anchor gives a minimum",
          "Set the anchor λ to 1 and T to 16: the update norm shrinks towards zero and the trajectory stops on the "
          "landscape; the note says the iterates settle into a minimum.",
-         state={"anchor": 1.0, "T": 16}, points_at="norm", course="settles", phrases=("settle into a minimum",)),
+         state={"anchor": 1.0, "T": 16}, views=("norm", "landscape"), points_at="norm", course="settles",
+         phrases=("settle into a minimum",)),
     Step("Recursion depth",
          "Set the anchor to 1, η to 0.25 and T to 16; pinned is the same layer with T = 1 (faint, dashed). One "
          "small step goes only part of the way: with 16 steps every token's energy ends lower, and the path on "
          "the landscape goes on towards the minimum, its steps shrinking. (At η = λ = 1 the first step already "
          "lands almost on the minimum, and the other 15 change little.)",
          state={"anchor": 1.0, "eta": 0.25, "T": 16}, pinned={"anchor": 1.0, "eta": 0.25, "T": 1},
-         points_at="landscape", uses=("T", "eta"), course="slows", phrases=("steps shrink",), lower_than_pinned=True),
+         views=("landscape", "energy"), points_at="landscape", uses=("T", "eta"), course="slows",
+         phrases=("steps shrink",), lower_than_pinned=True),
     Step("The paper's preconditioner can point uphill",
          "Back to the defaults (T = 4, no anchor), then set the preconditioner to `dlr`, its scale to 2 and the "
          "seed to 2: P has negative eigenvalues, and "
@@ -92,7 +103,8 @@ STEPS = (
     Step("Descent direction is not step length",
          "Keep `psd` and set the anchor to 1 and T to 16: now even the positive-definite P fails. "
          "η λ p_max > 2, every step overshoots the anchor's minimum, the energy rises and the iterates diverge.",
-         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2, "anchor": 1.0, "T": 16}, points_at="norm",
+         state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2, "anchor": 1.0, "T": 16},
+         views=("norm", "energy"), points_at="norm",
          uses=("anchor", "T"), course="diverges", rises=True, phrases=("overshoot", "diverge")),
     Step("The gated MLP is not concave",
          "Back to the defaults, then switch the layer to the gated MLP and eta to 20: the MLP energy is not "
@@ -104,7 +116,7 @@ STEPS = (
          "The paper reports that deeper recursion keeps lowering the RMSE of in-context GP regression. In our "
          "committed sweep it does not: CEM attention's RMSE is {T1:.2f} times the GP optimum at T = 1 and "
          "{Tmax:.2f} at T = {Tlast}, while Llama attention reaches {llama:.2f}.",
-         page="gp", points_at="gp-ratio"),
+         page="gp", views=("gp-ratio", "gp-scaling"), points_at="gp-ratio"),
 )
 
 

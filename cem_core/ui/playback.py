@@ -22,7 +22,11 @@ PICK = {"energy": "customdata", "norm": "customdata", "heatmap": "y"}   # how a 
 
 
 def _per_token(name: str, values: np.ndarray, first_step: int, token: int, t: int, pinned=None) -> list[dict]:
-    """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step)."""
+    """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step), on
+    the plot's axis (a symmetric log one where its builder chose it, interactive.SymLog)."""
+    scale = interactive.SymLog.needed(values, pinned)
+    if scale is not None:
+        values, pinned = scale(values), None if pinned is None else scale(pinned)
     here = t - first_step
     return [{"figure": name, "meta": CURSOR, "x": [t, t], "y": cursor_y(values, pinned)},
             {"figure": name, "meta": NOW, "x": [t] if here >= 0 else [],
