@@ -21,7 +21,7 @@ from app_pages.common import (
 from cem_core.experiments.lm import ladder, sweep
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.data import DEMO_LABEL
-from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, run_seconds, seconds_per_step
+from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
 
@@ -53,14 +53,17 @@ def launcher(board: jobs.JobBoard) -> None:
                          + (f" (and {len(skipped) - 4} more)" if len(skipped) > 4 else "") + "."))
     if not HAS_GPU:
         st.caption("No GPU here: the cpu-tiny preset only.")
+    guess = {v: step_estimate(preset, v) for v in variants}
     if variants:
-        seconds = {v: run_estimate(preset, v) for v in variants}
-        st.caption("Estimated on this machine now, from two timed steps each: "
+        seconds = jobs.plan({"preset": preset, "variants": variants}, guess)
+        st.caption(f"First guess, from {jobs.GUESS_STEPS} steps of each variant timed on this machine now "
+                   f"({jobs.JOB_THREADS} torch thread{'s' * (jobs.JOB_THREADS > 1)}, as the run uses): "
                    + ", ".join(f"{v} {jobs.duration(t)}" for v, t in seconds.items())
-                   + f"; {jobs.duration(sum(seconds.values()))} in all.")
+                   + f"; {jobs.duration(sum(seconds.values()))} in all. Once the run goes, its progress bar "
+                     "says what is left at the speed it measures.")
     if st.button("Start", type="primary", icon=":material/play_arrow:"):
         try:
-            board.start(spec)
+            board.start(spec, guess)
         except ValueError as err:                      # another run is going (or just started elsewhere)
             st.warning(plain(str(err)))
             return
@@ -74,11 +77,11 @@ def data_entries(board: jobs.JobBoard) -> tuple[list[str], list[str]]:
     return board.data_entries()
 
 
-@st.cache_data(show_spinner="Timing two training steps…", ttl=300)
-def run_estimate(preset: str, variant: str) -> float:
-    """Seconds one variant's run takes here, from two timed steps (re-measured after five minutes)."""
-    cfg = LMTrainConfig.from_preset(preset, variant=variant)
-    return run_seconds(cfg, seconds_per_step(cfg))
+@st.cache_data(show_spinner="Timing a few training steps…", ttl=300)
+def step_estimate(preset: str, variant: str) -> float:
+    """Seconds one training step of a variant takes here, timed as the job runs (re-measured after five
+    minutes)."""
+    return jobs.first_guess(preset, variant)
 
 
 @st.fragment(run_every=2.0)
@@ -99,7 +102,10 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
         st.progress(where["step"] / where["steps"],
                     text=f"variant {where['index'] + 1} of {where['of']} ({where['variant']}): step {where['step']:,} "
                          f"of {where['steps']:,} · {where['tokens_per_s']:,.0f} tokens/s · about "
-                         f"{jobs.duration(where['seconds_left'])} left")
+                         f"{jobs.duration(where['seconds_left'])} left at this speed, "
+                         f"{jobs.duration(where['seconds_done'] + where['seconds_left'])} in all"
+                         + (f" (first guess {jobs.duration(sum(jobs.plan(job['spec'], guess).values()))})"
+                            if (guess := state["step_seconds"]) else ""))
     elif running:
         st.progress(0.0, text="preparing the data and the model…")
     if running and st.button("Stop the run", icon=":material/stop:"):

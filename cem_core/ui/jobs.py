@@ -29,12 +29,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+import torch
 
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.lm.data import shard_files
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
-from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, run_seconds, train_flops_per_token
+from cem_core.experiments.lm.train import (
+    TRAIN_PRESETS,
+    LMTrainConfig,
+    run_seconds,
+    seconds_per_step,
+    train_flops_per_token,
+)
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 
@@ -45,6 +52,13 @@ CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot t
 JOB_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 DATA_SOURCES = ("demo", "slimpajama")   # the choices that are not folders
 TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # the page's columns of compare.json
+JOB_THREADS = max(1, (os.cpu_count() or 1) // 2)
+"""The torch threads of a job, and of the timed steps that estimate it: half the cores, so that the app's server
+and the browser keep the rest. With a thread per core, anything else running makes the threads wait for each
+other: on 2 cores beside one busy process, cpu-tiny trained at 1,400 tokens/s on 2 threads and 16,800 on 1 (issue
+38: the estimate, timed on the app's one thread, said 3 minutes and the run then took 6 to 11)."""
+GUESS_STEPS, GUESS_WARMUP = 5, 2                           # the timed steps of a first guess
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")        # read by torch when the job's process starts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,8 +170,10 @@ class JobBoard:
             if job is not None and not job["running"]:
                 self.record_path.unlink(missing_ok=True)
 
-    def start(self, spec: JobSpec) -> dict:
-        """Start a job; refused (ValueError) while another one runs. Check and spawn are atomic."""
+    def start(self, spec: JobSpec, step_seconds: dict | None = None) -> dict:
+        """Start a job; refused (ValueError) while another one runs. Check and spawn are atomic. The job runs on
+        JOB_THREADS torch threads; `step_seconds` (variant: seconds a step, the page's first guess) is kept in the
+        record, and the progress scales the measured speed to the later variants by its ratios."""
         with self._start_lock():
             job = self.current()
             if job and job["running"]:
@@ -169,9 +185,12 @@ class JobBoard:
             out.mkdir(parents=True)
             with (out / "log.txt").open("w") as log:
                 proc = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, env={**os.environ, TOKEN_ENV: token})
+                                        start_new_session=True, env={**os.environ, TOKEN_ENV: token,
+                                                                     **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))})
             job = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "token": token,
                    "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            if step_seconds:
+                job["step_seconds"] = {v: float(step_seconds[v]) for v in spec.variants}
             atomic_write_text(self.record_path, json.dumps(job))
         return job | {"status": "running", "running": True}
 
@@ -246,15 +265,47 @@ def progress(job: dict) -> dict:
         problems.append(f"{out / 'compare.json'} is not a comparison table (rows with {', '.join(TABLE_FIELDS)})")
         table = None
     log = (out / "log.txt").read_text(errors="replace")[-3000:] if (out / "log.txt").exists() else ""
-    return {"curves": curves, "table": table, "log": log, "standing": standing(job["spec"], curves),
-            "problems": problems}
+    guess = job.get("step_seconds")
+    if not (isinstance(guess, dict) and all(isinstance(guess.get(v), (int, float)) and guess[v] > 0
+                                            for v in job["spec"]["variants"])):
+        guess = None                                     # a record from before the guesses were kept, or damaged
+    return {"curves": curves, "table": table, "log": log, "standing": standing(job["spec"], curves, guess),
+            "step_seconds": guess, "problems": problems}
 
 
-def standing(spec: dict, curves: dict) -> dict | None:
+def first_guess(preset: str, variant: str) -> float:
+    """Seconds one step of `variant` at `preset` takes here now, timed on JOB_THREADS threads as the job will run:
+    the median of GUESS_STEPS timed steps after GUESS_WARMUP untimed ones (a run's first steps are up to 3 times
+    slower than its later ones). The app's own thread count is restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(JOB_THREADS)
+    try:
+        return seconds_per_step(LMTrainConfig.from_preset(preset, variant=variant), GUESS_STEPS, warmup=GUESS_WARMUP)
+    finally:
+        torch.set_num_threads(before)
+
+
+def plan(spec: dict, step_seconds: dict) -> dict:
+    """Seconds each variant's run takes at `step_seconds` (variant: seconds a training step): its steps and its
+    evaluations. Before the start it is the page's estimate; during the run ``standing`` uses it for what is
+    left, with the measured step time."""
+    return {v: run_seconds(LMTrainConfig.from_preset(spec["preset"], variant=v), step_seconds[v])
+            for v in spec["variants"]}
+
+
+def elapsed(cfg: LMTrainConfig, record: dict) -> float:
+    """Seconds of training behind a metrics record (its tokens_per_s is the average since the run's first step,
+    evaluations included)."""
+    return record["step"] * cfg.batch_size * cfg.seq_len / record["tokens_per_s"]
+
+
+def standing(spec: dict, curves: dict, step_seconds: dict | None = None) -> dict | None:
     """Where a run stands, from its metrics: the variant being trained (its index among the run's), its step
-    and its preset's steps, its measured tokens/s, and the seconds left for it and the variants after it (each
-    with its evaluations). A later variant's speed is the measured one scaled by the ratio of training FLOPs
-    per token. None before the first step is recorded."""
+    and its preset's steps, its measured tokens/s, the seconds of training so far (``seconds_done``) and the
+    seconds left for it and the variants after it (each with its evaluations), by ``plan`` at the measured step
+    time. A later variant's step time is the measured one scaled by the ratio of the first guesses'
+    (`step_seconds`, variant: seconds a step) or, without them, of the training FLOPs per token. None before
+    the first step is recorded."""
     variants = spec["variants"]
     started = [v for v in variants if curves.get(v)]
     if not started:
@@ -262,17 +313,20 @@ def standing(spec: dict, curves: dict) -> dict | None:
     variant = started[-1]
     last = curves[variant][-1]
     configs = {v: LMTrainConfig.from_preset(spec["preset"], variant=v) for v in variants}
-    flops = {v: train_flops_per_token(c.model_config(ByteTokenizer.vocab_size), c.seq_len, c.batch_size)
-             for v, c in configs.items()}
-    cfg = configs[variant]
-
-    def step_seconds(v: str) -> float:                                 # at the measured speed, scaled by FLOPs
-        return configs[v].batch_size * configs[v].seq_len * flops[v] / (last["tokens_per_s"] * flops[variant])
-
-    done = run_seconds(cfg, step_seconds(variant), steps=last["step"])
-    left = sum(run_seconds(configs[v], step_seconds(v)) for v in variants[variants.index(variant):]) - done
-    return {"variant": variant, "index": variants.index(variant), "of": len(variants), "step": last["step"],
-            "steps": cfg.steps, "tokens_per_s": last["tokens_per_s"], "seconds_left": max(0.0, left)}
+    if step_seconds is None:                                           # relative costs: FLOPs per step
+        step_seconds = {v: c.batch_size * c.seq_len
+                        * train_flops_per_token(c.model_config(ByteTokenizer.vocab_size), c.seq_len, c.batch_size)
+                        for v, c in configs.items()}
+    cfg, step = configs[variant], last["step"]
+    before = step + (step - 1) // cfg.eval_every * cfg.eval_batches / 3      # in steps: the evaluations before it
+    measured = elapsed(cfg, last) / before                                    # seconds a training step, now
+    planned = plan(spec, {v: measured * step_seconds[v] / step_seconds[variant] for v in variants})
+    later = variants[variants.index(variant) + 1:]
+    left = planned[variant] - measured * before + sum(planned[v] for v in later)
+    done = sum(elapsed(configs[v], curves[v][-1]) for v in started)
+    return {"variant": variant, "index": variants.index(variant), "of": len(variants), "step": step,
+            "steps": cfg.steps, "tokens_per_s": last["tokens_per_s"], "seconds_left": max(0.0, left),
+            "seconds_done": done}
 
 
 def duration(seconds: float) -> str:

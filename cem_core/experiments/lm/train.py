@@ -254,22 +254,25 @@ def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, aut
     return loss
 
 
-def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteTokenizer.vocab_size) -> float:
+def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteTokenizer.vocab_size,
+                     warmup: int = 1) -> float:
     """Seconds one optimizer step of `cfg` takes on this machine now, on the CPU: the median of `steps` timed
-    steps on random tokens after one warm-up step (the app's time estimates). It is a measurement, so it
+    steps on random tokens after `warmup` untimed ones (the app's time estimates). It is a measurement, so it
     reflects whatever else the machine is doing."""
     check_int("steps", steps, 1)
+    check_int("warmup", warmup, 0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = LanguageModel(cfg.model_config(vocab_size))
         batch = torch.randint(0, vocab_size, (cfg.batch_size, cfg.seq_len + 1))
         optimizer = cfg.optim.optimizer(model)
         times = []
-        for _ in range(steps + 1):
+        for _ in range(steps + warmup):
             start = time.perf_counter()
             train_step(model, model, optimizer, batch, cfg.optim.grad_clip)
             times.append(time.perf_counter() - start)
-    return sorted(times[1:])[len(times[1:]) // 2]
+    timed = sorted(times[warmup:])
+    return timed[len(timed) // 2]
 
 
 def run_seconds(cfg: LMTrainConfig, step_seconds: float, steps: int | None = None) -> float:
