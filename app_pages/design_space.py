@@ -59,15 +59,10 @@ def body() -> None:
 
     configs = {name: c.model_config(name) for name in VARIANTS}
     st.subheader("Parameters")
-    st.dataframe(figdata.variant_table(configs, torch.bfloat16), hide_index=True,
-                 column_config={name: st.column_config.NumberColumn(format="localized")     # 1,234,567
-                                for name in ("attn proj", "attn diag", "attn precond", "mlp proj", "mlp precond",
-                                             "block precond", "total")}
-                 | {"attn x llama": st.column_config.NumberColumn(format="%.3f"),
-                                "mlp x llama": st.column_config.NumberColumn(format="%.3f"),
-                                "KV x llama": st.column_config.NumberColumn(format="%.3f"),
-                                "KV bytes/token": st.column_config.NumberColumn("KV bytes/token (bf16)",
-                                                                                format="localized")})
+    parts, ratios = figdata.variant_tables(figdata.variant_table(configs, torch.bfloat16))
+    st.table(parts)                                        # static tables wrap: whole in a 1280 px window
+    st.table(ratios)
+    st.caption(figdata.info_comparison({name: DesignControls().model_config(name) for name in VARIANTS}))
     explain("Tying W_V = W_K and W_O = W_Q^T halves the attention weights (2d² instead of 4d²); tying the MLP's "
             "down projection to its up projection leaves 2 of SwiGLU's 3 matrices. The CEM KV cache holds keys "
             "only, since the values are the keys. With the block as one energy (block = joint) cem-full's "

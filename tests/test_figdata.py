@@ -15,6 +15,8 @@ from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata
 
+ROOT = Path(__file__).resolve().parents[1]
+
 README = Path(__file__).resolve().parents[1] / "figures" / "README.md"
 
 
@@ -115,6 +117,53 @@ def test_parameter_counts_match_the_built_models():
     attention, mlp = data["parts"]["attention"], data["parts"]["mlp"]
     assert attention[cem_attn] == attention[llama] / 2                   # 2d^2 vs 4d^2 (no extras)
     assert mlp[cem_mlp] == mlp[llama] * 2 / 3                            # 2 d d_ff vs 3 d d_ff
+
+
+def test_the_design_page_says_how_its_defaults_relate_to_make_info(capsys):
+    """The design page's table at its defaults differs from `make info`'s without a word (issue 38): same sizes,
+    other CEM switches. Its note names the sizes and both switch sets, and every total and KV ratio it quotes
+    for `make info` is the one `make info` prints (its command read from the Makefile)."""
+    import shlex
+
+    from cem_core.nn.model import VARIANTS
+    from cem_core.ui.controls import DesignControls
+
+    line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if "-m cem_core info" in x)
+    assert main(shlex.split(line.split("-m cem_core ", 1)[1])) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = re.split(r"\s{2,}", out[0].strip())
+    printed = {row.split()[0]: dict(zip(header, row.split())) for row in out
+               if row.split() and row.split()[0] in VARIANTS}
+    defaults = DesignControls()
+    configs = {name: defaults.model_config(name) for name in VARIANTS}
+    note = figdata.info_comparison(configs)
+    shape = defaults.shape
+    assert (f"d_model {shape.d_model}, {shape.n_layers} layers, {shape.n_heads} heads, d_ff {shape.d_ff}, "
+            f"vocabulary {defaults.vocab_size:,}; `make info`") in note
+    assert [f"--{k.replace('_', '-')} {v}" in line for k, v in shape.shape_fields().items() if k != "activation"] \
+        == [True] * 4                                                    # the same sizes, as the note says
+    assert "by default preconditioner psd, rank 4" in note and "cem-full: T = 2, diagonal shared" in note
+    page = {r["variant"]: r for r in figdata.variant_table(configs)}
+    quoted = 0
+    for name in VARIANTS:
+        if f"{int(page[name]['total']):,}" != printed[name]["total"]:
+            assert f"{name} {page[name]['total']:,} here, {printed[name]['total']} there" in note
+            quoted += 1
+        if f"{page[name]['KV x llama']:.3f}" != printed[name]["KV x llama"]:
+            there = float(printed[name]["KV x llama"])
+            assert f"{page[name]['KV x llama']:.2f}× Llama's here, {there:.2f}× there" in note
+            quoted += 1
+    assert quoted == 4                                                   # three totals and cem-full's cache
+
+
+def test_the_design_tables_keep_every_column():
+    from cem_core.nn.model import VARIANTS
+    from cem_core.ui.controls import DesignControls
+
+    rows = figdata.variant_table({name: DesignControls().model_config(name) for name in VARIANTS})
+    parts, ratios = figdata.variant_tables(rows)
+    assert set(parts[0]) | {k.split(" (")[0] for k in ratios[0]} == set(rows[0])
+    assert parts[0]["total"] == "109,529,856" and ratios[3]["KV x llama"] == "0.500"
 
 
 # -- make figures ----------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from cem_core.nn.attention import CEMAttention, InteractionTerm
-from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig
+from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.flops import attention_flops, block_flops, mlp_flops, model_flops
-from cem_core.nn.model import ModelConfig
+from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.precondition import Preconditioner
 from cem_core.nn.rope import unrotate
 
@@ -214,6 +214,57 @@ def variant_table(configs: dict, cache_dtype: torch.dtype = torch.bfloat16) -> l
                      "mlp precond": c["mlp.preconditioner"], "block precond": c["block.preconditioner"],
                      "total": c["total"], "KV bytes/token": cache, "KV x llama": cache / base_cache})
     return rows
+
+
+PARAMETER_COLUMNS = ("variant", "attn proj", "attn diag", "attn precond", "mlp proj", "mlp precond", "block precond",
+                     "total")
+RATIO_COLUMNS = ("variant", "attn x llama", "mlp x llama", "KV bytes/token", "KV x llama")
+
+
+def variant_tables(rows: list[dict], cache_dtype: str = "bf16") -> tuple[list[dict], list[dict]]:
+    """`variant_table`'s rows as the design page shows them: two tables narrow enough to be whole in a 1280 px
+    window (one of twelve columns was cut there), the parameters by part and their total, then the ratios to
+    Llama and the KV cache; counts with thousands separators, ratios to three decimals."""
+    def cell(value):
+        return f"{value:.3f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else value
+
+    kv = f"KV bytes/token ({cache_dtype})"
+    return ([{k: cell(r[k]) for k in PARAMETER_COLUMNS} for r in rows],
+            [{(kv if k == "KV bytes/token" else k): cell(r[k]) for k in RATIO_COLUMNS} for r in rows])
+
+
+def switches_text(cem: CEMOptions) -> str:
+    """The CEM switches that differ from CEMOptions' defaults, as "T = 2, diagonal shared" ("none" when none does)."""
+    changed = [f"{f.name} {'= ' if f.name == 'T' else ''}{getattr(cem, f.name)}" for f in switches()
+               if getattr(cem, f.name) != f.default or (f.name == "rank" and cem.preconditioner != "none")]
+    return ", ".join(changed) or "none"
+
+
+def info_comparison(configs: dict, cache_dtype: torch.dtype = torch.bfloat16) -> str:
+    """How the design page's table at its defaults, `configs` (name -> ModelConfig, every variant with the page's
+    CEM switches), relates to the command line's ``info`` table (``make info``) at the same sizes, where each
+    variant has its own switches (VARIANT_OPTIONS): the sizes, both switch sets, and each total and KV cache that
+    differs."""
+    llama = configs["llama"]
+    own = {name: ModelConfig.variant(name, shape=ModelShape(**llama.shape_fields()), vocab_size=llama.vocab_size,
+                                     max_seq_len=llama.max_seq_len) for name in configs}
+    here = {r["variant"]: r for r in variant_table(configs, cache_dtype)}
+    there = {r["variant"]: r for r in variant_table(own, cache_dtype)}
+    cem = [name for name in configs if name != "llama"]
+    page_switches = {switches_text(configs[name].cem) for name in cem}
+    differences = [f"{name} {here[name]['total']:,} here, {there[name]['total']:,} there"
+                   for name in cem if here[name]["total"] != there[name]["total"]]
+    caches = [f"{name}'s KV cache is {here[name]['KV x llama']:.2f}× Llama's here, {there[name]['KV x llama']:.2f}× "
+              "there" for name in cem if here[name]["KV x llama"] != there[name]["KV x llama"]]
+    return (f"The page's defaults: d_model {llama.d_model}, {llama.n_layers} layers, {llama.n_heads} heads, "
+            f"d_ff {llama.d_ff}, vocabulary {llama.vocab_size:,}; `make info` (the README's parameter table) uses "
+            "the same sizes. "
+            "Here every CEM variant takes the sidebar's CEM switches (by default "
+            + "; ".join(sorted(page_switches)) + "); `make info` gives each variant its own ("
+            + "; ".join(f"{name}: {switches_text(VARIANT_OPTIONS[name])}" for name in cem) + "). "
+            + (("So at the defaults the totals differ: " + "; ".join(differences) + ". ") if differences else
+               "The totals are the same. ")
+            + ("And " + "; ".join(caches) + " (D+LR caches the normalized inputs too)." if caches else ""))
 
 
 def flops_per_token(configs: dict, n: int) -> dict:
