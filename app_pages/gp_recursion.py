@@ -84,11 +84,16 @@ def study_records():
 def study_figure(name: str) -> bytes:
     """A figure of the committed study (plots.GP_STUDY_FIGURES) as PNG, drawn once per app process, not on every
     rerun of the page (the three take seconds to draw; the records do not change while the app runs)."""
-    fig = plots.GP_STUDY_FIGURES[name](study_records())
+    fig = plots.app_study_figure(name, study_records())                     # larger text, two or three a row
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=200, bbox_inches="tight")             # as st.pyplot draws a figure
     plt.close(fig)
     return png.getvalue()
+
+
+def study_image(name: str, records) -> None:
+    caption, alt = plots.study_caption(name, records)
+    st.image(study_figure(name), width="stretch", caption=caption, alt=alt)
 
 
 def study_section(records) -> None:
@@ -100,17 +105,17 @@ def study_section(records) -> None:
     missing, _ = gp_sweep.stale_hashes(records, "study")
     if missing:
         st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
-    st.image(study_figure("gp_conditions_map"), width="stretch")
+    study_image("gp_conditions_map", records)
     verdict_table(gp_study.table_rows(records))
     st.caption(f"Verdict rule, fixed before the study ran: {gp_study.STUDY_RULE}")
-    st.image(study_figure("gp_step_diagnostics"), width="stretch")
+    study_image("gp_step_diagnostics", records)
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
             "The diagnostic above shows what the steps of the trained layers do: whether the energy falls, how "
             "far each step moves, how peaked the attention is, and how good the prediction is after each step.")
     st.markdown("**The forms of the energy.** Plain attention's energy is unbounded below; the distance-form "
                 "diagonal bounds it, and the block as one energy descends attention and MLP together. The same "
                 "diagnostics, trained at T = 8 and long: does the energy settle, does the attention stay soft?")
-    st.image(study_figure("gp_form_diagnostics"), width="stretch")
+    study_image("gp_form_diagnostics", records)
 
 
 def demo_section(controls: GPControls) -> None:
@@ -171,7 +176,9 @@ def train_live(controls: GPControls) -> None:
                                   f"φ {controls.shape.activation}, "
                                   f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
                                   f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
-                                  f"(ratio {result.rmse / base['gp']['rmse']:.2f}).")
+                                  f"(ratio {result.rmse / base['gp']['rmse']:.2f}).\n\n"
+                                  + gp_sweep.live_comparison(gp_sweep_records(), controls.task(), controls.model(),
+                                                             controls.train()))
 
 
 VIEWS = {"gp-ratio": (interactive.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show

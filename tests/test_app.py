@@ -106,6 +106,29 @@ def test_train_a_small_model_now():
     next(b for b in at.button if "Train" in b.label).click().run()
     assert_clean(at)
     assert any("held-out RMSE" in s.value for s in at.success)
+    result = next(s.value for s in at.success if "held-out RMSE" in s.value)
+    # issue 38: the live ratio beside the sweep's, with the settings that differ read from both configs
+    from cem_core.experiments.gp import sweep as gp_sweep
+
+    live = GPControls(steps=50)
+    reference = next(s for s in gp_sweep.gp_preset_runs("default") if s.group == "depth1"
+                     and s.model.attention == "cem" and s.model.cem.T == live.cem.T)
+    assert f"The committed sweep's depth-1 CEM at T = {live.cem.T}, diagonal none reaches " in result
+    assert f"width {live.shape.d_model} vs {reference.model.shape.d_model}" in result
+    assert f"training steps 50 vs {reference.train.steps:,}" in result
+
+
+def test_the_study_images_say_what_they_show():
+    """Each study figure has a caption and an alt text (issue 38: none had either)."""
+    from cem_core.ui import plots
+
+    at = run_page("gp")
+    assert_clean(at)
+    images = [n for n in at.main.children.values() if n.type == "image"]
+    assert len(images) == 3
+    shown = [(img.caption, img.alt) for node in images for img in node.proto.imgs]
+    assert [caption for caption, _ in shown] == [plots.STUDY_CAPTIONS[name][0] for name in plots.GP_STUDY_FIGURES]
+    assert all(len(alt) > 80 for _, alt in shown) and "d_x = 2" in shown[0][1]
 
 
 # -- the validator over the full grid -------------------------------------------------------
@@ -223,7 +246,7 @@ def test_the_study_figures_are_drawn_once_not_on_every_rerun(monkeypatch):
     calls = []
     for name, builder in list(plots.GP_STUDY_FIGURES.items()):
         monkeypatch.setitem(plots.GP_STUDY_FIGURES, name,
-                            lambda records, _b=builder, _n=name: calls.append(_n) or _b(records))
+                            lambda records, _b=builder, _n=name, **kw: calls.append(_n) or _b(records, **kw))
     st.cache_data.clear()
     at = run_page("gp")
     assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)

@@ -166,6 +166,65 @@ def test_the_design_tables_keep_every_column():
     assert parts[0]["total"] == "109,529,856" and ratios[3]["KV x llama"] == "0.500"
 
 
+def test_log2_axes_label_their_ticks_with_the_numbers():
+    """Issue 38: the test-time scaling plot's last tick read "2x10" for T = 16 (Plotly's power-of-ten labels at
+    dtick log10(2)). Every log2 axis of the GP page labels a tick at each power of two of its data as the number."""
+    from cem_core.ui import interactive
+
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
+    for build in (interactive.gp_scaling_figure, interactive.gp_ratio_figure):
+        fig = build(records)
+        xs = sorted({x for trace in fig.data for x in (trace.x or ()) if x is not None and x > 0})
+        axis = fig.layout.xaxis
+        assert axis.type == "log" and axis.tickmode == "array"
+        assert list(axis.ticktext) == [str(int(v)) for v in axis.tickvals]
+        assert axis.tickvals[0] <= xs[0] and axis.tickvals[-1] >= xs[-1]
+    assert list(interactive.gp_scaling_figure(records).layout.xaxis.ticktext) == ["1", "2", "4", "8", "16"]
+
+
+def test_the_app_s_study_figures_have_legible_text():
+    """Issue 38: the study figures' legends were about 7 px as the GP page shows them. In the app's form every text
+    is at least APP_TEXT_PX when the figure is APP_IMAGE_PX wide (a browser test checks the page shows them at
+    least that wide); the wide form (figures/) would not be."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cem_core.experiments.gp import study as gp_study
+    from cem_core.ui import plots
+
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    for name in plots.GP_STUDY_FIGURES:
+        fig = plots.app_study_figure(name, records)
+        assert plots.displayed_text_px(fig) >= plots.APP_TEXT_PX, name
+        assert "d_x" not in " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))   # d$_x$: subscript
+        wide = plots.GP_STUDY_FIGURES[name](records)
+        assert plots.displayed_text_px(wide) < 8, name
+        plt.close(fig)
+        plt.close(wide)
+
+
+def test_the_live_gp_result_is_set_beside_the_sweep_from_the_configs():
+    from cem_core.nn.config import CEMOptions, ModelShape
+    from cem_core.ui.controls import GPControls
+
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
+    c = GPControls()
+    ref = next(s for s in gp_sweep.gp_preset_runs("default") if s.group == "depth1" and s.model.attention == "cem")
+    runs = [r["rmse_ratio"] for r in records if r["group"] == "depth1" and r["attention"] == "cem"
+            and r["T"] == c.cem.T and r["diagonal"] == "none"]
+    note = gp_sweep.live_comparison(records, c.task(), c.model(), c.train())
+    assert f"reaches {np.mean(runs):.2f} (mean of {len(runs)} seeds)" in note
+    assert (f"width {c.shape.d_model} vs {ref.model.shape.d_model}, d_ff {c.shape.d_ff} vs {ref.model.shape.d_ff}, "
+            f"training steps {c.steps} vs {ref.train.steps:,}") in note and "1 seed vs 3" in note
+    assert "fewer steps usually" in note
+    odd = GPControls(cem=CEMOptions(T=3), kernel="periodic", shape=ModelShape(d_model=64, n_heads=4, d_ff=128,
+                                                                              n_layers=1))
+    note = gp_sweep.live_comparison(records, odd.task(), odd.model(), odd.train())
+    assert "has no depth-1 CEM run at T = 3" in note and "kernel periodic vs rbf" in note
+    assert "width" not in note and "usually" not in note
+
+
 # -- make figures ----------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -57,4 +58,44 @@ def test_design_tables_are_whole_at_1280x720(app, browser, tmp_path):
                     assert scroll <= client, (query, i, scroll, client)
             assert ("total", "KV x llama")[i] in table.inner_text()
         page.screenshot(path=str(_shots(tmp_path) / f"design{'-widest' if query else ''}.png"), full_page=True)
+    page.close()
+
+
+def test_gp_page_ticks_subscripts_and_study_images(app, browser, tmp_path):
+    """At 1280 x 720: the test-time scaling plot's x ticks read 1, 2, 4, 8, 16 (its last read "2x10"); y_j is a
+    subscript, never a literal underscore; each study image is shown at least APP_IMAGE_PX wide (at which its
+    text is at least APP_TEXT_PX, tests/test_figdata.py) with a caption and an alt text."""
+    from cem_core.ui import plots
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app.url}/gp")
+    settle(page)
+    page.wait_for_selector(".js-plotly-plot .xtick", timeout=60000)
+    ticks = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(p => [
+        p.querySelector('.gtitle') ? p.querySelector('.gtitle').textContent : '',
+        [...p.querySelectorAll('.xtick text')].map(t => t.textContent)])""")
+    scaling = [t for title, t in ticks if title.startswith("Test-time scaling")]
+    assert scaling == [["1", "2", "4", "8", "16"]], ticks
+    titles = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot .ytitle')].map(
+        t => [t.textContent, t.innerHTML])""")
+    context = [html for text, html in titles if text.startswith("held-out RMSE of y")]
+    assert context and re.search(r'<tspan style="font-size:70%" dy="0.3em">j</tspan>', context[0]), titles  # <sub>
+    text = page.inner_text("body") + " ".join(t for t, _ in titles)
+    assert "y_j" not in text and "d_x" not in text.replace("d_x = 2", "")             # the condition's name stays
+    page.locator(".js-plotly-plot").filter(has_text="Test-time scaling").first.screenshot(
+        path=str(_shots(tmp_path) / "gp-scaling.png"))
+    page.locator(".js-plotly-plot").filter(has_text="RMSE vs context").first.screenshot(
+        path=str(_shots(tmp_path) / "gp-context.png"))
+    images = page.locator("[data-testid='stImage'] img, [data-testid='stImageContainer'] img")
+    assert images.count() == 3
+    for i in range(3):
+        image = images.nth(i)
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("e => e.complete && e.naturalWidth > 0", arg=image.element_handle())
+        box = image.bounding_box()
+        assert box["width"] >= plots.APP_IMAGE_PX and box["x"] + box["width"] <= 1280, box
+        assert len(image.get_attribute("alt") or "") > 80
+        image.screenshot(path=str(_shots(tmp_path) / f"gp-study-{i}.png"))
+    captions = page.locator("[data-testid='stImageCaption']").all_inner_texts()
+    assert [c.strip() for c in captions] == [plots.STUDY_CAPTIONS[n][0] for n in plots.GP_STUDY_FIGURES]
     page.close()

@@ -46,11 +46,24 @@ def _layout(fig: go.Figure, title: str, xaxis: str, yaxis: str, log2_x: bool = F
     ``uirevision`` so that a redraw with new data keeps the reader's zoom. `x`, `y`: more axis settings.
     One update call: each of Plotly's validated updates costs about a millisecond."""
     ticks = dict(exponentformat="power", separatethousands=True)
-    x_axis = dict(title=xaxis) | ticks | (dict(type="log", dtick=np.log10(2)) if log2_x else {}) | (x or {})
+    x_axis = dict(title=xaxis) | ticks | (_log2_ticks(fig) if log2_x else {}) | (x or {})
     return fig.update_layout(title=dict(text=title, font_size=TITLE_PX), font_size=FONT_PX,
                              legend_font_size=FONT_PX, height=height, uirevision=title, xaxis=x_axis,
                              yaxis=dict(title=yaxis) | ticks | (y or {}),
                              margin=dict(l=70, r=20, t=60 if "<br>" in title else 45, b=50))
+
+
+def _log2_ticks(fig: go.Figure) -> dict:
+    """A log x axis with a tick at every power of two of the data, labelled as the number itself (1, 2, 4, 8, 16):
+    Plotly's own labels at dtick log10(2) are powers of ten rounded to one digit, so 16 read "2x10". The dtick
+    stays in the layout, unused by Plotly, so that the static form draws the axis in base 2 (static._axes)."""
+    xs = [v for trace in fig.data for v in (trace.x if trace.x is not None else ())
+          if isinstance(v, (int, float, np.number)) and np.isfinite(v) and v > 0]
+    axis = dict(type="log", dtick=np.log10(2))
+    if not xs:
+        return axis
+    powers = [2 ** k for k in range(math.floor(math.log2(min(xs))), math.ceil(math.log2(max(xs))) + 1)]
+    return axis | dict(tickmode="array", tickvals=powers, ticktext=[f"{p:g}" for p in powers])
 
 
 def _below(fig: go.Figure) -> go.Figure:
@@ -302,7 +315,7 @@ def gp_context_figure(records) -> go.Figure:
     fig.add_scatter(x=list(range(len(data["gp"]))), y=data["gp"], mode="lines", name="GP posterior mean (optimum)",
                     line=dict(color="black", dash="dash", width=3))
     return _below(_layout(fig, "RMSE vs context length (depth 1)", "context length j (points seen)",
-                          "held-out RMSE of y_j (mean over seeds)"))
+                          "held-out RMSE of y<sub>j</sub> (mean over seeds)"))
 
 
 def gp_ratio_figure(records) -> go.Figure:

@@ -291,6 +291,38 @@ def _depth1_cem(records, diagonal="none"):
     return [r for r in records if r["group"] == "depth1" and r["attention"] == "cem" and r["diagonal"] == diagonal]
 
 
+def live_comparison(records: list[dict], task: GPTaskConfig, model: GPModelConfig, train: GPTrainConfig,
+                    preset: str = "default") -> str:
+    """A sentence to put beside a model trained live (the app's GP page): the committed sweep's depth-1 CEM runs at
+    the same T and diagonal (their mean RMSE ratio over seeds), and every setting in which the two differ, read
+    from the live configs and the preset's own (``gp_preset_runs``), so that a different ratio is explained."""
+    specs = [s for s in gp_preset_runs(preset) if s.group == "depth1" and s.model.attention == "cem"]
+    same = [s for s in specs if (s.model.cem.T, s.model.cem.diagonal) == (model.cem.T, model.cem.diagonal)]
+    ref = (same or specs)[0]
+    runs = [r["rmse_ratio"] for r in _depth1_cem(records, model.cem.diagonal) if r["T"] == model.cem.T]
+    seeds = len({s.train.seed for s in specs})
+    pairs = [("width", model.shape.d_model, ref.model.shape.d_model), ("d_ff", model.shape.d_ff, ref.model.shape.d_ff),
+             ("layers", model.shape.n_layers, ref.model.shape.n_layers),
+             ("heads", model.shape.n_heads, ref.model.shape.n_heads),
+             ("φ", model.shape.activation, ref.model.shape.activation),
+             ("training steps", train.steps, ref.train.steps), ("batch", train.batch_size, ref.train.batch_size),
+             ("held-out functions", train.eval_size, ref.train.eval_size), ("kernel", task.kernel, ref.task.kernel)]
+    differ = [f"{name} {_n(live)} vs {_n(theirs)}" for name, live, theirs in pairs if live != theirs]
+    differ.append(f"1 seed vs {seeds}")
+    where = (f"The committed sweep's depth-1 CEM at T = {model.cem.T}, diagonal {model.cem.diagonal} reaches "
+             f"{np.mean(runs):.2f} (mean of {len(runs)} seeds)" if runs else
+             f"The committed sweep has no depth-1 CEM run at T = {model.cem.T}, diagonal {model.cem.diagonal} "
+             f"(its T: {', '.join(str(T) for T in sorted({s.model.cem.T for s in specs}))})")
+    smaller = model.shape.d_model < ref.model.shape.d_model and train.steps < ref.train.steps
+    return (where + "; this model differs from it in " + ", ".join(differ) + ", so its ratio is not the sweep's"
+            + (" (a smaller model trained for fewer steps usually lands further from the optimum)." if smaller
+               else "."))
+
+
+def _n(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def context_curves(records: list[dict]) -> dict:
     """RMSE vs context length j (mean over seeds): depth-1 Llama and CEM at each T, and the GP optimum."""
     curves = {}
