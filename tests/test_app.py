@@ -255,3 +255,15 @@ def test_the_study_figures_are_drawn_once_not_on_every_rerun(monkeypatch):
     run_page("gp")                                                           # another session, the same figures
     assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)
     assert [n.type for n in at.main.children.values()].count("image") == 3
+
+
+def test_the_lm_estimate_is_called_a_first_guess_timed_as_the_run_runs():
+    """Issue 38: the estimate said 3 min and the run's progress 6 to 11. The page calls it a first guess, timed on
+    the threads the run uses, and says that the progress bar goes by the measured speed."""
+    from cem_core.ui import jobs
+
+    at = run_page("lm")
+    assert_clean(at)
+    guess = next(c.value for c in at.caption if c.value.startswith("First guess"))
+    assert f"({jobs.JOB_THREADS} torch thread" in guess and "as the run uses" in guess
+    assert "llama " in guess and "cem-full " in guess and "in all" in guess and "measures" in guess
