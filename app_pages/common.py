@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
@@ -88,8 +89,8 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> tuple[str
     Streamlit drops the state of every widget that a run does not draw: a page that is not shown, a
     control hidden in this state, the launcher while a run goes. So each page's last valid controls
     are kept under a key of their own (``keep_controls``) and any widget key that is missing is filled
-    from them. They come from the URL on the first visit of a page in a session, and whenever the URL holds
-    other values than the page last wrote there: the browser's Back or Forward, or an address typed (a bad
+    from them. They come from the URL on the first visit of a page in a session (a link, an address typed), and
+    when the browser's Back or Forward brings values other than the page last wrote there (a bad
     value is reported with st.error and the defaults are used; a number between a slider's steps is snapped,
     with a note). The values are then settled (``cls.settle``): options that make no sense together are reset
     together, with a toast that says so, so no change of one control leads to a refused state.
@@ -130,8 +131,13 @@ def restore_controls(page: str, cls, widget_keys: dict, shown=None) -> tuple[str
 
 
 def _url_changed(page: str, cls) -> bool:
-    """Whether the URL holds values of the page's controls other than those the page last wrote there (the
-    browser's Back or Forward, or an edited address): then the URL is the state to show."""
+    """Whether the browser's Back or Forward brought a URL whose values of the page's controls are not those the
+    page last wrote there: then the URL is the state to show. Only on history navigation: an ordinary rerun can
+    start before the browser has applied the URL the run before it wrote (keys held down, runs interrupted), and
+    reading that URL would put the controls back and lose the reader's last changes."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not ctx.is_history_navigation:
+        return False
     written = st.session_state.get(f"_url_{page}")
     names = {cls.PREFIX + name for name in cls.specs()}
     now = {k: v for k, v in st.query_params.items() if k in names}

@@ -212,7 +212,7 @@ def pinned_caption(now: EnergyControls) -> None:
 def pin_bar(controls: EnergyControls) -> EnergyControls | None:
     """Pin the state shown, or unpin; returns the pinned state."""
     pinned = pinned_state()
-    c1, c2 = st.columns([1, 5], vertical_alignment="center")
+    c1, c2 = st.columns([2, 5], vertical_alignment="center")     # "Pin this state" whole at 1024 px, sidebar open
     if pinned is None:
         c1.button("Pin this state", key="pin-energy", icon=":material/push_pin:",
                   on_click=lambda: st.session_state.update({PINNED: controls.values()}),

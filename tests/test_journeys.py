@@ -191,7 +191,7 @@ def test_playback_runs_in_the_browser_and_a_click_follows_a_token(app, browser, 
         assert shown["step"] == t and shown["cursor"] == [t, t], shown
         assert shown["marker"][0][0] == pytest.approx(trajectory[t, 0]) and shown["marker"][1][0] == pytest.approx(
             trajectory[t, 1])
-        assert ("used by step 1" if t == 0 else f"of step {t} of 16") in shown["title"], shown
+        assert ("at x⁽⁰⁾" if t == 0 else f"step {t} of 16") in shown["title"], shown
         frame.click("#next")
     frame.locator("#scrub").focus()
     page.keyboard.press("End")                                           # the scrubber, by keyboard
@@ -557,6 +557,7 @@ def test_back_undoes_each_change_and_returns_to_the_previous_page(app, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(app.url)
     settle(page)
+    page.wait_for_function("() => new URLSearchParams(location.search).has('T') && !!window.cemHistory")
     start = page.evaluate("history.length")
     set_slider(page, "steps T", 5, 1)
     choose(page, CEMOptions.__dataclass_fields__["preconditioner"].metadata["label"], "psd")
@@ -573,6 +574,33 @@ def test_back_undoes_each_change_and_returns_to_the_previous_page(app, browser):
     _back(page)                                                           # T undone
     assert slider_value(page, "steps T") == 4 and _query(page)["T"] == "4"
     _assert_clean(page, "Back through the history")
+    page.close()
+
+
+def test_a_held_key_loses_no_press_and_ends_on_its_value(app, browser):
+    """An arrow key held on η (30 presses, 33 ms apart, faster than the page reruns): every press counts, the
+    slider and the URL end on the value they make, and the plots show that state (runs interrupted by the next
+    press once put the slider back and lost presses, and the page could draw a stale state last)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app.url)
+    settle(page)
+    frame = playback(page)
+    old = version(frame)
+    thumb = page.locator("input[type='range'][aria-label='step size eta']")
+    thumb.focus()
+    for _ in range(30):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(33)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('eta') === '2.5'", timeout=60000)
+    settle(page)
+    page.wait_for_timeout(1000)                                           # any stale state would arrive by now
+    settle(page)
+    assert slider_value(page, "step size eta") == pytest.approx(2.5)
+    frame = playback(page, version=old)
+    expected = explore(EnergyControls.from_values(eta=2.5))["phases"][0]["energies"]
+    shown = {t["name"]: t["y"] for t in traces(frame, "energy")}
+    assert shown["token 0"] == pytest.approx(expected[:, 0].tolist(), rel=1e-5), "the plots show another state"
+    _assert_clean(page, "a held key")
     page.close()
 
 
@@ -598,3 +626,40 @@ def test_links_name_the_address_the_app_was_opened_at(app, browser):
     _assert_clean(other, "a lesson link opened in a new window")
     other.close()
     page.close()
+
+
+LEGEND_OVERLAPS = """name => { const d = document.querySelector(`[data-name=${name}]`);
+    const boxes = Array.from(d.querySelectorAll('.legend .traces'), e => e.getBoundingClientRect());
+    const out = [];
+    boxes.forEach((a, i) => boxes.slice(i + 1).forEach(b => {
+        if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) out.push([i]);
+    }));
+    return {n: boxes.length, overlaps: out.length}; }"""
+TITLES_INSIDE = """() => Array.from(document.querySelectorAll('.plot'), d => { const svg = d.querySelector('.main-svg');
+    const t = d.querySelector('.gtitle').getBoundingClientRect(), s = svg.getBoundingClientRect();
+    return [d.dataset.name, t.left >= s.left - 1 && t.right <= s.right + 1]; })"""
+
+
+@pytest.mark.parametrize("width", [1024, 1280])
+def test_labels_are_whole_with_the_sidebar_open(app, browser, tmp_path, width):
+    """With the sidebar open: "Pin this state" is whole (at 1024 px it read "Pin …"), no plot title runs past its
+    plot (the energy title read "…per t"), and the landscape's legend entries do not overlap, with a pinned
+    state and eight heads' keys in it."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    page.goto(f"{app.url}/?heads=8&width=16")
+    settle(page)
+    frame = playback(page)
+    label = page.get_by_role("button", name="Pin this state").locator("p")
+    assert label.evaluate("e => e.scrollWidth <= e.clientWidth"), label.inner_text()
+    page.get_by_role("button", name="Pin this state").click()
+    settle(page)
+    old = version(frame)
+    move_energy_control(page, "T", 8)
+    frame = playback(page, version=old)
+    assert all(inside for _, inside in frame.evaluate(TITLES_INSIDE)), frame.evaluate(TITLES_INSIDE)
+    legend = frame.evaluate(LEGEND_OVERLAPS, "landscape")
+    assert legend["n"] >= 5 and legend["overlaps"] == 0, legend
+    page.screenshot(path=tmp_path / f"energy-sidebar-{width}.png")
+    _assert_clean(page, f"labels at {width} px")
+    page.close()
+

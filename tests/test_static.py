@@ -82,3 +82,18 @@ def test_the_figures_of_figures_folder_come_from_the_app_builders():
                                                                             or "validation" in name
                                                                             or "scaling" in name)]
     assert static.to_png(interactive.gp_ratio_figure(_records(interactive.gp_ratio_figure))).startswith(b"\x89PNG")
+
+
+def test_sub_and_superscripts_reach_the_static_form():
+    """Plotly's y<sub>j</sub> and 10<sup>26</sup> become mathtext, not "yj" and "1026"; other tags are dropped;
+    matplotlib draws the result."""
+    import matplotlib.pyplot as plt
+
+    from cem_core.ui.static import _plain
+
+    assert _plain("RMSE of y<sub>j</sub>") == r"RMSE of y$\mathregular{_{j}}$"
+    assert _plain("10<sup>26</sup><br><b>b</b>") == "10$\\mathregular{^{26}}$\nb"
+    fig, ax = plt.subplots()
+    ax.set_ylabel(_plain("RMSE of y<sub>j</sub> at 10<sup>3</sup>"))
+    fig.canvas.draw()                                                    # mathtext parses
+    plt.close(fig)

@@ -42,31 +42,45 @@ function pickToken(name, point) {
   return null;
 }
 
+// A new state of the same plots updates them in place (Plotly.react: only what changed is redrawn, and the reader's
+// zoom stays); other plots (another layer, presentation mode) are built afresh.
 async function build(args) {
   const grid = $("grid");
-  grid.innerHTML = "";
+  const names = args.figures.map(f => f.name);
+  const same = names.length === grid.children.length && names.every((n, i) => grid.children[i].dataset.name === n);
+  if (!same) {
+    grid.innerHTML = "";
+    view.divs = {};
+  }
   grid.style.gridTemplateColumns = `repeat(${args.columns || 2}, minmax(0, 1fr))`;
   document.body.classList.toggle("big", (args.font_scale || 1) > 1);
-  view.divs = {};
   view.arrays = Object.fromEntries(Object.entries(args.arrays || {}).map(([k, spec]) => [k, decode(spec)]));
+  delete document.body.dataset.images;
+  const config = {displaylogo: false, responsive: true};
   for (const {name, figure} of args.figures) {
-    const div = document.createElement("div");
-    div.className = "plot";
-    div.dataset.name = name;
-    grid.appendChild(div);
-    view.divs[name] = div;
     const layout = scaled(figure.layout, args.font_scale || 1);
-    div.spec = {data: JSON.parse(JSON.stringify(figure.data)), layout};
-    await Plotly.newPlot(div, figure.data, layout, {displaylogo: false, responsive: true});
+    let div = view.divs[name];
+    if (div) {
+      div.moved = {};                                  // the old state's marker positions
+      div.spec = {data: JSON.parse(JSON.stringify(figure.data)), layout};
+      await Plotly.react(div, figure.data, layout, config);
+    } else {
+      div = document.createElement("div");
+      div.className = "plot";
+      div.dataset.name = name;
+      grid.appendChild(div);
+      view.divs[name] = div;
+      div.spec = {data: JSON.parse(JSON.stringify(figure.data)), layout};
+      await Plotly.newPlot(div, figure.data, layout, config);
+      div.on("plotly_afterplot", () => {
+        for (const [index, [xs, ys]] of Object.entries(div.moved || {})) movePoints(div, Number(index), xs, ys);
+      });
+      div.on("plotly_click", event => {
+        const token = event.points.length ? pickToken(name, event.points[0]) : null;
+        if (token !== null) send("streamlit:setComponentValue", {value: {token, click: ++view.clicks}, dataType: "json"});
+      });
+    }
     div.images = null;
-    delete document.body.dataset.images;
-    div.on("plotly_afterplot", () => {
-      for (const [index, [xs, ys]] of Object.entries(div.moved || {})) movePoints(div, Number(index), xs, ys);
-    });
-    div.on("plotly_click", event => {
-      const token = event.points.length ? pickToken(name, event.points[0]) : null;
-      if (token !== null) send("streamlit:setComponentValue", {value: {token, click: ++view.clicks}, dataType: "json"});
-    });
   }
 }
 
@@ -94,8 +108,12 @@ function heatmapImage(div) {
   return image ? image.getAttribute("href") || image.getAttribute("xlink:href") : null;
 }
 
-async function heatmapImages(div, array) {
-  // Rendered on a hidden copy of the plot, the same size, so the page does not flicker through the steps.
+async function heatmapImages(div, array, version) {
+  // Rendered on a hidden copy of the plot, the same size, so the page does not flicker through the steps. A newer
+  // state (a held key) stops it: the stale state's images would only hold the page up.
+  const stale = () => view.version !== version;
+  await new Promise(done => setTimeout(done, PRERENDER_DELAY_MS));
+  if (stale()) return;
   const ghost = document.createElement("div");
   ghost.style.cssText = `position: absolute; left: -10000px; top: 0; width: ${div.clientWidth}px;`;
   document.body.appendChild(ghost);
@@ -103,11 +121,13 @@ async function heatmapImages(div, array) {
   const index = ghost.data.findIndex(trace => trace.type === "heatmap");
   const images = [];
   for (const z of view.arrays[array]) {
+    if (stale()) break;
     await Plotly.restyle(ghost, {z: [z]}, [index]);
     images.push(heatmapImage(ghost));
   }
   Plotly.purge(ghost);
   ghost.remove();
+  if (stale()) return;
   if (images.every(Boolean)) div.images = {array, images, index, shown: null};
   document.body.dataset.images = "ready";
 }
@@ -243,10 +263,13 @@ function height() {
   send("streamlit:setFrameHeight", {height: document.documentElement.scrollHeight});
 }
 
+const PRERENDER_DELAY_MS = 150;   // a state shown this long is worth pre-rendering (keys held: the next comes sooner)
+
 async function cacheImages() {
+  const version = view.version;
   for (const update of view.args.frames[0]) {
     const div = view.divs[update.figure];
-    if (update.z && div && !div.images) await heatmapImages(div, update.z.array);
+    if (update.z && div && !div.images) await heatmapImages(div, update.z.array, version);
   }
 }
 
@@ -271,8 +294,24 @@ async function render(args) {
   if (!previous || args.version !== previous.version) cacheImages();   // no-op where the images are there
 }
 
+// States that arrive while one is being drawn (a held key: one rerun after another) collapse into the latest, so
+// the browser never draws a state that is already stale.
+let drawing = false, waiting = null;
+
+async function renderLatest(args) {
+  waiting = args;
+  if (drawing) return;
+  drawing = true;
+  while (waiting !== null) {
+    const next = waiting;
+    waiting = null;
+    await render(next);
+  }
+  drawing = false;
+}
+
 window.addEventListener("message", event => {
-  if (event.data && event.data.type === "streamlit:render") render(event.data.args);
+  if (event.data && event.data.type === "streamlit:render") renderLatest(event.data.args);
 });
 window.addEventListener("resize", height);
 send("streamlit:componentReady", {apiVersion: 1});

@@ -73,8 +73,9 @@ def _below(fig: go.Figure) -> go.Figure:
 
 
 def _integer_ticks(axis: dict, last: int) -> dict:
-    """Integer ticks 0..last on a step or index axis (about ten of them at most), never 1.5."""
-    return axis | dict(tickmode="linear", tick0=0, dtick=max(1, -(-last // 10)))
+    """Integer ticks 0..last on a step or index axis (about six of them at most: a plot may be 270 px wide), never
+    1.5."""
+    return axis | dict(tickmode="linear", tick0=0, dtick=max(1, -(-last // 6)))
 
 
 # -- energy descent -----------------------------------------------------------------------------
@@ -248,8 +249,8 @@ def enlarged(fig: go.Figure, scale: float) -> go.Figure:
 
 def heatmap_title(step: int, steps: int, head: int) -> str:
     """The attention heatmap's title at playback step `step` (0: the weights step 1 uses)."""
-    at = "used by step 1 (at x⁽⁰⁾)" if step == 0 else f"of step {step} of {steps}"
-    return f"Attention weights {at}, head {head}"
+    at = " at x⁽⁰⁾" if step == 0 else f", step {step} of {steps}"        # short: a quarter of a page at 1024 px
+    return f"Attention{at}, head {head}"
 
 
 def attention_heatmap_figure(weights, step: int, head: int, height: int | None = None,
@@ -285,8 +286,11 @@ def landscape_figure(land: dict, token: int, height: int | None = None, step: in
     fig.add_scatter(x=[float(traj[0, 0])], y=[float(traj[0, 1])], mode="markers", name="x⁽⁰⁾",
                     marker=dict(size=12, color="orange", symbol="star"))
     if land["key_tips"] is not None:
-        for k, tips in enumerate(land["key_tips"]):
-            fig.add_scatter(x=tips[:, 0].tolist(), y=tips[:, 1].tolist(), mode="markers", name=f"keys h{k}",
+        heads = len(land["key_tips"])
+        for k, tips in enumerate(land["key_tips"]):                  # one legend entry for every head's keys
+            fig.add_scatter(x=tips[:, 0].tolist(), y=tips[:, 1].tolist(), mode="markers",
+                            name=f"keys h{k}" if k or heads == 1 else f"keys, heads 0–{heads - 1}",
+                            legendgroup="keys", showlegend=k == 0,
                             marker=dict(size=8, symbol="x", color=PALETTE[(k + 3) % len(PALETTE)]))
     if pinned is not None:
         pinned = np.asarray(pinned)
@@ -297,9 +301,9 @@ def landscape_figure(land: dict, token: int, height: int | None = None, step: in
     fig.add_scatter(x=[float(traj[step, 0])], y=[float(traj[step, 1])], mode="markers", meta=NOW,
                     name="x⁽ᵗ⁾ shown", hoverinfo="skip",
                     marker=dict(size=15, color="#d62728", line=dict(color="white", width=2)))
-    plane = "the true plane (width 2)" if land["true_plane"] else "the plane of x⁽⁰⁾ and its first two updates"
-    fig.update_layout(legend=dict(orientation="h", y=-0.22, entrywidth=0.33 if pinned is None else 0.5,
-                                  entrywidthmode="fraction"))                 # the pinned names are longer
+    plane = "the true plane (width 2)" if land["true_plane"] else "the plane of x⁽⁰⁾, x⁽¹⁾, x⁽²⁾"
+    # Below the plot, each entry as wide as its text (fixed fractions let long names run into the next entry)
+    fig.update_layout(legend=dict(orientation="h", y=-0.22, yanchor="top"))
     return _layout(fig, f"Energy of token {token}<br>on {plane}", "a", "b", height=height,
                    x=dict(range=[land["a"][0], land["a"][-1]]), y=dict(range=[land["b"][0], land["b"][-1]]))
 

@@ -40,8 +40,11 @@ def _colour(value, fallback: str) -> tuple[str, float]:
 
 
 def _plain(text) -> str:
-    """Plotly's HTML text as matplotlib's: line breaks kept, tags dropped."""
-    return re.sub(r"<[^>]+>", "", (text or "").replace("<br>", "\n"))
+    """Plotly's HTML text as matplotlib's: line breaks kept, sub- and superscripts as mathtext (y<sub>j</sub> is
+    y$_{j}$, not "yj"), other tags dropped."""
+    text = re.sub(r"<su([bp])>(.*?)</su\1>", lambda m: f"$\\mathregular{{{'_' if m[1] == 'b' else '^'}{{{m[2]}}}}}$",
+                  (text or "").replace("<br>", "\n"))
+    return re.sub(r"<[^>]+>", "", text)
 
 
 def _errors(error) -> np.ndarray | None:
