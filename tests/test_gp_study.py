@@ -97,7 +97,7 @@ def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition
     import matplotlib
     matplotlib.use("Agg")
 
-    from cem_core.ui.plots import mpl_gp_conditions_map
+    from cem_core.ui.plots import _subscripts, mpl_gp_conditions_map
 
     records = [_record(g, T, s, 1.2 + 0.01 * T) for g in gp_study.MAP_CONDITIONS for T in (1, 4, 8) for s in range(3)]
     records += [_record("base", None, s, 1.1, "llama") | {"T": 1} for s in range(3)]
@@ -106,7 +106,8 @@ def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition
     assert distance["lines"] == {"Llama attention (base)": pytest.approx(1.1)}
     assert "CEM T = 1 (looped x4)" not in gp_study.conditions_map(records)["joint"]["lines"]   # no looped runs here
     fig = mpl_gp_conditions_map(records)
-    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == list(gp_study.MAP_CONDITIONS)
+    # (a one-letter subscript is drawn as one: "d_x = 2" is titled d$_x$ = 2)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [_subscripts(n) for n in gp_study.MAP_CONDITIONS]
 
 
 @pytest.mark.slow                      # 21 tiny training runs and two figures

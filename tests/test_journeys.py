@@ -663,3 +663,28 @@ def test_labels_are_whole_with_the_sidebar_open(app, browser, tmp_path, width):
     _assert_clean(page, f"labels at {width} px")
     page.close()
 
+
+
+def test_random_control_changes_in_the_browser_show_no_error(app, browser):
+    """The short browser twin of tests/test_app_controls.py: a fixed random sequence of control changes made as a
+    person makes them (the layer's radio, select boxes, sliders by key, widths typed; widths the heads do not
+    divide among them), with no error box or traceback after any of them, and the URL always a state the page
+    accepts."""
+    import random
+
+    rng = random.Random(38)
+    choices = {"layer": ("attention", "mlp", "block", "joint"), "diagonal": ("none", "per_head", "shared"),
+               "preconditioner": ("none", "dlr", "psd"), "T": (1, 3, 8), "eta": (0.5, 1.5), "width": (6, 7, 9, 12),
+               "anchor": (0.0, 0.5)}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app.url)
+    settle(page)
+    for i in range(14):
+        name = rng.choice(sorted(choices))
+        value = rng.choice(choices[name])
+        move_energy_control(page, name, value)
+        settle(page)
+        _assert_clean(page, f"change {i + 1}: {name} = {value}")
+        EnergyControls.from_query(_query(page))                          # raises if the URL is refused
+    page.close()
+    assert "Traceback" not in app.log()
