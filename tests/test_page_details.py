@@ -46,6 +46,7 @@ def test_design_tables_are_whole_at_1280x720(app, browser, tmp_path):
         page.goto(f"{app.url}/design{query}")
         settle(page)
         tables = page.locator("[data-testid='stTable']")
+        tables.nth(1).wait_for(timeout=60000)                     # a busy machine's page can still be streaming in
         assert tables.count() == 2, query
         for i in range(tables.count()):
             table = tables.nth(i)
