@@ -226,21 +226,25 @@ function play() {
   }, view.args.interval_ms || 700);
 }
 
+// `fn` one call at a time: calls made while one runs collapse into the latest, which runs next.
+function latestOnly(fn) {
+  let busy = false, waiting = false, latest;
+  return async arg => {
+    latest = arg;
+    waiting = true;
+    if (busy) return;
+    busy = true;
+    while (waiting) {
+      waiting = false;
+      await fn(latest);
+    }
+    busy = false;
+  };
+}
+
 // One step is drawn at a time: steps asked for while one is being drawn (a fast drag of the scrubber) collapse
 // into the latest, so the view never lags behind the hand.
-let busy = false, pending = null;
-
-async function show(t) {
-  pending = t;
-  if (busy) return;
-  busy = true;
-  while (pending !== null) {
-    const next = pending;
-    pending = null;
-    await apply(next);
-  }
-  busy = false;
-}
+const show = latestOnly(apply);
 
 function go(t) {
   stop();
@@ -296,19 +300,7 @@ async function render(args) {
 
 // States that arrive while one is being drawn (a held key: one rerun after another) collapse into the latest, so
 // the browser never draws a state that is already stale.
-let drawing = false, waiting = null;
-
-async function renderLatest(args) {
-  waiting = args;
-  if (drawing) return;
-  drawing = true;
-  while (waiting !== null) {
-    const next = waiting;
-    waiting = null;
-    await render(next);
-  }
-  drawing = false;
-}
+const renderLatest = latestOnly(render);
 
 window.addEventListener("message", event => {
   if (event.data && event.data.type === "streamlit:render") renderLatest(event.data.args);
