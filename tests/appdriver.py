@@ -4,6 +4,7 @@ Chromium through Playwright (never a downloaded browser). Used by the browser te
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,14 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+def shots(tmp_path) -> Path:
+    """Where a test's screenshots go: CEM_LAB_SCREENSHOTS when set (docs/screenshots is made so), else its
+    tmp_path."""
+    folder = Path(os.environ.get("CEM_LAB_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def settle(page, timeout: float = 60000) -> None:

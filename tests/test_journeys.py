@@ -25,7 +25,6 @@ Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set (the o
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlparse
@@ -46,6 +45,7 @@ from appdriver import (
     serve_app,
     set_slider,
     settle,
+    shots,
     slider_value,
     traces,
     type_number,
@@ -81,12 +81,6 @@ def app(tmp_path_factory):
 def browser():
     with chromium() as b:
         yield b
-
-
-def _shots(tmp_path) -> Path:
-    folder = Path(os.environ.get("CEM_LAB_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _query(page) -> dict:
@@ -204,7 +198,7 @@ def test_playback_runs_in_the_browser_and_a_click_follows_a_token(app, browser, 
     assert _step_shown(frame)["step"] == 7
     page.wait_for_timeout(500)
     assert len(sent) == before, "playback sent messages to the server (a rerun)"
-    page.screenshot(path=_shots(tmp_path) / "playback.png")
+    page.screenshot(path=shots(tmp_path) / "playback.png")
     # A click on row 2 of the heatmap: every view follows token 2 (one rerun, as a control would).
     box = frame.evaluate("""() => { const d = document.querySelector('[data-name=heatmap]'), L = d._fullLayout;
         const r = d.getBoundingClientRect();
@@ -240,7 +234,7 @@ def test_pin_and_compare(app, browser, tmp_path):
     pinned, = [t for t in traces(frame, "energy") if t["name"] == "pinned: T 4"]
     assert max(x for x in pinned["x"] if x is not None) == 4             # the pinned curves end at its own T
     assert page.get_by_text("Pinned: T 4").count() == 1
-    page.screenshot(path=_shots(tmp_path) / "pinned.png")
+    page.screenshot(path=shots(tmp_path) / "pinned.png")
     old = version(frame)
     page.get_by_role("button", name="Unpin").click()
     frame = playback(page, version=old)
@@ -275,7 +269,7 @@ def test_the_forms_of_the_energy(app, browser, tmp_path):
     move_energy_control(page, "diagonal", "shared")
     move_energy_control(page, "diagonal_form", "distance")
     assert dict(parse_qsl(urlparse(page.url).query))["diagonal_form"] == "distance"
-    page.screenshot(path=_shots(tmp_path) / "energy-joint-distance.png")
+    page.screenshot(path=shots(tmp_path) / "energy-joint-distance.png")
     move_energy_control(page, "layer", "attention")
     old = version(frame)
     move_energy_control(page, "T", 16)
@@ -291,7 +285,7 @@ def test_the_forms_of_the_energy(app, browser, tmp_path):
     settle(page)
     assert page.get_by_text("cem-full's block as one energy").count() == 1
     assert page.get_by_text("block precond").count() >= 1
-    page.screenshot(path=_shots(tmp_path) / "design-joint.png", full_page=True)
+    page.screenshot(path=shots(tmp_path) / "design-joint.png", full_page=True)
     _assert_clean(page, "forms of the energy, design page")
     page.close()
 
@@ -348,7 +342,7 @@ def test_the_lesson_end_to_end(app, browser, tmp_path):
     page.get_by_role("button", name="Start the lesson").click()
     for index in range(len(lesson.STEPS)):
         _check_lesson_step(page, index, records)
-        page.screenshot(path=_shots(tmp_path) / f"lesson-{index + 1}.png")
+        page.screenshot(path=shots(tmp_path) / f"lesson-{index + 1}.png")
         if index < len(lesson.STEPS) - 1:
             page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
     assert page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").is_disabled()
@@ -415,7 +409,7 @@ def test_the_whole_lesson_in_presentation_mode_at_1280x720(app, browser, tmp_pat
     page.locator("[data-testid='stMainBlockContainer']").get_by_role("button", name="Start the lesson").click()
     for index in range(len(lesson.STEPS)):
         _check_presented_step(page, index)
-        page.screenshot(path=_shots(tmp_path) / f"presentation-{index + 1}.png")
+        page.screenshot(path=shots(tmp_path) / f"presentation-{index + 1}.png")
         if index < len(lesson.STEPS) - 1:
             page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
     page.locator(".st-key-lesson-bar").get_by_role("button", name="End").click()
@@ -524,7 +518,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     assert box["scroll"] <= box["width"] + 1 and box["right"] <= 1400, box
     assert page.get_by_text("Claim 6 and learned step sizes").count() == 1
     table.scroll_into_view_if_needed()
-    page.screenshot(path=_shots(tmp_path) / "lm-own-rates.png", full_page=True)
+    page.screenshot(path=shots(tmp_path) / "lm-own-rates.png", full_page=True)
     rungs = page.get_by_role("heading", name="A width ladder: is the gap to Llama closing with scale?")
     rungs.scroll_into_view_if_needed()
     settle(page)
@@ -534,7 +528,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     assert {f"{name} projection" for name in ladder.trends(records)} <= set(names), names
     assert page.get_by_text(re.compile("projection, not a result")).count() >= 1
     page.locator(".js-plotly-plot").filter(has_text="Width ladder").scroll_into_view_if_needed()
-    page.screenshot(path=_shots(tmp_path) / "lm-ladder.png", full_page=True)
+    page.screenshot(path=shots(tmp_path) / "lm-ladder.png", full_page=True)
     _assert_clean(page, "the LM page's evidence")
     page.close()
 

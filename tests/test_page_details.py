@@ -4,12 +4,10 @@ page's tables whole at 1280 x 720, and the GP page's tick labels, subscripts and
 Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set."""
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
-from appdriver import CHROMIUM, chromium, serve_app, settle
+from appdriver import CHROMIUM, chromium, serve_app, settle, shots
 from conftest import child_env, require_system_package
 
 pytestmark = pytest.mark.slow
@@ -17,10 +15,8 @@ require_system_package(CHROMIUM is not None, "the browser checks of page details
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("app")
-    (root / "data").mkdir()
-    with serve_app(child_env(CEM_LAB_JOBS_DIR=str(root / "jobs"), CEM_LAB_DATA_DIR=str(root / "data"))) as server:
+def app():
+    with serve_app(child_env()) as server:                 # (no job is started here)
         yield server
 
 
@@ -28,12 +24,6 @@ def app(tmp_path_factory):
 def browser():
     with chromium() as b:
         yield b
-
-
-def _shots(tmp_path) -> Path:
-    folder = Path(os.environ.get("CEM_LAB_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def test_design_tables_are_whole_at_1280x720(app, browser, tmp_path):
@@ -58,7 +48,7 @@ def test_design_tables_are_whole_at_1280x720(app, browser, tmp_path):
                 if overflow in ("auto", "scroll"):
                     assert scroll <= client, (query, i, scroll, client)
             assert ("total", "KV x llama")[i] in table.inner_text()
-        page.screenshot(path=str(_shots(tmp_path) / f"design{'-widest' if query else ''}.png"), full_page=True)
+        page.screenshot(path=str(shots(tmp_path) / f"design{'-widest' if query else ''}.png"), full_page=True)
     page.close()
 
 
@@ -84,9 +74,9 @@ def test_gp_page_ticks_subscripts_and_study_images(app, browser, tmp_path):
     text = page.inner_text("body") + " ".join(t for t, _ in titles)
     assert "y_j" not in text and "d_x" not in text.replace("d_x = 2", "")             # the condition's name stays
     page.locator(".js-plotly-plot").filter(has_text="Test-time scaling").first.screenshot(
-        path=str(_shots(tmp_path) / "gp-scaling.png"))
+        path=str(shots(tmp_path) / "gp-scaling.png"))
     page.locator(".js-plotly-plot").filter(has_text="RMSE vs context").first.screenshot(
-        path=str(_shots(tmp_path) / "gp-context.png"))
+        path=str(shots(tmp_path) / "gp-context.png"))
     images = page.locator("[data-testid='stImage'] img, [data-testid='stImageContainer'] img")
     assert images.count() == 3
     for i in range(3):
@@ -96,7 +86,7 @@ def test_gp_page_ticks_subscripts_and_study_images(app, browser, tmp_path):
         box = image.bounding_box()
         assert box["width"] >= plots.APP_IMAGE_PX and box["x"] + box["width"] <= 1280, box
         assert len(image.get_attribute("alt") or "") > 80
-        image.screenshot(path=str(_shots(tmp_path) / f"gp-study-{i}.png"))
+        image.screenshot(path=str(shots(tmp_path) / f"gp-study-{i}.png"))
     captions = page.locator("[data-testid='stImageCaption']").all_inner_texts()
     assert [c.strip() for c in captions] == [plots.STUDY_CAPTIONS[n][0] for n in plots.GP_STUDY_FIGURES]
     page.close()
