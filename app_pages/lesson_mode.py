@@ -19,9 +19,14 @@ LESSON = "lesson"              # session key: the index of the lesson step, or N
 APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
 GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
 PREFIXES = {"energy": "en_", "gp": "gp_"}
-
-
 BEFORE = "_before_lesson"      # what the lesson's steps replace (the pages' controls, the pinned state)
+
+
+def forget_widgets(*pages: str) -> None:
+    """Clear the pages' widget keys: their widgets start again from the kept controls."""
+    state, prefixes = st.session_state, tuple(PREFIXES[page] for page in pages)
+    for key in [k for k in state if isinstance(k, str) and k.startswith(prefixes)]:
+        del state[key]
 
 
 def go(index: int) -> None:
@@ -30,8 +35,7 @@ def go(index: int) -> None:
     state, step = st.session_state, lesson.STEPS[index]
     if state.get(LESSON) is None:
         state[BEFORE] = {key: state.get(key) for key in (*(f"_controls_{page}" for page in PREFIXES), "_pinned_energy")}
-    for key in [k for k in state if isinstance(k, str) and k.startswith(PREFIXES[step.page])]:
-        del state[key]                               # the page's widgets start again from the kept controls
+    forget_widgets(step.page)
     state[f"_controls_{step.page}"] = step.controls().values()
     state["_pinned_energy"] = None if step.pinned is None else step.pinned_controls().values()
     state[LESSON] = index
@@ -46,8 +50,7 @@ def end() -> None:
     again."""
     state = st.session_state
     before = state.pop(BEFORE, None) or {}
-    for key in [k for k in state if isinstance(k, str) and k.startswith(tuple(PREFIXES.values()))]:
-        del state[key]                                 # the widgets start again from the restored controls
+    forget_widgets(*PREFIXES)
     for page in PREFIXES:                              # a page first seen in the lesson: its defaults
         state[f"_controls_{page}"] = before.get(f"_controls_{page}") or lesson.CONTROLS[page]().values()
     state["_pinned_energy"] = before.get("_pinned_energy")

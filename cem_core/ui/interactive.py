@@ -118,6 +118,14 @@ class SymLog:
             return None
         return SymLog(float(np.median(first)), everything)
 
+    @staticmethod
+    def on_axis(values, pinned=None) -> tuple:
+        """The values (and the pinned state's) as a per-token plot draws them, and the scale (None: linear)."""
+        scale = SymLog.needed(values, pinned)
+        if scale is None:
+            return np.asarray(values, dtype=float), pinned, None
+        return scale(values), None if pinned is None else scale(pinned), scale
+
     def __call__(self, values):
         values = np.asarray(values, dtype=float)
         return np.sign(values) * np.log10(1 + np.abs(values) / self.c)
@@ -156,11 +164,8 @@ def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=N
     magnitude are drawn on a symmetric log axis (``SymLog``), with the values themselves on hover. ``legend``:
     "all" tokens, or only the "followed" one (and the states and rises), which then never scrolls out of a short
     legend."""
-    values = np.asarray(values, dtype=float)
-    scale = SymLog.needed(values, pinned)
-    raw = values
-    if scale is not None:
-        values, pinned = scale(values), None if pinned is None else scale(pinned)
+    raw = np.asarray(values, dtype=float)
+    values, pinned, scale = SymLog.on_axis(raw, pinned)
     fig = _figure()
     steps = list(range(first_step, first_step + values.shape[0]))
     n = values.shape[1]

@@ -22,11 +22,8 @@ PICK = {"energy": "customdata", "norm": "customdata", "heatmap": "y"}   # how a 
 
 
 def _per_token(name: str, values: np.ndarray, first_step: int, token: int, t: int, pinned=None) -> list[dict]:
-    """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step), on
-    the plot's axis (a symmetric log one where its builder chose it, interactive.SymLog)."""
-    scale = interactive.SymLog.needed(values, pinned)
-    if scale is not None:
-        values, pinned = scale(values), None if pinned is None else scale(pinned)
+    """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step).
+    `values` and `pinned` are on the plot's axis (interactive.SymLog.on_axis)."""
     here = t - first_step
     return [{"figure": name, "meta": CURSOR, "x": [t, t], "y": cursor_y(values, pinned)},
             {"figure": name, "meta": NOW, "x": [t] if here >= 0 else [],
@@ -36,13 +33,17 @@ def _per_token(name: str, values: np.ndarray, first_step: int, token: int, t: in
 def frames(phase: dict, token: int, head: int, pinned: dict | None = None) -> list[list[dict]]:
     """For t = 0..T, the updates that show step t (see the module doc). A heatmap update names its weights
     by step index into the view's "weights" array."""
-    energies, norms = phase["energies"], phase["update_norms"]
+    # each per-token plot's values on its axis (a symmetric log one where its builder chose it), once
+    energies, pinned_energies, _ = interactive.SymLog.on_axis(phase["energies"],
+                                                              None if pinned is None else pinned["energies"])
+    norms, pinned_norms, _ = interactive.SymLog.on_axis(phase["update_norms"],
+                                                        None if pinned is None else pinned["update_norms"])
     trajectory = phase["landscape"]["trajectory"]
     steps = len(energies) - 1
     out = []
     for t in range(steps + 1):
-        frame = (_per_token("energy", energies, 0, token, t, None if pinned is None else pinned["energies"])
-                 + _per_token("norm", norms, 1, token, t, None if pinned is None else pinned["update_norms"])
+        frame = (_per_token("energy", energies, 0, token, t, pinned_energies)
+                 + _per_token("norm", norms, 1, token, t, pinned_norms)
                  + [{"figure": "landscape", "meta": NOW, "x": [float(trajectory[t, 0])],
                      "y": [float(trajectory[t, 1])]}])
         if phase["weights"] is not None:
