@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep lm-rates lm-own lm-ladder clean
+.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep lm-rates lm-own lm-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ test: $(BIN)/.dev             ## run the whole test suite
 
 info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
 	$(BIN)/python -m cem_core info --d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048
+
+models: $(BIN)/.runtime       ## retrain the trained models in models/ that are missing or stale (about 15 min on 2 cores)
+	$(BIN)/python -m cem_core models train
 
 figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
 	$(BIN)/python -m cem_core figures --out figures

@@ -1,5 +1,5 @@
-"""Command line: ``python -m cem_core info | gp train|sweep|report | lm train|compare|sweep | bench | figures``,
-one module per command group.
+"""Command line: ``python -m cem_core info | gp train|sweep|report|inspect | lm train|compare|sweep|inspect |
+models list|train | bench | figures``, one module per command group.
 
 Every flag has a help text (``--help``); choices and defaults come from the configs and constants
 they set, so the command line cannot disagree with them."""
@@ -11,13 +11,13 @@ import sys
 
 import torch.distributed as dist
 
-from . import bench, figures, gp, info, lm
+from . import bench, figures, gp, info, lm, models
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cem_core", description="CEM Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (info.add_info, gp.add_gp, lm.add_lm, bench.add_bench, figures.add_figures):
+    for add in (info.add_info, gp.add_gp, lm.add_lm, models.add_models, bench.add_bench, figures.add_figures):
         add(sub)
     return parser
 

@@ -40,6 +40,14 @@ def add_gp(sub) -> None:
                              "root)")
     sweep.set_defaults(run=gp_sweep_command)
     report.set_defaults(run=gp_report)
+    inspect = gp_parser.add_parser("inspect", help="a trained model (models/) on one function: its prediction after "
+                                                   "every step of every CEM layer against the exact GP posterior")
+    inspect.add_argument("--model", required=True, help="a trained GP model's name (python -m cem_core models list)")
+    inspect.add_argument("--seed", type=int, required=True, help="the function's seed")
+    inspect.add_argument("--context", type=int, default=8, help="context points given to the model (default 8)")
+    inspect.add_argument("--T-test", type=int, help="steps per CEM layer (default: the trained T; up to 4x it)")
+    inspect.add_argument("--json", required=True, help="write the readout as JSON to this new file")
+    inspect.set_defaults(run=gp_inspect)
 
 
 def _add_train(train) -> None:
@@ -171,4 +179,22 @@ def gp_sweep_command(args) -> int:
         return 130
     print(gp_sweep.results_markdown(records))
     print(f"\nresults: {out / 'results.json'} and {out / 'results.csv'}")
+    return 0
+
+
+def gp_inspect(args) -> int:
+    import json
+
+    from cem_core.experiments.gp import inspect, trained
+    from cem_core.experiments.records import atomic_write_text, check_new_output
+
+    check_new_output("--json", args.json)
+    model, task = trained.load_gp_model(args.model)
+    out = {"model": args.model, "title": trained.GP_MODELS[args.model].title} | inspect.inspect_function(
+        model, task, args.seed, args.context, args.T_test)
+    atomic_write_text(args.json, json.dumps(out))
+    steps = "; ".join(f"{layer['name']}: RMSE to the posterior mean {layer['rmse_to_posterior'][0]:.4f} at step 0, "
+                      f"{layer['rmse_to_posterior'][-1]:.4f} at step {layer['T']}" for layer in out["layers"])
+    print(f"{args.model} on function {args.seed} with {args.context} context points: RMSE to the posterior mean "
+          f"{out['rmse_to_posterior']:.4f}{'; ' + steps if steps else ''}; written to {args.json}")
     return 0

@@ -34,8 +34,9 @@ def add_lm(sub) -> None:
                        help="; ".join(lm_sweep.preset_summary(p) for p in lm_sweep.PRESETS) + " (default: default)")
     lm_sw.add_argument("--out", default=None, help="the sweep's folder (default: results/lm-<preset>)")
     lm_sw.add_argument("--data", default="demo",
-                       help="demo (offline, NOT SlimPajama; the whole demo corpus) | slimpajama | PATH (local "
-                            "SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+                       help="demo (offline Python source, NOT SlimPajama; the whole demo corpus) | prose (offline "
+                            "English prose: Python's documentation and docstrings, NOT SlimPajama) | slimpajama | "
+                            "PATH (local SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
     lm_sw.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     cluster.add_arguments(lm_sw)
@@ -46,6 +47,14 @@ def add_lm(sub) -> None:
     lm_train.set_defaults(run=lm_train_command)
     lm_cmp.set_defaults(run=lm_compare)
     lm_sw.set_defaults(run=lm_sweep_command)
+    lm_in = lm.add_parser("inspect", help="a trained model (models/) reads a text: the next-token prediction after "
+                                          "every step of every CEM layer (a logit lens), energies, attention")
+    lm_in.add_argument("--model", required=True, help="a trained language model's name (python -m cem_core models "
+                                                      "list)")
+    lm_in.add_argument("--text", required=True, help="the text to read (at most 129 bytes of UTF-8)")
+    lm_in.add_argument("--T-test", type=int, help="steps per CEM layer (default: the trained T; up to 4x it)")
+    lm_in.add_argument("--json", required=True, help="write the readout as JSON to this new file")
+    lm_in.set_defaults(run=lm_inspect)
 
 
 def _add_data_flags(p) -> None:
@@ -63,8 +72,9 @@ def _add_training_flags(p) -> None:
     p.add_argument("--preset", choices=tuple(LM_PRESETS), default="cpu-tiny",
                    help="model size and training length (default cpu-tiny; the paper sizes need a GPU)")
     p.add_argument("--data", default="demo",
-                   help="demo (offline, NOT SlimPajama) | slimpajama (Hugging Face streaming) | PATH "
-                        "(a folder or file of SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
+                   help="demo (offline Python source, NOT SlimPajama) | prose (offline English prose, NOT "
+                        "SlimPajama) | slimpajama (Hugging Face streaming) | PATH (a folder or file of "
+                        "SlimPajama-format .jsonl/.jsonl.zst shards) (default demo)")
     p.add_argument("--out", default=None, help="run folder (default runs/lm/<preset>/...)")
     add_part_arguments(p, ModelShape, None, "the preset's")
     add_part_arguments(p, OptimConfig, None, "the preset's")
@@ -87,8 +97,9 @@ def _lm_data(args, **demo):
     from cem_core.experiments.lm.data import DataConfig
     common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None,
                   max_document_bytes=args.max_document_bytes)
-    if args.data == "demo":
-        return DataConfig(source="demo", dataset_id=args.dataset_id, **common, **demo)
+    if args.data in ("demo", "prose"):
+        validation = {"validation_fraction": 0.05} if args.data == "prose" else {}   # as the trained models hold out
+        return DataConfig(source=args.data, dataset_id=args.dataset_id, **common, **demo, **validation)
     if args.data == "slimpajama":
         return DataConfig(source=args.data, dataset_id=args.dataset_id, **common)
     return DataConfig(source="path", path=args.data, **common)
@@ -157,3 +168,21 @@ def lm_compare(args) -> int:
     return 0
 
 
+
+
+def lm_inspect(args) -> int:
+    import json
+
+    from cem_core.experiments.lm import inspect, trained
+    from cem_core.experiments.records import atomic_write_text, check_new_output
+
+    check_new_output("--json", args.json)
+    model, tokenizer = trained.load_lm_model(args.model)
+    out = {"model": args.model, "title": trained.LM_MODELS[args.model].title} | inspect.inspect_text(
+        model, tokenizer, args.text, args.T_test)
+    atomic_write_text(args.json, json.dumps(out))
+    final = out["final"]["mean_loss"]
+    print(f"{args.model} read {len(out['tokens'])} tokens: mean next-token loss {final:.3f} nats; "
+          + "; ".join(f"{layer['name']}: {layer['mean_loss'][0]:.3f} at step 0, {layer['mean_loss'][-1]:.3f} at step "
+                      f"{layer['T']}" for layer in out["layers"]) + f"; written to {args.json}")
+    return 0

@@ -68,6 +68,16 @@ def t_multiplier(seeds: int, level: float = LEVEL) -> float:
     return t_quantile(0.5 + level / 2, seeds - 1) if seeds >= 2 else math.nan
 
 
+def t_interval(values: list[float], level: float = LEVEL) -> dict:
+    """Mean, standard error and the two-sided ``level`` Student's t interval (n - 1 degrees of freedom) of
+    paired differences; an interval of zero width for identical values, nan bounds below 2 values."""
+    n = len(values)
+    mean = statistics.fmean(values) if n else math.nan
+    se = statistics.stdev(values) / math.sqrt(n) if n > 1 else math.nan
+    w = t_multiplier(n, level) * se if n > 1 else math.nan
+    return {"n": n, "mean": mean, "se": se, "low": mean - w, "high": mean + w}
+
+
 def t_reading(kind: str, d: dict, tolerance: float) -> str:
     """The verdict of one pair under the t-based interval, labelled with its direction relative to the paper
     (DIRECTIONS): a contradicted 'marginal' claim whose A is better than B (a larger gain than the paper claims

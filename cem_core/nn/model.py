@@ -240,11 +240,22 @@ class Block(nn.Module):
             if layer is not None:
                 layer.check_inputs = False
 
+    def sublayers(self) -> list:
+        """[(name, sublayer), ...]: the joint block, or attention then the MLP, each h -> h'."""
+        if self.joint is not None:
+            return [("one energy", self.joint)]
+        return [("attention", self.attn)] + ([("MLP", self.mlp)] if self.mlp is not None else [])
+
     def forward(self, h: torch.Tensor, cache: AttentionCache | None = None) -> torch.Tensor:
         if self.joint is not None:
             return self.joint(h, cache)
         h = self.attn(h, cache)
         return h if self.mlp is None else self.mlp(h)
+
+
+def blocks_sublayers(blocks) -> list:
+    """[("block i · name", sublayer), ...] of a sequence of Blocks, in the order they run (cem_core.nn.readout)."""
+    return [(f"block {i + 1} · {name}", layer) for i, block in enumerate(blocks) for name, layer in block.sublayers()]
 
 
 @dataclass
@@ -288,13 +299,25 @@ class LanguageModel(nn.Module):
             raise ValueError(f"token ids must be in [0, vocab_size={self.config.vocab_size}); got "
                              f"[{int(idx.min())}, {int(idx.max())}]")
 
+    def embed_inputs(self, idx: torch.Tensor) -> torch.Tensor:
+        """The residual stream entering the first block: the token embeddings (ids checked)."""
+        self._check_ids(idx)
+        return self.embed(idx)
+
+    def sublayers(self) -> list:
+        """[(name, sublayer), ...] in the order they run, each h -> h' (cem_core.nn.readout)."""
+        return blocks_sublayers(self.blocks)
+
+    def read_out(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits (B, n, V) from the last residual stream."""
+        return self.lm_head(self.norm(h))
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, caches=None):
         """Logits (B, n, V), and the mean cross-entropy when targets are given."""
-        self._check_ids(idx)
-        h = self.embed(idx)
+        h = self.embed_inputs(idx)
         for i, block in enumerate(self.blocks):
             h = block(h, None if caches is None else caches[i])
-        logits = self.lm_head(self.norm(h))
+        logits = self.read_out(h)
         if targets is None:
             return logits
         loss = F.cross_entropy(full_precision(logits).flatten(0, 1), targets.flatten(), ignore_index=-100)

@@ -19,7 +19,7 @@ from torch import nn
 
 from cem_core.nn.config import CEMOptions, ModelShape, as_shape
 from cem_core.nn.descent import EnergyDescentLayer
-from cem_core.nn.model import Block, ModelConfig, cem_layers
+from cem_core.nn.model import Block, ModelConfig, blocks_sublayers, cem_layers
 from cem_core.nn.validate import check_choice, check_int
 
 from .task import GPTaskConfig
@@ -96,10 +96,24 @@ class GPTransformer(nn.Module):
             block.skip_input_checks()
 
     def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        h = self.in_proj(make_tokens(xs, ys, self.config.tokens))
+        h = self.embed_inputs(xs, ys)
         for _ in range(self.config.loops):
             for block in self.blocks:
                 h = block(h)
+        return self.read_out(h)
+
+    def embed_inputs(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        """The residual stream entering the first block: the tokens (``make_tokens``) projected to d."""
+        return self.in_proj(make_tokens(xs, ys, self.config.tokens))
+
+    def sublayers(self) -> list:
+        """[(name, sublayer), ...] in the order they run, each h -> h' (cem_core.nn.readout)."""
+        looped = self.config.loops > 1
+        return [(f"{'loop ' + str(k + 1) + ' · ' if looped else ''}{name}", layer)
+                for k in range(self.config.loops) for name, layer in blocks_sublayers(self.blocks)]
+
+    def read_out(self, h: torch.Tensor) -> torch.Tensor:
+        """The predictions y_j from the last residual stream: (B, N)."""
         out = self.head(self.norm(h)).squeeze(-1)
         return out[:, 0::2] if self.config.tokens == "interleaved" else out   # at the query tokens
 

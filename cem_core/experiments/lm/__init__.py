@@ -11,7 +11,8 @@ from .data import (
                    validation_blocks,
 )
 from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer, load_tokenizer, train_bpe
+from .trained import load_lm_model as load_trained  # (model, tokenizer) of a trained model in models/
 
 __all__ = ["DEMO_LABEL", "DataConfig", "DataStats", "batches", "describe", "iter_documents", "pack_blocks",
            "stream_hub_documents", "validation_blocks",
-           "BPETokenizer", "ByteTokenizer", "Tokenizer", "load_tokenizer", "train_bpe"]
+           "BPETokenizer", "ByteTokenizer", "Tokenizer", "load_tokenizer", "train_bpe", "load_trained"]

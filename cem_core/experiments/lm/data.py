@@ -21,6 +21,9 @@ Sources (`DataConfig.source`):
   licence): sorted module files, test suites, site-packages and the codec tables of
   encodings/ left out, the first `demo_max_bytes` bytes. It is NOT SlimPajama; `DEMO_LABEL`
   says so wherever it is shown. Deterministic for a given Python installation.
+- "prose": English prose from the same installation (`prose_corpus`): the Python documentation's topics
+  and the standard library's docstrings, their interactive examples removed (PSF licence); about 2.2 MB,
+  the trained language models' corpus (models/). Also NOT SlimPajama; `PROSE_LABEL` says so.
 
 Splits are "train" and "validation". A source without a validation split (one shard file, a
 folder without train/ and validation/, a Hub dataset with only "train") holds out the documents
@@ -67,6 +70,7 @@ import io
 import json
 import math
 import os
+import re
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -82,13 +86,16 @@ from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
 from .tokenizer import Tokenizer, first_bytes
 
-SOURCES = ("demo", "slimpajama", "path")
+SOURCES = ("demo", "prose", "slimpajama", "path")
+INSTALLED = ("demo", "prose")   # the corpora built from the Python installation: no download, no files
 SPLITS = ("train", "validation")
 DEFAULT_DATASET_ID = "DKYoon/SlimPajama-6B"
 DEFAULT_MAX_DOCUMENT_BYTES = 16 * 2 ** 20
 SHARD_SUFFIXES = (".jsonl", ".jsonl.zst")
 DEMO_LABEL = ("demo corpus: Python standard library source and docstrings (PSF licence), "
               "not SlimPajama")
+PROSE_LABEL = ("English prose corpus: the Python documentation's topics and the standard library's docstrings, "
+               "interactive examples removed (PSF licence), not SlimPajama")
 DEMO_SKIPPED_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages",
                                "__pycache__", "encodings"})   # encodings/: generated codec tables
 READ_BYTES = 2 ** 20            # shard bytes read from disk at a time
@@ -108,12 +115,12 @@ LOCAL_SHARDS_HINT = ("use local shards instead: --data PATH, where PATH is a fol
 class DataConfig:
     """Where the documents come from; validated at construction (ValueError names the field)."""
 
-    source: str = "demo"                         # "demo" | "slimpajama" | "path"
+    source: str = "demo"                         # "demo" | "prose" | "slimpajama" | "path"
     path: str | None = None                      # source="path": a shard file or a folder of shards
     dataset_id: str = DEFAULT_DATASET_ID         # source="slimpajama": the Hub dataset
     source_filter: tuple[str, ...] | None = None  # keep only these redpajama_set_name; None = all
     validation_fraction: float = 0.01            # held out where a source has no validation split
-    demo_max_bytes: int = 4_000_000              # source="demo": size cap of the corpus
+    demo_max_bytes: int = 4_000_000              # source="demo" or "prose": size cap of the corpus
     # Longer records are skipped and counted, never held in memory. 16 MiB is far above ordinary
     # documents (a long novel is about 1 MB of UTF-8) while bounding what one record costs
     # downstream: its str, JSON parse and token list take some 10-30x its bytes, hundreds of MB.
@@ -179,8 +186,9 @@ class DataStats:
 
 def describe(config: DataConfig) -> str:
     """A one-line label of the data, for CLIs, logs and the app."""
-    if config.source == "demo":
-        return f"{DEMO_LABEL} [{_stdlib_root()}, first {config.demo_max_bytes} bytes]"
+    if config.source in INSTALLED:
+        label = DEMO_LABEL if config.source == "demo" else PROSE_LABEL
+        return f"{label} [{_stdlib_root()}, first {config.demo_max_bytes} bytes]"
     where = (f"SlimPajama via Hugging Face datasets streaming: {config.dataset_id}"
              if config.source == "slimpajama" else f"local SlimPajama-format shards: {config.path}")
     if config.source_filter is not None:
@@ -197,8 +205,8 @@ def iter_documents(config: DataConfig, split: str, rank: int = 0, world_size: in
     check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
     stats = DataStats() if stats is None else stats
-    if config.source == "demo":
-        return _demo_split(config, split, rank, world_size, stats)
+    if config.source in INSTALLED:
+        return _installed_split(config, split, rank, world_size, stats)
     if config.source == "path":
         return _local_documents(config, split, rank, world_size, stats)
     return stream_hub_documents(config, split, rank, world_size, stats)
@@ -468,7 +476,7 @@ def _lines(pieces: Iterable[bytes], max_bytes: int) -> Iterator[bytearray | obje
         yield OVERSIZED if oversized else line
 
 
-# --- (c) the demo corpus --------------------------------------------------------------------
+# --- (c) the installed corpora: the demo corpus (code) and the prose corpus --------------------------
 
 def _stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
@@ -492,9 +500,47 @@ def _stdlib_modules(root: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def _demo_split(config: DataConfig, split: str, rank: int, world_size: int,
-                stats: DataStats) -> Iterator[str]:
-    docs = demo_corpus(config.demo_max_bytes)
+@lru_cache(maxsize=4)
+def prose_corpus(max_bytes: int) -> tuple[str, ...]:
+    """English prose from the Python installation, up to `max_bytes` bytes of UTF-8 (the last document cut to
+    fit): the Python documentation's topics (``pydoc_data.topics``, the text ``help()`` shows: the language
+    reference's chapters), one document each in sorted order, then one document per standard-library module
+    (``_stdlib_modules``' order) holding its module, class and function docstrings, blank-line separated. The
+    interactive examples (a ``>>>`` line and the lines up to the next blank one) are removed: what is left is
+    the documentation's sentences, with its inline names and literal blocks."""
+    import ast
+    from pydoc_data.topics import topics
+
+    def prose(text: str) -> str:
+        kept, example = [], False
+        for line in text.splitlines():
+            example = line.lstrip().startswith(">>>") or (example and line.strip() != "")
+            if not example:
+                kept.append(line)
+        return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+    def docstrings(file: Path) -> str:
+        try:
+            tree = ast.parse(file.read_bytes())
+        except (SyntaxError, ValueError):                              # not this Python's syntax: no prose taken
+            return ""
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        found = (ast.get_docstring(node) for node in ast.walk(tree) if isinstance(node, kinds))
+        return "\n\n".join(p for doc in found if doc and (p := prose(doc)))
+
+    texts = [prose(topics[key]) for key in sorted(topics)]
+    texts += [docstrings(file) for file in _stdlib_modules(_stdlib_root())]
+    return tuple(first_bytes((text for text in texts if text.strip()), max_bytes))
+
+
+def installed_corpus(config: DataConfig) -> tuple[str, ...]:
+    """The documents of an installed source: the demo corpus (code) or the prose corpus."""
+    return (demo_corpus if config.source == "demo" else prose_corpus)(config.demo_max_bytes)
+
+
+def _installed_split(config: DataConfig, split: str, rank: int, world_size: int,
+                     stats: DataStats) -> Iterator[str]:
+    docs = installed_corpus(config)
     scores = [_hash_unit(doc) for doc in docs]
     n_validation = math.ceil(config.validation_fraction * len(docs))
     threshold = sorted(scores)[n_validation - 1]
@@ -514,8 +560,8 @@ def content(config: DataConfig) -> dict:
     corpus (it is the standard library of the Python running the run, so another build may give another
     corpus); {"shards": {relative path: {"bytes": n, "sha256": hex}}} for local shards, each checked whole
     first (`check_shards`); {} for the Hub, whose data is named by its dataset id alone."""
-    if config.source == "demo":
-        return {"demo_sha256": content_sha256(config)}
+    if config.source in INSTALLED:
+        return {f"{config.source}_sha256": content_sha256(config)}
     if config.source == "path":
         root = Path(config.path)
         checked = check_shards(shard_files(root))
@@ -528,8 +574,8 @@ def content_sha256(config: DataConfig) -> str | None:
     """One sha256 of what the data holds: of the demo corpus's text, or of the shards' checksums; None for
     the Hub."""
     digest = hashlib.sha256()
-    if config.source == "demo":
-        for doc in demo_corpus(config.demo_max_bytes):
+    if config.source in INSTALLED:
+        for doc in installed_corpus(config):
             digest.update(doc.encode("utf-8", errors="replace"))
             digest.update(b"\0")
     elif config.source == "path":

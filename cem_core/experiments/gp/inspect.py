@@ -1,0 +1,158 @@
+"""Inside a trained GP model: its prediction on one function after every in-layer step, against the exact GP
+posterior, and what test-time recursion depth does over many functions (``cem_core.nn.readout``).
+
+``inspect_function`` draws one function (``task.sample_function_on_grid``), gives the model its first K points as
+context and asks for the value at every point of a grid (one sequence per grid point: the K context tokens,
+then the query token, as ``GPTransformer.predict_at``), and reads every CEM layer stopped after each step t =
+0 .. T_test. ``scaling`` measures, on the held-out functions, the RMSE ratio to the GP optimum by test-time T
+and by step, with standard errors over functions; ``extra_steps`` reads the difference between test-time T and
+the trained T with a 95% t-interval (``verdicts.t_interval``).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import torch
+
+from cem_core.nn.model import recursion_depth
+from cem_core.nn.readout import TEST_T_FACTOR, read_output, read_steps
+from cem_core.nn.validate import check_int
+
+from ..verdicts import t_interval
+from .model import GPTransformer
+from .task import GPTaskConfig, gp_posterior_mean, gp_posterior_on_grid, sample_function_on_grid
+from .train import GPTrainConfig, eval_set
+
+GRID = 101                      # query points across the box
+SCALING_FUNCTIONS = 256         # held-out functions of the test-time study
+HELP_TOLERANCE = 0.02           # a change of the RMSE to the posterior within 2% "stalls" (one function)
+
+
+def trained_T(model: GPTransformer) -> int:
+    """The trained T of the model's CEM layers (1 for a model without any)."""
+    layers = model.cem_layers()
+    return layers[0].config.T if layers else 1
+
+
+def test_Ts(model: GPTransformer) -> tuple:
+    """The test-time T a page offers: 1 .. TEST_T_FACTOR x the trained T (only the trained T without CEM layers)."""
+    T = trained_T(model)
+    return tuple(range(1, TEST_T_FACTOR * T + 1)) if model.cem_layers() else (1,)
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(((a.double() - b.double()) ** 2).mean().sqrt())
+
+
+@torch.no_grad()
+def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, context: int = 8, T_test: int | None = None,
+            grid_size: int = GRID) -> dict:
+    """One function, its posterior on a grid, and the model's prediction on the grid after every step of every
+    CEM layer (JSON-ready; ``python -m cem_core gp inspect`` writes it)."""
+    check_int("seed", seed, 0, 2 ** 63 - 1)
+    check_int("context", context, 0, task.n_points - 1)
+    check_int("grid_size", grid_size, 2, 1001)
+    if task.d_x != 1:
+        raise ValueError(f"d_x={task.d_x} is invalid: inspecting a model plots functions of one input (d_x = 1)")
+    T = trained_T(model) if T_test is None else T_test
+    if T_test is not None:
+        check_int("T_test", T_test, 1, max(test_Ts(model)))
+    xs, ys, grid, truth = sample_function_on_grid(task, seed, grid_size)
+    cx, cy = xs[:context], ys[:context]
+    mean, sd = gp_posterior_on_grid(task, cx[None, :, None], cy[None], grid[None, :, None])
+    mean, sd = mean[0], sd[0]
+    dtype = next(model.parameters()).dtype
+    seq_x = torch.cat((cx.expand(grid_size, context), grid[:, None]), dim=1)[..., None].to(dtype)
+    seq_y = torch.cat((cy.expand(grid_size, context), torch.zeros(grid_size, 1, dtype=cy.dtype)), dim=1).to(dtype)
+    middle = grid_size // 2                                            # the sequence whose tokens the page shows
+    layers = []
+    for steps in read_steps(model, (seq_x, seq_y), T_test=T if model.cem_layers() else None):
+        prediction = steps.outputs[:, :, -1]                           # (T+1, G): at the query token
+        layers.append({
+            "name": steps.name, "trained_T": steps.trained_T, "T": steps.T,
+            "prediction": prediction.tolist(),
+            "rmse_to_posterior": [_rmse(p, mean) for p in prediction],
+            "rmse_to_truth": [_rmse(p, truth) for p in prediction],
+            "energies": steps.energies[:, middle].tolist(),            # (T+1, K+1): context tokens, then the query
+            "update_norms": steps.update_norms[:, middle].tolist(),
+            "step_sizes": steps.step_sizes.tolist(),
+            "attention": (None if steps.weights is None else
+                          [[[[round(v, 5) for v in row] for row in head] for head in step]
+                           for step in steps.weights[:, middle].tolist()]),   # (T, H, K+1, K+1)
+        })
+    final = read_output(model, (seq_x, seq_y))[:, -1]
+    return {"seed": seed, "context": context, "trained_T": trained_T(model), "T_test": T,
+            "kernel": task.kernel, "lengthscale": task.lengthscale, "noise_var": task.noise_var,
+            "context_x": cx.tolist(), "context_y": cy.tolist(), "grid": grid.tolist(), "truth": truth.tolist(),
+            "posterior_mean": mean.tolist(), "posterior_sd": sd.tolist(), "shown_query": middle,
+            "prediction": final.tolist(), "rmse_to_posterior": _rmse(final, mean), "rmse_to_truth": _rmse(final, truth),
+            "layers": layers}
+
+
+def extra_steps(rmse_trained: float, rmse_test: float) -> str:
+    """One function: whether steps beyond the trained T "help", "stall" or "hurt", read off the RMSE to the
+    posterior mean at test-time T against the trained T (within HELP_TOLERANCE: stall)."""
+    change = rmse_test / max(rmse_trained, 1e-12) - 1
+    return "help" if change < -HELP_TOLERANCE else "hurt" if change > HELP_TOLERANCE else "stall"
+
+
+@torch.no_grad()
+def per_function_ratio(model: GPTransformer, task: GPTaskConfig, xs: torch.Tensor, ys: torch.Tensor,
+                       optimum: torch.Tensor) -> torch.Tensor:
+    """RMSE / the GP optimum's RMSE of each function (over its positions), (F,)."""
+    pred = model(xs, ys).double()
+    mine = ((pred - ys.double()) ** 2).mean(-1).sqrt()
+    return mine / optimum
+
+
+@torch.no_grad()
+def scaling(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig = GPTrainConfig(),
+            n_functions: int = SCALING_FUNCTIONS, Ts=None) -> dict:
+    """On the first ``n_functions`` held-out functions: the RMSE ratio to the GP optimum (per function, then
+    mean and standard error over functions) at each test-time T (every CEM layer run with T steps), and, for a
+    model with one CEM layer read at the largest T, after each step t = 0 .. T; and at each T the paired
+    difference to the trained T with its 95% t-interval (functions - 1 degrees of freedom)."""
+    check_int("n_functions", n_functions, 2, train.eval_size)
+    Ts = tuple(test_Ts(model) if Ts is None else Ts)
+    xs, ys = (t[:n_functions] for t in eval_set(task, train))
+    optimum = ((gp_posterior_mean(task, xs, ys) - ys.double()) ** 2).mean(-1).sqrt()
+    ratios = {}
+    for T in Ts:
+        if model.cem_layers():
+            with recursion_depth(model, T):
+                ratios[T] = per_function_ratio(model, task, xs, ys, optimum)
+        else:
+            ratios[T] = per_function_ratio(model, task, xs, ys, optimum)
+    base = ratios.get(trained_T(model), ratios[Ts[0]])
+
+    def summary(values: torch.Tensor) -> dict:
+        v = values.tolist()
+        return {"mean": statistics.fmean(v), "se": statistics.stdev(v) / math.sqrt(len(v))}
+
+    out = {"functions": n_functions, "trained_T": trained_T(model), "T": list(Ts),
+           "by_T": [summary(ratios[T]) for T in Ts],
+           "vs_trained": [t_interval((ratios[T] - base).tolist()) for T in Ts]}
+    layers = model.cem_layers()
+    if len(layers) == 1:
+        (steps,) = read_steps(model, (xs, ys), T_test=max(Ts))
+        by_step = [((p.double() - ys.double()) ** 2).mean(-1).sqrt() / optimum for p in steps.outputs]
+        out["by_step"] = [summary(r) for r in by_step]
+        energy = steps.energies.double()                               # (T+1, F, n)
+        out["energy_falls"] = {"trained": bool((energy[1:steps.trained_T + 1] <= energy[:steps.trained_T]).all()),
+                               "all": bool((energy[1:] <= energy[:-1]).all()),
+                               "share_of_rises": float((energy[1:] > energy[:-1]).double().mean())}
+    return out
+
+
+def scaling_reading(study: dict, T: int) -> str:
+    """The 256-function reading of test-time T against the trained T, from ``scaling``'s t-interval."""
+    i = study["T"].index(T)
+    iv = study["vs_trained"][i]
+    if T == study["trained_T"]:
+        return f"T = {T} is the trained T."
+    where = ("lower" if iv["high"] < 0 else "higher" if iv["low"] > 0 else None)
+    words = (f"{where} than at the trained T = {study['trained_T']}" if where else
+             f"no different from the trained T = {study['trained_T']} (the interval holds 0)")
+    return (f"Over {study['functions']} held-out functions, the RMSE ratio at T = {T} is {words}: difference "
+            f"{iv['mean']:+.4f}, 95% t-interval [{iv['low']:+.4f}, {iv['high']:+.4f}].")
