@@ -308,6 +308,10 @@ class LanguageModel(nn.Module):
         """[(name, sublayer), ...] in the order they run, each h -> h' (cem_core.nn.readout)."""
         return blocks_sublayers(self.blocks)
 
+    def cem_layers(self) -> list:
+        """The model's CEM layers (``cem_layers``), as ``GPTransformer.cem_layers``."""
+        return cem_layers(self)
+
     def read_out(self, h: torch.Tensor) -> torch.Tensor:
         """Logits (B, n, V) from the last residual stream."""
         return self.lm_head(self.norm(h))
