@@ -4,8 +4,9 @@
 Beside each card, ``test_time.json`` holds what test-time recursion depth does to the model, measured once
 after training (``measure_test_time``) so that the app and the notebook read it instead of recomputing it: for
 a GP model the RMSE ratio to the GP optimum over 256 held-out functions by test-time T and by step
-(``gp.inspect.scaling``), for a language model the validation perplexity by test-time T. It names the weights it
-was measured on (their sha256); ``test_time`` refuses one that does not match the card.
+(``gp.inspect.scaling``), for a language model the validation perplexity by test-time T and, per CEM layer, the
+validation loss read after each step and the share of steps where a token's energy rose (``lm.inspect``). It
+names the weights it was measured on (their sha256); ``test_time`` refuses one that does not match the card.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def measure_test_time(name: str, root: Path = checkpoints.MODELS) -> dict:
         measured = scaling(model, task, entry.spec.train)
     else:
         from .lm.data import validation_blocks
-        from .lm.inspect import validation_ppl_by_T
+        from .lm.inspect import loss_by_step, validation_ppl_by_T
         from .lm.tokenizer import ByteTokenizer
 
         model, _ = lm_trained.load_lm_model(name, root)
@@ -69,7 +70,7 @@ def measure_test_time(name: str, root: Path = checkpoints.MODELS) -> dict:
         Ts = LM_TEST_TS if model.cem_layers() else (1,)
         by_T = validation_ppl_by_T(model, val, Ts, cfg.batch_size)
         measured = {"T": list(by_T), "val_ppl": list(by_T.values()), "trained_T": cfg.cem_options().T,
-                    "sequences": len(val)}
+                    "sequences": len(val), "by_step": loss_by_step(model, val, cfg.batch_size)}
     return {"name": name, "weights_sha256": card["weights_sha256"], "config_hash": card["config_hash"]} | measured
 
 

@@ -316,9 +316,6 @@ class LanguageModel(nn.Module):
         """Logits (B, n, V) from the last residual stream."""
         return self.lm_head(self.norm(h))
 
-    def cem_layers(self) -> list[EnergyDescentLayer]:
-        return cem_layers(self)
-
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, caches=None):
         """Logits (B, n, V), and the mean cross-entropy when targets are given."""
         h = self.embed_inputs(idx)

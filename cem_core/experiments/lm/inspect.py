@@ -98,3 +98,24 @@ def validation_ppl_by_T(model: LanguageModel, val: torch.Tensor, Ts, batch_size:
             out[int(T)] = math.exp(evaluate(model, val, batch_size, torch.device("cpu"), nullcontext))
     model.eval()
     return out
+
+
+@torch.no_grad()
+def loss_by_step(model: LanguageModel, val: torch.Tensor, batch_size: int = 16) -> list[dict]:
+    """For every CEM layer, the mean validation loss (nats per token) of the model read with that layer stopped
+    after step t = 0 .. T (the others as trained), and whether each token's energy fell at every step: the share
+    of (token, step) pairs where it rose, over the validation sequences ``val`` (B, seq_len + 1)."""
+    sums, rises, count = {}, {}, 0
+    for i in range(0, len(val), batch_size):
+        batch = val[i:i + batch_size]
+        targets = batch[:, 1:]
+        for steps in read_steps(model, (batch[:, :-1],)):
+            losses = [F.cross_entropy(full_precision(out).flatten(0, 1), targets.flatten(), reduction="sum").item()
+                      for out in steps.outputs]
+            rose = (steps.energies[1:] > steps.energies[:-1]).sum().item()
+            sums[steps.name] = [a + b for a, b in zip(sums.get(steps.name, [0.0] * len(losses)), losses)]
+            rises[steps.name] = rises.get(steps.name, 0) + rose
+        count += targets.numel()
+    T = model.config.cem.T
+    return [{"name": name, "loss": [v / count for v in values], "share_of_rises": rises[name] / (count * T)}
+            for name, values in sums.items()]
