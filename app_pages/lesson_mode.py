@@ -18,7 +18,7 @@ from cem_core.ui import lesson
 LESSON = "lesson"              # session key: the index of the lesson step, or None
 APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
 GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
-PREFIXES = {"energy": "en_", "gp": "gp_"}
+PREFIXES = {"energy": "en_", "gp": "gp_", "inside": "in_"}
 BEFORE = "_before_lesson"      # what the lesson's steps replace (the pages' controls, the pinned state)
 
 

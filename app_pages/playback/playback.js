@@ -288,6 +288,7 @@ async function render(args) {
   }
   for (const [name, div] of Object.entries(view.divs)) div.classList.toggle("pointed", name === args.highlight);
   view.steps = args.steps;
+  if (args.hint !== undefined) $("hint").textContent = args.hint;
   $("scrub").max = String(args.steps);
   // A new state starts at the step it asks for (the whole descent by default); a changed T keeps the reader's
   // step, or follows to the new last step when the reader was at the last one.

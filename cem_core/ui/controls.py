@@ -8,14 +8,18 @@ restores the view.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import MISSING, dataclass, field, replace
 
 from cem_core.experiments.gp.model import GPModelConfig
 from cem_core.experiments.gp.task import KERNELS, GPTaskConfig
 from cem_core.experiments.gp.train import GPTrainConfig
+from cem_core.experiments.gp.trained import GP_MODELS
+from cem_core.experiments.lm.trained import LM_MODELS
 from cem_core.nn.config import ACTIVATIONS, AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
+from cem_core.nn.readout import TEST_T_FACTOR
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
 LAYERS = ("attention", "mlp", "block", "joint")
@@ -25,12 +29,14 @@ COST_LIMIT = 1e9          # rough multiply-adds of one energy-page render; above
                           # the largest allowed page (a block, width and sequence 128, per-head D+LR, T 16: 9.97e8)
                           # settles in a browser within about 2 s on 2 cores (benchmarks/browser_latency.py)
 LANDSCAPE_GRID = 41       # contour resolution of the energy landscape
+TEXT_LIMIT = 1000         # a text control's characters at most (the page reads far fewer: lm.inspect says why)
 
 
 class Controls:
     """Validation and URL round trip from SPECS: name -> ("int"|"float", (lo, hi)) | ("choice", options) |
     ("choices", options), a non-empty tuple written comma-separated in the URL | ("bool", None) |
-    ("name", None), a file or folder name (no path).
+    ("name", None), a file or folder name (no path) | ("text", None), any text of at most TEXT_LIMIT characters
+    (the page says what it can read).
 
     A page's CEM switches live in its field `cem` (a CEMOptions); CEM names the ones the page offers,
     with the range of their interactive control from CEMOptions (or CEM_RANGES), so a new switch
@@ -97,6 +103,10 @@ class Controls:
                     fail(name, value, f"must be a non-empty selection of {', '.join(allowed)}")
             elif kind == "bool":
                 check_bool(name, value)
+            elif kind == "text":
+                if not isinstance(value, str) or len(value) > TEXT_LIMIT:
+                    fail(name, value if isinstance(value, str) and len(value) <= 40 else f"{str(value)[:40]}…",
+                         f"must be a text of at most {TEXT_LIMIT} characters")
             elif kind == "int":
                 check_int(name, value, *allowed)
             else:
@@ -397,3 +407,68 @@ class GPControls(Controls):
 
     def train(self) -> GPTrainConfig:
         return GPTrainConfig(steps=self.steps, batch_size=32, eval_size=256, seed=self.seed)
+
+
+def _most_T(trained: int, cem: bool) -> int:
+    """The largest test-time T a trained model offers: TEST_T_FACTOR x its trained T (1 without CEM layers)."""
+    return TEST_T_FACTOR * trained if cem else 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class InsideControls(Controls):
+    """The page "Inside a trained model": a trained GP model on one function (``gp.inspect``), or a trained
+    language model reading a text (``lm.inspect``), each at a test-time T up to TEST_T_FACTOR x its trained T."""
+
+    SPECS = {"side": ("choice", ("gp", "lm")), "gp_model": ("choice", tuple(GP_MODELS)), "seed": ("int", (0, 9999)),
+             "context": ("int", (1, 31)), "gp_T": ("int", (1, TEST_T_FACTOR * 8)),
+             "lm_model": ("choice", tuple(LM_MODELS)), "text": ("text", None), "lm_T": ("int", (1, TEST_T_FACTOR * 2)),
+             "layer": ("int", (0, 7)), "step": ("int", (0, TEST_T_FACTOR * 2)), "head": ("int", (0, 7))}
+    LABELS = {"gp_model": "GP checkpoint", "seed": "function seed", "context": "points seen",
+              "gp_T": "test-time T", "lm_model": "language model", "lm_T": "test-time T (LM)",
+              "layer": "CEM layer", "step": "step t", "head": "attention head"}
+    PREFIX = "in_"
+
+    side: str = "gp"
+    gp_model: str = "gp-cem-T8"
+    seed: int = 0
+    context: int = 8
+    gp_T: int = 8                 # test-time T of the GP model's CEM layers (its trained T by default)
+    lm_model: str = "lm-cem-full"
+    text: str = "Return a new list containing all items from the iterable in ascending order."
+    lm_T: int = 2
+    layer: int = 0                # which of the language model's CEM layers the lens reads
+    step: int = 2                 # the step t it reads after (shown as min(step, lm_T))
+    head: int = 0                 # the attention head shown
+
+    @staticmethod
+    def gp_most_T(name: str) -> int:
+        entry = GP_MODELS[name]
+        return _most_T(entry.T, entry.attention != "llama")
+
+    @staticmethod
+    @functools.cache
+    def lm_most_T(name: str) -> int:
+        options = LM_MODELS[name].config.cem_options()
+        return _most_T(options.T, LM_MODELS[name].config.variant != "llama")
+
+    @classmethod
+    def settle(cls, values: dict) -> tuple[dict, list[str]]:
+        """A test-time T beyond what the checkpoint offers comes down to its largest (with a note), and the step
+        shown to the last of the test-time T."""
+        values, notes = dict(values), []
+        for key, name, most in (("gp_T", values["gp_model"], cls.gp_most_T), ("lm_T", values["lm_model"],
+                                                                                cls.lm_most_T)):
+            if values[key] > most(name):
+                notes.append(f"test-time T {values[key]} → {most(name)}: {name} offers T up to {most(name)}.")
+                values[key] = most(name)
+        values["step"] = min(values["step"], values["lm_T"])
+        return values, notes
+
+    def __post_init__(self) -> None:
+        self._validate()
+        for key, name, most in (("gp_T", self.gp_model, self.gp_most_T), ("lm_T", self.lm_model, self.lm_most_T)):
+            if getattr(self, key) > most(name):
+                fail(key, getattr(self, key), f"must be in [1, {most(name)}] for {name} (up to {TEST_T_FACTOR} "
+                     "times its trained T; 1 without CEM layers)")
+        if self.step > self.lm_T:
+            fail("step", self.step, f"must be in [0, {self.lm_T}] (the test-time T)")

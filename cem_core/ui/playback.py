@@ -53,7 +53,7 @@ def frames(phase: dict, token: int, head: int, pinned: dict | None = None) -> li
     return out
 
 
-def _typed(array: np.ndarray) -> dict:
+def typed_array(array: np.ndarray) -> dict:
     """An array as Plotly's typed-array JSON: little-endian float32, base64."""
     data = np.ascontiguousarray(array, dtype="<f4")
     return {"dtype": "f4", "shape": list(data.shape), "bdata": base64.b64encode(data.tobytes()).decode()}
@@ -66,7 +66,7 @@ def view(phase: dict, figures: dict, token: int, head: int, pinned: dict | None 
     rebuilds its plots only then, and otherwise keeps the step the reader is on)."""
     shown = [(name, figures[name]) for name in PLOTS if figures.get(name) is not None]
     texts = [fig.to_json() for _, fig in shown]
-    arrays = {} if phase["weights"] is None else {"weights": _typed(phase["weights"][:, head])}
+    arrays = {} if phase["weights"] is None else {"weights": typed_array(phase["weights"][:, head])}
     steps = len(phase["energies"]) - 1
     payload = {"figures": [{"name": name, "figure": json.loads(text)} for (name, _), text in zip(shown, texts)],
                "frames": frames(phase, token, head, pinned), "arrays": arrays, "steps": steps,
