@@ -106,6 +106,26 @@ def per_function_ratio(model: GPTransformer, task: GPTaskConfig, xs: torch.Tenso
     return mine / optimum
 
 
+def _over_functions(values: torch.Tensor) -> dict:
+    """Mean and standard error over functions of one ratio each; where a prediction overflowed (not finite, as the
+    iterates of an energy without a minimum run off at a large test-time T), mean and se are nan and
+    ``overflowed`` counts those functions (a mean over the others would be one over the survivors)."""
+    v = values.tolist()
+    overflowed = sum(not math.isfinite(x) for x in v)
+    if overflowed:
+        return {"mean": math.nan, "se": math.nan, "overflowed": overflowed}
+    return {"mean": statistics.fmean(v), "se": statistics.stdev(v) / math.sqrt(len(v)), "overflowed": 0}
+
+
+def _paired_interval(differences: torch.Tensor) -> dict:
+    """``verdicts.t_interval`` of the paired differences, nan (with ``overflowed``) where one is not finite."""
+    overflowed = int((~torch.isfinite(differences)).sum())
+    if overflowed:
+        return {"n": len(differences), "mean": math.nan, "se": math.nan, "low": math.nan, "high": math.nan,
+                "overflowed": overflowed}
+    return t_interval(differences.tolist()) | {"overflowed": 0}
+
+
 @torch.no_grad()
 def scaling(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig = GPTrainConfig(),
             n_functions: int = SCALING_FUNCTIONS, Ts=None) -> dict:
@@ -125,19 +145,14 @@ def scaling(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig = GPT
         else:
             ratios[T] = per_function_ratio(model, task, xs, ys, optimum)
     base = ratios.get(trained_T(model), ratios[Ts[0]])
-
-    def summary(values: torch.Tensor) -> dict:
-        v = values.tolist()
-        return {"mean": statistics.fmean(v), "se": statistics.stdev(v) / math.sqrt(len(v))}
-
     out = {"functions": n_functions, "trained_T": trained_T(model), "T": list(Ts),
-           "by_T": [summary(ratios[T]) for T in Ts],
-           "vs_trained": [t_interval((ratios[T] - base).tolist()) for T in Ts]}
+           "by_T": [_over_functions(ratios[T]) for T in Ts],
+           "vs_trained": [_paired_interval(ratios[T] - base) for T in Ts]}
     layers = model.cem_layers()
     if len(layers) == 1:
         (steps,) = read_steps(model, (xs, ys), T_test=max(Ts))
         by_step = [((p.double() - ys.double()) ** 2).mean(-1).sqrt() / optimum for p in steps.outputs]
-        out["by_step"] = [summary(r) for r in by_step]
+        out["by_step"] = [_over_functions(r) for r in by_step]
         energy = steps.energies.double()                               # (T+1, F, n)
         out["energy_falls"] = {"trained": bool((energy[1:steps.trained_T + 1] <= energy[:steps.trained_T]).all()),
                                "all": bool((energy[1:] <= energy[:-1]).all()),
@@ -151,6 +166,9 @@ def scaling_reading(study: dict, T: int) -> str:
     iv = study["vs_trained"][i]
     if T == study["trained_T"]:
         return f"T = {T} is the trained T."
+    if iv.get("overflowed"):
+        return (f"At T = {T} the prediction overflows (is not finite) on {iv['overflowed']} of {study['functions']} "
+                "held-out functions: the iterates run off, and there is no RMSE ratio to compare.")
     where = ("lower" if iv["high"] < 0 else "higher" if iv["low"] > 0 else None)
     words = (f"{where} than at the trained T = {study['trained_T']}" if where else
              f"no different from the trained T = {study['trained_T']} (the interval holds 0)")
