@@ -38,7 +38,7 @@ KEYS = widget_keys(InsideControls, "in_")
 PINNED = "_pinned_inside"      # the pinned GP state's control values, or None
 SIDES = {"gp": "GP regression", "lm": "Language model"}
 PLOT_HEIGHT = 370
-PRESENT_HEIGHT = 270
+PRESENT_HEIGHT = 330
 PRESENT_FONTS = 1.25
 CACHE_BYTES = 96 * 2 ** 20     # inspected states and their views, shared by every session
 
@@ -133,6 +133,11 @@ def follow_model() -> None:
         state[KEYS["step"]] = state[KEYS["lm_T"]]                        # the last step stays the last as T moves
 
 
+def current(name: str):
+    """A control's value this run: its widget's, or (hidden) as settled."""
+    return st.session_state.get(KEYS[name], st.session_state["_settled_inside"][name])
+
+
 def draw_control(name: str) -> None:
     state = st.session_state
     if name == "side":
@@ -145,15 +150,15 @@ def draw_control(name: str) -> None:
     elif name == "context":
         control(InsideControls, "context", KEYS["context"], "points seen")
     elif name == "gp_T":
-        most = InsideControls.gp_most_T(state[KEYS["gp_model"]])
+        most = InsideControls.gp_most_T(current("gp_model"))
         state[KEYS["gp_T"]] = min(state[KEYS["gp_T"]], most)
         st.slider("test-time T", 1, most, key=KEYS["gp_T"],
-                  help=f"Steps of the CEM layer, up to 4 times the trained T = {GP_MODELS[state[KEYS['gp_model']]].T}.")
+                  help=f"Steps of the CEM layer, up to 4 times the trained T = {GP_MODELS[current('gp_model')].T}.")
     elif name == "lm_model":
         control(InsideControls, "lm_model", KEYS["lm_model"], "language model",
                 format_func=lambda n: f"{n}: {LM_MODELS[n].title}")
     elif name == "lm_T":
-        most = InsideControls.lm_most_T(state[KEYS["lm_model"]])
+        most = InsideControls.lm_most_T(current("lm_model"))
         state[KEYS["lm_T"]] = min(state[KEYS["lm_T"]], most)
         st.slider("test-time T (LM)", 1, most, key=KEYS["lm_T"], help="Steps of every CEM layer, up to 4 times the "
                   "trained T.")
@@ -172,10 +177,9 @@ def page_controls(present: tuple | None, step) -> InsideControls:
             for name in drawn:
                 if name not in main_side + ("layer", "step", "head"):
                     draw_control(name)
-    elif drawn:
-        for column, name in zip(st.columns(len(drawn)), drawn):
-            with column:
-                draw_control(name)
+    else:                                                # presentation: the step's controls, stacked
+        for name in drawn:
+            draw_control(name)
     if "text" in drawn and present is None:
         text_row()
     values = control_values("inside", KEYS)
@@ -408,7 +412,12 @@ def body() -> None:
                         "play the steps.")
             notebook_links("inside")
     with slots["controls"]:
-        controls = page_controls(step.used() if present else None, step)
+        if present:                                  # the step's controls beside the note, under the lesson bar
+            left, slots["note"] = st.columns([1, 3], vertical_alignment="center")
+            with left:
+                controls = page_controls(step.used(), step)
+        else:
+            controls = page_controls(None, step)
     keep_controls("inside", controls)
     try:
         if controls.side == "gp":

@@ -22,7 +22,7 @@ import numpy as np
 from cem_core.experiments.gp.inspect import extra_steps, scaling_reading
 
 from . import interactive
-from .interactive import CURSOR, NOW, WEIGHTS, SymLog, cursor_y
+from .interactive import CURSOR, NOW, WEIGHTS, SymLog
 from .playback import typed_array
 
 GP_PLOTS = ("curve", "rmse", "energy", "heatmap")     # the GP side's playback plots, in the page's order
@@ -42,12 +42,24 @@ def gp_figures(data: dict, pinned: dict | None = None, names: tuple[str, str] | 
                "rmse": interactive.inside_rmse_figure(data, pinned=pinned, names=names, height=height)}
     if layer is not None:
         figures["energy"] = interactive.per_token_figure(
-            np.asarray(layer["energies"]), f"energy E(x⁽ᵗ⁾ | c) per token (token {query}: the query)", "energy",
+            np.asarray(layer["energies"]), f"energy per token ({query}: the query)", "energy",
             height=height, token=query, legend="followed")
         if layer["attention"] is not None:
             figures["heatmap"] = interactive.attention_heatmap_figure(np.asarray(layer["attention"]), layer["T"], 0,
                                                                       height=height, token=query)
     return figures
+
+
+def finite(values) -> list:
+    """Numbers as JSON can carry them to the browser: NaN and ±inf (a diverging descent) become None, a gap."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float).ravel()]
+
+
+def extent(*values) -> list[float]:
+    """The finite range of values (a cursor's vertical extent), [0, 1] when none is finite."""
+    every = np.concatenate([np.asarray(v, dtype=float).ravel() for v in values])
+    every = every[np.isfinite(every)]
+    return [float(every.min()), float(every.max())] if len(every) else [0.0, 1.0]
 
 
 def gp_frames(data: dict) -> list[list[dict]]:
@@ -57,14 +69,15 @@ def gp_frames(data: dict) -> list[list[dict]]:
     query = len(data["context_x"])
     energies, _, _ = SymLog.on_axis(np.asarray(layer["energies"]))
     posterior, truth = layer["rmse_to_posterior"], layer["rmse_to_truth"]
+    rmse_y = extent(posterior, truth)
     out = []
     for t in range(layer["T"] + 1):
-        frame = [{"figure": "curve", "meta": NOW, "x": data["grid"], "y": layer["prediction"][t],
+        frame = [{"figure": "curve", "meta": NOW, "x": data["grid"], "y": finite(layer["prediction"][t]),
                   "title": interactive.inside_curve_title(data, t)},
-                 {"figure": "rmse", "meta": CURSOR, "x": [t, t]},
-                 {"figure": "rmse", "meta": NOW, "x": [t, t], "y": [posterior[t], truth[t]]},
-                 {"figure": "energy", "meta": CURSOR, "x": [t, t], "y": cursor_y(energies)},
-                 {"figure": "energy", "meta": NOW, "x": [t], "y": [float(energies[t, query])]}]
+                 {"figure": "rmse", "meta": CURSOR, "x": [t, t], "y": rmse_y},
+                 {"figure": "rmse", "meta": NOW, "x": [t, t], "y": finite([posterior[t], truth[t]])},
+                 {"figure": "energy", "meta": CURSOR, "x": [t, t], "y": extent(energies)},
+                 {"figure": "energy", "meta": NOW, "x": [t], "y": finite([energies[t, query]])}]
         if layer["attention"] is not None:
             frame.append({"figure": "heatmap", "meta": WEIGHTS, "z": {"array": "weights", "index": max(t, 1) - 1},
                           "title": interactive.heatmap_title(t, layer["T"], 0)})
@@ -81,18 +94,21 @@ def gp_view(data: dict, figures: dict, shown=GP_PLOTS, font_scale: float = 1.0, 
     steps = layer["T"] if layer else 0
     arrays = {} if layer is None or layer["attention"] is None else {
         "weights": typed_array(np.asarray(layer["attention"])[:, 0])}
-    frames = gp_frames(data) if layer else [[]]
-    for frame in frames:                            # the rmse cursor's extent, once the figure has chosen it
-        for update in frame:
-            if update["figure"] == "rmse" and update["meta"] == CURSOR:
-                update["y"] = list(next(tr.y for tr in figures["rmse"].data if tr.meta == CURSOR))
-    frames = [[u for u in frame if u["figure"] in names] for frame in frames]
+    frames = [[u for u in frame if u["figure"] in names] for frame in (gp_frames(data) if layer else [[]])]
+    cursor = next(list(tr.y) for tr in figures["rmse"].data if tr.meta == CURSOR)   # its extent, pinned state too
+    for update in (u for frame in frames for u in frame if u["figure"] == "rmse" and u["meta"] == CURSOR):
+        update["y"] = cursor
     payload = {"figures": [{"name": n, "figure": json.loads(text)} for n, text in zip(names, texts)],
                "frames": frames, "arrays": arrays, "steps": steps, "start": steps, "pick": {}, "hint": hint,
                "font_scale": font_scale}
     digest = hashlib.sha1("".join(texts).encode())
     digest.update(json.dumps(frames).encode())
     return payload | {"version": digest.hexdigest()}
+
+
+def lost_at(rmse: list) -> int | None:
+    """The first step whose prediction is not a number (the iterates diverged), or None."""
+    return next((t for t, r in enumerate(rmse) if not np.isfinite(r)), None)
 
 
 def carried(layer: dict) -> str:
@@ -111,6 +127,11 @@ def gp_reading(data: dict, trained_rmse: float | None = None) -> str:
         return (f"Llama attention takes no in-layer steps: its prediction is one forward pass, RMSE "
                 f"{data['rmse_to_posterior']:.3f} to the posterior mean and {data['rmse_to_truth']:.3f} to the truth.")
     r, T, trained = layer["rmse_to_posterior"], layer["T"], data["trained_T"]
+    lost = lost_at(r)
+    if lost is not None:
+        return (f"The iterates diverge on this function: the prediction is lost (not a number) from step {lost} on, "
+                f"{'beyond' if lost > trained else 'within'} the trained T = {trained}; its RMSE to the posterior "
+                f"mean was {r[0]:.3f} at step 0 and {r[min(trained, lost - 1)]:.3f} at step {min(trained, lost - 1)}.")
     how = carried(layer)
     words = {"towards": "carry the prediction towards the posterior mean",
              "away": "carry the prediction away from the posterior mean", "barely": "barely move the prediction"}[how]
@@ -133,6 +154,9 @@ def scaling_words(measured: dict, T: int) -> str:
     if T not in measured["T"]:
         return f"The held-out functions were measured at T = {measured['T'][0]} … {measured['T'][-1]} only."
     by_T = measured["by_T"][measured["T"].index(T)]
+    if not np.isfinite(by_T["mean"]):
+        return (f"At T = {T} the prediction is lost (not a number) on some of the {measured['functions']} held-out "
+                "functions: the iterates diverge.")
     return (f"Mean RMSE / GP optimum at T = {T}: {by_T['mean']:.3f} ± {by_T['se']:.3f} (se). "
             + scaling_reading(measured, T))
 

@@ -395,9 +395,9 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
     fig.add_scatter(x=grid, y=mean + 2 * sd, mode="lines", line=dict(width=0), showlegend=False, name="upper",
                     hoverinfo="skip")
     fig.add_scatter(x=grid, y=mean - 2 * sd, mode="lines", line=dict(width=0), fill="tonexty",
-                    fillcolor="rgba(31,119,180,0.18)", name="posterior ± 2 sd", hoverinfo="skip")
+                    fillcolor="rgba(31,119,180,0.18)", name="GP ± 2 sd", hoverinfo="skip")
     fig.add_scatter(x=grid, y=data["truth"], mode="lines", name="true f", line=dict(color="black", dash="dot"))
-    fig.add_scatter(x=grid, y=mean, mode="lines", name="posterior mean", line=dict(color=PALETTE[0], width=2.5))
+    fig.add_scatter(x=grid, y=mean, mode="lines", name="GP mean", line=dict(color=PALETTE[0], width=2.5))
     if pinned is not None:
         fig.add_scatter(x=pinned["grid"], y=pinned["prediction"], mode="lines", name=f"pinned: {names[1]}",
                         line=PINNED)
@@ -407,7 +407,7 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
                     marker=dict(color="black", size=9))
     top = float(np.max(np.abs(np.concatenate([mean + 2 * sd, mean - 2 * sd, np.asarray(data["truth"])]))))
     _layout(fig, inside_curve_title(data, step), "x", "y", height=height, y=dict(range=[-1.2 * top, 1.2 * top]))
-    return fig.update_layout(legend=dict(orientation="h", y=-0.22, yanchor="top"), margin_b=100)
+    return fig.update_layout(legend=dict(x=1.02, y=1, yanchor="top", font_size=FONT_PX), margin_r=10)
 
 
 def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None = None,
@@ -421,30 +421,31 @@ def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None 
     truth = layer["rmse_to_truth"] if layer else [data["rmse_to_truth"]]
     step = steps[-1] if step is None else step
     fig = _figure()
-    fig.add_scatter(x=steps, y=posterior, mode="lines+markers", name="to the posterior mean",
+    fig.add_scatter(x=steps, y=posterior, mode="lines+markers", name="to GP mean",
                     line=dict(color=PALETTE[0], width=3))
-    fig.add_scatter(x=steps, y=truth, mode="lines+markers", name="to the true f", line=dict(color="black", width=1.5),
+    fig.add_scatter(x=steps, y=truth, mode="lines+markers", name="to true f", line=dict(color="black", width=1.5),
                     marker=dict(size=5))
     values = posterior + truth
     if pinned is not None:
         other = pinned["layers"][0]["rmse_to_posterior"] if pinned["layers"] else None
         xs = list(range(len(other))) if other else [steps[0], steps[-1]]
         ys = other or [pinned["rmse_to_posterior"]] * 2
-        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"pinned: {names[1]}, to the posterior", line=PINNED)
+        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"pinned: {names[1]}", line=PINNED)
         values += ys
         steps = sorted(set(steps) | set(xs))
+    finite = [v for v in values if math.isfinite(v)] or [0.0, 1.0]
     if layer:
-        fig.add_scatter(x=[data["trained_T"]] * 2, y=[min(values), max(values)], mode="lines",
-                        name=f"trained T = {data['trained_T']}", hoverinfo="skip",
+        fig.add_scatter(x=[data["trained_T"]] * 2, y=[min(finite), max(finite)], mode="lines",
+                        name=f"trained T={data['trained_T']}", hoverinfo="skip",
                         line=dict(color="#888", dash="dash", width=1.5))
-    lows = [min(values), max(values)]
-    fig.add_scatter(x=[step, step], y=lows, mode="lines", meta=CURSOR, showlegend=False, hoverinfo="skip",
+    fig.add_scatter(x=[step, step], y=[min(finite), max(finite)], mode="lines", meta=CURSOR, showlegend=False,
+                    hoverinfo="skip",
                     line=dict(color="#555", dash="dot", width=1.5))
     fig.add_scatter(x=[step, step], y=[posterior[step], truth[step]], mode="markers", meta=NOW, showlegend=False,
                     hoverinfo="skip", marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
     _layout(fig, "RMSE of the prediction after step t", "step t", "RMSE", height=height,
             x=_integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]))
-    return fig.update_layout(legend=dict(orientation="h", y=-0.22, yanchor="top"), margin_b=100)
+    return fig.update_layout(legend=dict(x=1.02, y=1, yanchor="top", font_size=FONT_PX), margin_r=10)
 
 
 def inside_scaling_figure(measured: dict, T: int, height: int | None = None) -> go.Figure:

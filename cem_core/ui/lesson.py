@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .controls import EnergyControls, GPControls
+from . import inside
+from .controls import EnergyControls, GPControls, InsideControls
 from .explore import Diagnosis
 from .links import APP_ADDRESS, APP_PATHS
 
-PAGES = {page: APP_PATHS[page] for page in ("energy", "gp")}      # a step's page: its path in the app
+PAGES = {page: APP_PATHS[page] for page in ("energy", "gp", "inside")}   # a step's page: its path in the app
 VIEWS = {"energy": ("energy", "norm", "landscape", "heatmap"),       # the plots a step can show, by page
-         "gp": ("gp-ratio", "gp-scaling", "gp-context")}
+         "gp": ("gp-ratio", "gp-scaling", "gp-context"), "inside": inside.GP_PLOTS}
 ELEMENTS = {page: (*views, "note") for page, views in VIEWS.items()}   # what a step can point at: a view, the note
-CONTROLS = {"energy": EnergyControls, "gp": GPControls}
+CONTROLS = {"energy": EnergyControls, "gp": GPControls, "inside": InsideControls}
+CARRIED = ("towards", "away", "barely", "lost")      # what a step on the inside page says the steps do
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,10 @@ class Step:
     the element it points at, and its claim. On the energy page the claim is about the note on the state: the
     course of the descent, whether some token's energy rose, phrases of the note, and (with a pinned state)
     whether every token's final energy is below the pinned state's. On the GP page it is about the committed
-    sweep (``gp_problems``). `views`: the two plots presentation mode shows, in order, beside the step's words
-    and the page's note; `uses`: the controls the step is about (presentation mode shows only these; default:
-    the state's)."""
+    sweep (``gp_problems``). On the inside page (a trained GP model on one function) it is `carries`: what the
+    steps do to the prediction (``inside_problems``). `views`: the two plots presentation mode shows, in order,
+    beside the step's words and the page's note; `uses`: the controls the step is about (presentation mode shows
+    only these; default: the state's)."""
 
     title: str
     say: str
@@ -43,6 +46,7 @@ class Step:
     rises: bool = False
     phrases: tuple[str, ...] = ()
     lower_than_pinned: bool = False
+    carries: str = ""
 
     def __post_init__(self) -> None:
         if self.page not in PAGES:
@@ -55,6 +59,9 @@ class Step:
                              f"({', '.join(self.views)}) or the note")
         if self.pinned is not None and self.page != "energy":
             raise ValueError("only the energy page pins a state")
+        if (self.page == "inside") != (self.carries in CARRIED):
+            raise ValueError(f"carries={self.carries!r} is invalid: a step on the inside page says one of "
+                             f"{', '.join(CARRIED)}, a step on another page none")
         self.controls()                                                # raises ValueError for a bad state
 
     def controls(self):
@@ -117,6 +124,19 @@ STEPS = (
          "committed sweep it does not: CEM attention's RMSE is {T1:.2f} times the GP optimum at T = 1 and "
          "{Tmax:.2f} at T = {Tlast}, while Llama attention reaches {llama:.2f}.",
          page="gp", views=("gp-ratio", "gp-scaling"), points_at="gp-ratio"),
+    Step("Inside a trained model: steps that refine",
+         "A trained checkpoint now: the block as one energy, trained long at T = 8, on one function with 16 points "
+         "seen. Press ▶: at step 0 (the layer skipped) the red prediction is far from the blue posterior mean; each "
+         "step carries it closer, and its RMSE to the posterior mean falls to a fraction of step 0's by the trained "
+         "T = 8. Here the steps do what the paper says they do.",
+         page="inside", state={"gp_model": "gp-block-T8", "seed": 4, "context": 16}, views=("curve", "rmse"),
+         points_at="curve", uses=("gp_T",), carries="towards"),
+    Step("Inside a trained model: steps that do not",
+         "CEM attention trained at T = 8 (the study's base condition), on the same function: the steps barely move "
+         "the prediction, and the RMSE to the posterior mean after step 8 is much as at step 0. Turn the test-time "
+         "T up: more steps than trained do not help here either.",
+         page="inside", state={"gp_model": "gp-cem-T8", "seed": 4, "context": 16}, views=("curve", "rmse"),
+         points_at="rmse", uses=("gp_T",), carries="barely"),
 )
 
 
@@ -175,6 +195,20 @@ def gp_problems(step: Step, records: list[dict]) -> list[str]:
     if not numbers["Tmax"] >= numbers["T1"]:
         return [f"the ratio falls from {numbers['T1']:.3f} at T = 1 to {numbers['Tmax']:.3f}: the lesson says it "
                 "does not"]
+    return []
+
+
+def inside_problems(step: Step, data: dict) -> list[str]:
+    """An inside-page step's claim against the model's data on its function (``gp.inspect.inspect_function``): what
+    the steps do to the prediction (``inside.carried``, or "lost" where the iterates diverge)."""
+    layer = data["layers"][0] if data["layers"] else None
+    if layer is None:
+        return [f"{data['trained_T']}: the model has no CEM layer, the lesson says its steps {step.carries}"]
+    did = "lost" if inside.lost_at(layer["rmse_to_posterior"]) is not None else inside.carried(layer)
+    if did != step.carries:
+        r = layer["rmse_to_posterior"]
+        return [f"the steps move the prediction {did!r} (RMSE to the posterior {r[0]:.3f} at step 0, {r[-1]:.3f} at "
+                f"step {layer['T']}), the lesson says {step.carries!r}"]
     return []
 
 
