@@ -207,7 +207,7 @@ def test_gp_inspect_steps_against_the_posterior():
     with recursion_depth(model, 16):
         final = model.predict_at(torch.tensor(out["context_x"])[:, None].float(),
                                  torch.tensor(out["context_y"]).float(), torch.tensor(out["grid"])[:, None].float())
-    assert torch.allclose(torch.tensor(layer["prediction"][-1]), final.double(), atol=1e-5)
+    assert torch.allclose(torch.tensor(layer["prediction"][-1], dtype=torch.float64), final.double(), atol=1e-5)
     with pytest.raises(ValueError, match="context"):
         gp_inspect.inspect_function(model, task, seed=3, context=32)
     with pytest.raises(ValueError, match="T_test"):
@@ -225,7 +225,7 @@ def test_lm_inspect_is_a_logit_lens_along_the_steps_and_refuses_bad_text():
     for layer in out["layers"]:
         assert len(layer["top"]) == 5 and len(layer["top"][0]) == len(out["tokens"]) == 25
         assert all(len(top) == 5 and top[0][1] >= top[-1][1] for top in layer["top"][-1])
-    with recursion_depth(model.blocks[0], 4):
+    with recursion_depth(model.blocks[0], 4), torch.no_grad():
         assert out["layers"][0]["mean_loss"][-1] == pytest.approx(float(torch.nn.functional.cross_entropy(
             model(torch.tensor([tokenizer.encode(out["text"])[:-1]]))[0],
             torch.tensor(tokenizer.encode(out["text"])[1:]))), rel=1e-5)
@@ -289,3 +289,14 @@ def _real(entry):
     (spec,) = [s for s in gp_trained.study_runs() if s.group == entry.group and s.model.attention == entry.attention
                and s.model.cem.T == entry.T and s.train.seed == checkpoints.TRAINED_SEED]
     return spec
+
+
+def test_the_findings_document_is_generated_from_the_measurements():
+    """docs/trained-models.md's tables are trained_findings.findings_markdown of the committed models: the words
+    around them can only quote what was measured."""
+    from cem_core.experiments import trained_findings
+
+    document = (ROOT / "docs" / "trained-models.md").read_text()
+    assert trained_findings.findings_section(document) == trained_findings.findings_markdown(MODELS), (
+        "docs/trained-models.md differs from the measurements: paste trained_findings.findings_markdown() between "
+        "its markers")
