@@ -51,7 +51,7 @@ def _step_columns(measured: dict) -> dict:
             "share of (token, step) pairs whose energy rose, steps to 4 x T": f"{falls['share_of_rises']:.4%}"}
 
 
-def gp_rows(root: Path) -> tuple[list[dict], list[dict]]:
+def gp_findings_rows(root: Path) -> tuple[list[dict], list[dict]]:
     """Two tables: the RMSE ratio by step t (t = 0 .. the trained T, and the energy's course), and by test-time T
     against the trained T (the paired difference's 95% t-interval over functions)."""
     steps, tests = [], []
@@ -72,7 +72,7 @@ def gp_rows(root: Path) -> tuple[list[dict], list[dict]]:
     return steps, tests
 
 
-def lm_rows(root: Path) -> tuple[list[dict], list[dict]]:
+def lm_findings_rows(root: Path) -> tuple[list[dict], list[dict]]:
     """Two tables: the validation loss read after each step of each CEM layer, and validation perplexity by
     test-time T."""
     steps, tests = [], []
@@ -93,8 +93,8 @@ def lm_rows(root: Path) -> tuple[list[dict], list[dict]]:
 
 def findings_markdown(root: Path = checkpoints.MODELS) -> str:
     """The generated block of docs/trained-models.md."""
-    gp_steps, gp_tests = gp_rows(root)
-    lm_steps, lm_tests = lm_rows(root)
+    gp_steps, gp_tests = gp_findings_rows(root)
+    lm_steps, lm_tests = lm_findings_rows(root)
     parts = ("**GP: the RMSE ratio to the GP optimum by step** (held-out functions of the RBF prior, 32 points; "
              "mean ± standard error over functions)", markdown_table(gp_steps),
              "**GP: test-time T against the trained T** (each function's ratio at T minus its ratio at the trained "
