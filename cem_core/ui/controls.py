@@ -452,6 +452,20 @@ class InsideControls(Controls):
         return _most_T(options.T, LM_MODELS[name].config.variant != "llama")
 
     @classmethod
+    def from_link(cls, query: dict):
+        """As ``Controls.from_link``; a link that names a checkpoint without a test-time T opens it at its trained T
+        (the default T belongs to the default checkpoint), and the lens's step at the last one."""
+        query = dict(query)
+        gp, lm = query.get(cls.PREFIX + "gp_model"), query.get(cls.PREFIX + "lm_model")
+        if gp in GP_MODELS and cls.PREFIX + "gp_T" not in query:
+            query[cls.PREFIX + "gp_T"] = str(GP_MODELS[gp].T)
+        if lm in LM_MODELS and cls.PREFIX + "lm_T" not in query:
+            query[cls.PREFIX + "lm_T"] = str(max(1, cls.lm_most_T(lm) // TEST_T_FACTOR))
+        if cls.PREFIX + "step" not in query and cls.PREFIX + "lm_T" in query:
+            query[cls.PREFIX + "step"] = query[cls.PREFIX + "lm_T"]
+        return super().from_link(query)
+
+    @classmethod
     def settle(cls, values: dict) -> tuple[dict, list[str]]:
         """A test-time T beyond what the checkpoint offers comes down to its largest (with a note), and the step
         shown to the last of the test-time T."""

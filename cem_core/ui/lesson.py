@@ -132,11 +132,12 @@ STEPS = (
          page="inside", state={"gp_model": "gp-block-T8", "seed": 4, "context": 16}, views=("curve", "rmse"),
          points_at="curve", uses=("gp_T",), carries="towards"),
     Step("Inside a trained model: steps that do not",
-         "CEM attention trained at T = 8 (the study's base condition), on the same function: the steps barely move "
-         "the prediction, and the RMSE to the posterior mean after step 8 is much as at step 0. Turn the test-time "
-         "T up: more steps than trained do not help here either.",
-         page="inside", state={"gp_model": "gp-cem-T8", "seed": 4, "context": 16}, views=("curve", "rmse"),
-         points_at="rmse", uses=("gp_T",), carries="barely"),
+         "The same checkpoint and function, run with test-time T = 16, twice the steps it was trained with. Past "
+         "step 8 the steps carry the prediction away from the posterior mean: within four more steps it is further "
+         "from it than at step 0, and the note says the extra steps hurt. Trained to stop at T = 8, its descent does "
+         "not settle where the prediction is good; turn T further and the iterates diverge.",
+         page="inside", state={"gp_model": "gp-block-T8", "seed": 4, "context": 16, "gp_T": 16},
+         views=("curve", "rmse"), points_at="rmse", uses=("gp_T",), carries="away"),
 )
 
 
