@@ -20,7 +20,7 @@ from app_pages.common import (
 )
 from cem_core.experiments.lm import ladder, sweep
 from cem_core.experiments.lm.compare import data_line
-from cem_core.experiments.lm.data import DEMO_LABEL
+from cem_core.experiments.lm.data import DEMO_LABEL, PROSE_LABEL
 from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
@@ -42,12 +42,13 @@ def launcher(board: jobs.JobBoard) -> None:
     preset = c1.selectbox("preset", presets, key=KEYS["preset"], help="The paper-sized presets need a GPU.")
     variants = c2.multiselect("variants", list(VARIANTS), key=KEYS["variants"])
     data = c3.selectbox("data", choices, key=KEYS["data"],
-                        help=f"demo = {DEMO_LABEL}; slimpajama = Hugging Face streaming (needs network); "
+                        help=f"demo = {DEMO_LABEL}; prose = {PROSE_LABEL}; slimpajama = Hugging Face streaming "
+                             "(needs network); "
                              f"other entries are shard folders in {board.data_dir}")
     spec = jobs.JobSpec(preset=preset, variants=tuple(variants), data=data)
     keep_controls("lm", spec)
-    if data == "demo":
-        st.caption(f"Data: {DEMO_LABEL}.")
+    if data in ("demo", "prose"):
+        st.caption(f"Data: {DEMO_LABEL if data == 'demo' else PROSE_LABEL}.")
     if skipped:
         st.caption(plain(f"Not offered from {board.data_dir}: {'; '.join(skipped[:4])}"
                          + (f" (and {len(skipped) - 4} more)" if len(skipped) > 4 else "") + "."))

@@ -123,7 +123,7 @@ def test_data_paths_resolving_outside_the_data_folder_are_refused(board, tmp_pat
     (data / "mixed" / "ok.jsonl").write_text(json.dumps({"text": "fine"}) + "\n")
     (data / "mixed" / "secret.jsonl").symlink_to(outside / "secret.jsonl")  # a shard that points away
     (data / "inner").symlink_to(data / "wiki", target_is_directory=True)    # inside: allowed
-    assert board.data_choices() == ["demo", "slimpajama", "inner", "wiki"]
+    assert board.data_choices() == ["demo", "prose", "slimpajama", "inner", "wiki"]
     for name in ("link", "mixed"):
         with pytest.raises(ValueError, match=r"^data=.*(resolve|outside)"):
             board.data_folder(name)
@@ -208,7 +208,7 @@ def test_one_unreadable_entry_leaves_the_lm_page_whole(board, monkeypatch):
     monkeypatch.setattr(os, "scandir", scandir)
     at = run_page("lm")
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert next(s for s in at.selectbox if s.label == "data").options == ["demo", "slimpajama", "wiki"]
+    assert next(s for s in at.selectbox if s.label == "data").options == ["demo", "prose", "slimpajama", "wiki"]
     skipped = shown(" ".join(c.value for c in at.caption if "Not offered" in shown(c.value)))
     assert "locked: Permission denied" in skipped and "no *.jsonl" in skipped, skipped
 

@@ -10,7 +10,7 @@ from cem_core.ui import jobs
 
 
 def test_data_choices_are_only_the_configured_folder(board, tmp_path):
-    assert board.data_choices() == ["demo", "slimpajama", "wiki"]
+    assert board.data_choices() == ["demo", "prose", "slimpajama", "wiki"]
     for bad in ("../data/wiki", "/etc", "wiki/../..", "", ".."):
         with pytest.raises(ValueError, match="^data="):
             jobs.JobSpec(data=bad)

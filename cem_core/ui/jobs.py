@@ -50,7 +50,7 @@ from .controls import Controls
 TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
 CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
 JOB_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
-DATA_SOURCES = ("demo", "slimpajama")   # the choices that are not folders
+DATA_SOURCES = ("demo", "prose", "slimpajama")   # the choices that are not folders
 TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # the page's columns of compare.json
 JOB_THREADS = max(1, (os.cpu_count() or 1) // 2)
 """The torch threads of a job, and of the timed steps that estimate it: half the cores, so that the app's server
@@ -110,7 +110,7 @@ class JobBoard:
         return folder.resolve()
 
     def data_choices(self) -> list[str]:
-        """'demo', 'slimpajama', and each folder of the data directory that holds shards, all of
+        """'demo', 'prose', 'slimpajama', and each folder of the data directory that holds shards, all of
         them inside the data directory."""
         return self.data_entries()[0]
 
