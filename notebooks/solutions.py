@@ -75,4 +75,11 @@ EXERCISES = {
                     "else 'inconclusive')",
         "wrong": "answer = 'supported' if m <= 0.02 * ref else 'contradicted'",
     },
+    "distance-from-ratio": {
+        "notebook": "06_inside_a_trained_model",
+        # MSE = the optimum's + the mean squared distance to the posterior mean, so r^2 = 1 + d^2 (the wrong answer
+        # reads the ratio's excess over 1 as the distance)
+        "solution": "answer = math.sqrt(ratio ** 2 - 1)",
+        "wrong": "answer = ratio - 1",
+    },
 }

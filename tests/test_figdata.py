@@ -241,7 +241,8 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),
                  "--ladder-results", str(tmp_path / "lm" / "results.json"),       # one width: points, no line
-                 "--gp-study-results", str(tmp_path / "study" / "results.json")]) == 0
+                 "--gp-study-results", str(tmp_path / "study" / "results.json"),
+                 "--models", str(ROOT / "models")]) == 0                          # the committed trained models
     written = {p.name for p in out.iterdir()}
     assert written == listed
     assert all((out / name).stat().st_size > 1000 for name in written)

@@ -99,7 +99,7 @@ def code(name: str) -> str:
 
 def test_every_numbered_notebook_is_here():
     assert NAMES == ["00_lecture", "01_attention_from_energy", "02_gated_mlp_from_energy", "03_design_space",
-                     "04_gp_recursion", "05_what_the_evidence_says"]
+                     "04_gp_recursion", "05_what_the_evidence_says", "06_inside_a_trained_model"]
 
 
 # -- structure (static) ----------------------------------------------------------------------------
@@ -246,6 +246,8 @@ SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comp
     ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-mlp"),
     ("03_design_space", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-dlr-attention"),
     ("04_gp_recursion", "cem_core.experiments.gp.task", "gp_predictive", "compare-gp"),
+    # the readout after step t: the layers after the one stopped, run on h + x^(t) - x^(0)
+    ("06_inside_a_trained_model", "cem_core.nn.readout", "_run", "compare-readout"),
 ]
 
 # One per derivation of notebooks 01-03, each a wrong sign in the cem_core formula that the derivation

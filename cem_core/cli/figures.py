@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cem_core.experiments import checkpoints
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
@@ -21,6 +22,9 @@ def add_figures(sub) -> None:
     figures.add_argument("--gp-study-results", default=str(gp_study.COMMITTED_STUDY / "results.json"),
                          help="the GP factor study's results.json (default: the committed study, from the repository "
                               "root)")
+    figures.add_argument("--models", default=str(checkpoints.MODELS),
+                         help="the folder of the trained models (default: the committed models/, from the repository "
+                              "root)")
     figures.set_defaults(run=write_figures)
 
 
@@ -30,7 +34,8 @@ def write_figures(args) -> int:
     if (out.exists() or out.is_symlink()) and not out.is_dir():
         raise ValueError(f"out={args.out!r} is invalid: it is a file (or a link to no folder), not a folder")
     for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results,
-                                   gp_study_results=args.gp_study_results, ladder_results=args.ladder_results):
+                                   gp_study_results=args.gp_study_results, ladder_results=args.ladder_results,
+                                   models=Path(args.models)):
         print(path)
     return 0
 

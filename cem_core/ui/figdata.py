@@ -10,6 +10,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cem_core.experiments.checkpoints import MODELS
+from cem_core.experiments.gp.inspect import inspect_function
+from cem_core.experiments.gp.trained import GP_MODELS, load_gp_model
+from cem_core.experiments.lm.trained import LM_MODELS
+from cem_core.experiments.models import test_time
 from cem_core.nn.attention import CEMAttention, InteractionTerm
 from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.flops import attention_flops, block_flops, mlp_flops, model_flops
@@ -331,3 +336,54 @@ def _convex_hull(points: np.ndarray) -> np.ndarray:
     if len(ordered) < 3:
         return ordered                                                 # a point or a segment
     return np.array(half(ordered) + half(ordered[::-1]))
+
+
+# -- inside the trained models (models/): figures/trained_*.png and notebook 06 ---------------------------------
+
+STEP_MODELS = ("gp-block-T8", "gp-cem-T8")           # the GP models whose steps the figure plays, side by side
+STEP_FUNCTION = dict(seed=7, context=8)              # the function and context it plays them on
+
+
+def gp_steps_on_function(names=STEP_MODELS, seed: int = STEP_FUNCTION["seed"], context: int = STEP_FUNCTION["context"],
+                         root=MODELS) -> dict:
+    """One function of the GP prior, its posterior given the first ``context`` points, and each trained model's
+    prediction on the grid after every in-layer step t = 0 .. its trained T (``gp.inspect.inspect_function``;
+    a model with one CEM layer: the block or its attention)."""
+    out = {"models": {}}
+    for name in names:
+        model, task = load_gp_model(name, root)
+        seen = inspect_function(model, task, seed, context)
+        (layer,) = seen["layers"]
+        out |= {k: np.array(seen[k]) for k in ("grid", "truth", "posterior_mean", "posterior_sd", "context_x",
+                                               "context_y")}
+        out["models"][name] = {"title": GP_MODELS[name].title, "T": seen["trained_T"], "layer": layer["name"],
+                               "prediction": np.array(layer["prediction"]),
+                               "rmse_to_posterior": np.array(layer["rmse_to_posterior"])}
+    return out | {"seed": seed, "context": context}
+
+
+def gp_test_time_curves(names=tuple(GP_MODELS), root=MODELS) -> dict:
+    """Each GP model's RMSE ratio to the GP optimum by test-time T (mean and standard error over the held-out
+    functions, measured once after training: ``models.test_time``), with its trained T."""
+    curves = {}
+    for name in names:
+        measured = test_time(name, root)
+        curves[name] = {"title": GP_MODELS[name].title, "trained_T": measured["trained_T"],
+                        "T": np.array(measured["T"]), "mean": np.array([s["mean"] for s in measured["by_T"]]),
+                        "se": np.array([s["se"] for s in measured["by_T"]]), "functions": measured["functions"],
+                        "overflowed": np.array([s.get("overflowed", 0) for s in measured["by_T"]])}
+    return curves
+
+
+def lm_test_time_curves(names=tuple(LM_MODELS), root=MODELS) -> dict:
+    """The language models' test_time.json (``models.test_time``, measured on the prose corpus's validation
+    sequences): per CEM layer, the true next token's mean loss with that layer stopped after step t = 0 .. the
+    trained T (the others as trained), and each model's validation perplexity by test-time T."""
+    out = {"steps": {}, "ppl": {}}
+    for name in names:
+        measured = test_time(name, root)
+        out["steps"][name] = {layer["name"]: np.array(layer["loss"]) for layer in measured.get("by_step", [])}
+        out["ppl"][name] = {"title": LM_MODELS[name].title, "trained_T": measured["trained_T"],
+                            "T": np.array(measured["T"]), "ppl": np.array(measured["val_ppl"])}
+        out["sequences"] = measured["sequences"]
+    return out

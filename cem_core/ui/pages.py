@@ -24,5 +24,5 @@ APP_PAGES = (
     AppPage("lm", "app_pages/mini_lm.py", "Mini language model", ":material/description:", "lm",
             ("05_what_the_evidence_says",)),
     AppPage("inside", "app_pages/inside.py", "Inside a trained model", ":material/biotech:", "inside",
-            ("04_gp_recursion", "05_what_the_evidence_says")),
+            ("06_inside_a_trained_model", "04_gp_recursion", "05_what_the_evidence_says")),
 )
