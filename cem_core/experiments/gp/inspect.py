@@ -5,8 +5,9 @@ posterior, and what test-time recursion depth does over many functions (``cem_co
 context and asks for the value at every point of a grid (one sequence per grid point: the K context tokens,
 then the query token, as ``GPTransformer.predict_at``), and reads every CEM layer stopped after each step t =
 0 .. T_test. ``scaling`` measures, on the held-out functions, the RMSE ratio to the GP optimum by test-time T
-and by step, with standard errors over functions; ``extra_steps`` reads the difference between test-time T and
-the trained T with a 95% t-interval (``verdicts.t_interval``).
+and by step, with standard errors over functions, and the paired difference of each T to the trained T with a
+95% t-interval (``verdicts.t_interval``); ``extra_steps`` reads one function: whether steps past the trained T
+help, stall or hurt.
 """
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, context: int = 8, T_test: int | None = None,
-            grid_size: int = GRID) -> dict:
+def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, context: int = 8,
+                     T_test: int | None = None, grid_size: int = GRID) -> dict:
     """One function, its posterior on a grid, and the model's prediction on the grid after every step of every
     CEM layer (JSON-ready; ``python -m cem_core gp inspect`` writes it)."""
     check_int("seed", seed, 0, 2 ** 63 - 1)
