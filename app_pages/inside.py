@@ -37,7 +37,7 @@ from cem_core.ui.controls import InsideControls
 KEYS = widget_keys(InsideControls, "in_")
 PINNED = "_pinned_inside"      # the pinned GP state's control values, or None
 SIDES = {"gp": "GP regression", "lm": "Language model"}
-PLOT_HEIGHT = 370
+PLOT_HEIGHT = 420
 PRESENT_HEIGHT = 330
 PRESENT_FONTS = 1.25
 CACHE_BYTES = 96 * 2 ** 20     # inspected states and their views, shared by every session
@@ -173,7 +173,7 @@ def page_controls(present: tuple | None, step) -> InsideControls:
     main_side = ("text",)                                # drawn in the page (the LM's text, the lens's view)
     if present is None:
         with st.sidebar:
-            st.header("Inside a trained model")
+            st.header("Trained model")
             for name in drawn:
                 if name not in main_side + ("layer", "step", "head"):
                     draw_control(name)
@@ -245,7 +245,7 @@ def gp_args(c: InsideControls, pinned: InsideControls | None, views, present: bo
         data = gp_state(c)
         other = None if pinned is None else gp_state(pinned)
         figures = inside.gp_figures(data, other, None if pinned is None else names_of(c, pinned),
-                                    PRESENT_HEIGHT if present else PLOT_HEIGHT)
+                                    PRESENT_HEIGHT if present else PLOT_HEIGHT, "right" if present else "below")
         return inside.gp_view(data, figures, views, PRESENT_FONTS if present else 1.0,
                               hint="▶ plays the steps t = 0 … T; ← → step through them")
     args = computed().get(("gp-view", c, pinned, tuple(views), present, stamp(c.gp_model),

@@ -304,6 +304,16 @@ def _check_lesson_step(page, index: int, records) -> None:
     controls = type(step.controls()).from_query(_query(page))
     assert controls == step.controls(), (index, page.url)                # the complete state, from a clean one
     where = f"lesson step {index + 1}"
+    if step.page == "inside":                                            # a trained model on one function
+        assert urlparse(page.url).path == "/inside"
+        frame = playback(page)
+        assert frame.evaluate("() => Array.from(document.querySelectorAll('.plot.pointed'), e => e.dataset.name)") == [
+            step.points_at], where
+        words = {"towards": "towards the posterior mean", "away": "away from the posterior mean",
+                 "barely": "barely move", "lost": "diverge"}[step.carries]
+        assert words in " ".join(notes(page)), (where, notes(page))
+        _assert_clean(page, where)
+        return
     if step.page == "gp":
         assert urlparse(page.url).path == "/gp"
         framed = page.locator(f".st-key-lesson-{step.points_at}")
@@ -388,8 +398,8 @@ def _check_presented_step(page, index: int) -> None:
         for name, top, bottom, right in plots:
             _inside({"top": offset["y"] + top, "bottom": offset["y"] + bottom, "right": offset["x"] + right},
                     (where, name))
-        followed = f"token {step.controls().followed()}"
-        for name in set(step.views) & {"energy", "norm"}:
+        followed = f"token {step.controls().followed()}" if step.page == "energy" else None
+        for name in set(step.views) & {"energy", "norm"} if followed else ():
             legend = frame.evaluate("n => Array.from(document.querySelectorAll(`[data-name=${n}] .legendtext`), "
                                     "t => t.textContent)", name)
             assert followed in legend, (where, name, legend)
@@ -414,7 +424,8 @@ def test_the_whole_lesson_in_presentation_mode_at_1280x720(app, browser, tmp_pat
             page.locator(".st-key-lesson-bar").get_by_role("button", name="Next").click()
     page.locator(".st-key-lesson-bar").get_by_role("button", name="End").click()
     page.locator(".st-key-lesson-bar").wait_for(state="detached", timeout=30000)
-    page.get_by_role("heading", name="GP recursion: does in-layer recursion help?").wait_for(timeout=60000)
+    last = {"gp": "GP recursion: does in-layer recursion help?", "inside": "Inside a trained model"}
+    page.get_by_role("heading", name=last[lesson.STEPS[-1].page]).wait_for(timeout=60000)
     settle(page)                                                         # the page of the last step, as it was
     assert "present" not in _query(page)
     page.locator("[data-testid='stSidebarNav']").wait_for(timeout=30000)   # the sidebar is open again

@@ -34,15 +34,16 @@ PLAIN_SENTENCE = re.compile(r"[A-Z][A-Za-z ,;'()-]+[a-z][.!?]")
 
 
 def gp_figures(data: dict, pinned: dict | None = None, names: tuple[str, str] | None = None,
-               height: int | None = None) -> dict:
-    """The GP side's figures by name (GP_PLOTS; a model without CEM layers has only the curve and the RMSE)."""
+               height: int | None = None, legend: str = "below") -> dict:
+    """The GP side's figures by name (GP_PLOTS; a model without CEM layers has only the curve and the RMSE), their
+    legends `legend` ("below" or "right", ``interactive.inside_legend``)."""
     layer = data["layers"][0] if data["layers"] else None
     query = len(data["context_x"])                                    # the query token: after the K context tokens
-    figures = {"curve": interactive.inside_curve_figure(data, pinned=pinned, names=names, height=height),
-               "rmse": interactive.inside_rmse_figure(data, pinned=pinned, names=names, height=height)}
+    figures = {name: build(data, pinned=pinned, names=names, height=height, legend=legend) for name, build in
+               (("curve", interactive.inside_curve_figure), ("rmse", interactive.inside_rmse_figure))}
     if layer is not None:
         figures["energy"] = interactive.per_token_figure(
-            np.asarray(layer["energies"]), f"energy per token ({query}: the query)", "energy",
+            np.asarray(layer["energies"]), f"token energies ({query}: the query)", "energy",
             height=height, token=query, legend="followed")
         if layer["attention"] is not None:
             figures["heatmap"] = interactive.attention_heatmap_figure(np.asarray(layer["attention"]), layer["T"], 0,

@@ -384,7 +384,8 @@ def inside_curve_title(data: dict, t: int) -> str:
 
 
 def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None = None,
-                        names: tuple[str, str] | None = None, height: int | None = None) -> go.Figure:
+                        names: tuple[str, str] | None = None, height: int | None = None,
+                        legend: str = "below") -> go.Figure:
     """A trained GP model's prediction f̂ with its first CEM layer stopped after step `step` (default the last),
     against the GP posterior mean ± 2 sd, the truth and the K context points; ``pinned`` (another state's data):
     its final prediction, faint and dashed, with `names` (now, pinned) in the legend."""
@@ -407,19 +408,29 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
                     marker=dict(color="black", size=9))
     top = float(np.max(np.abs(np.concatenate([mean + 2 * sd, mean - 2 * sd, np.asarray(data["truth"])]))))
     _layout(fig, inside_curve_title(data, step), "x", "y", height=height, y=dict(range=[-1.2 * top, 1.2 * top]))
-    return fig.update_layout(legend=dict(x=1.02, y=1, yanchor="top", font_size=FONT_PX), margin_r=10)
+    return inside_legend(fig, legend)
+
+
+def inside_legend(fig: go.Figure, where: str) -> go.Figure:
+    """The inside page's legends: to the "right" of the plot (presentation mode: its few entries beside a tall
+    plot), or "below" it (the page: room across for long names, such as a pinned state's)."""
+    if where == "right":
+        return fig.update_layout(legend=dict(x=1.02, y=1, yanchor="top", orientation="v"), margin_r=10)
+    return fig.update_layout(legend=dict(x=0, y=-0.2, yanchor="top", orientation="h"), margin_b=110)
 
 
 def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None = None,
-                       names: tuple[str, str] | None = None, height: int | None = None) -> go.Figure:
+                       names: tuple[str, str] | None = None, height: int | None = None,
+                       legend: str = "below") -> go.Figure:
     """The RMSE of the prediction after each step t to the posterior mean and to the truth (first CEM layer), the
     trained T marked; a cursor and markers at step `step` (playback moves them). ``pinned``: the other state's
-    RMSE to the posterior mean per step, dashed (a model without steps: a level line)."""
+    RMSE to the posterior mean per step, dashed. A model without steps is a level line across the other's."""
     layer = data["layers"][0] if data["layers"] else None
-    steps = list(range(layer["T"] + 1)) if layer else [0]
-    posterior = layer["rmse_to_posterior"] if layer else [data["rmse_to_posterior"]]
-    truth = layer["rmse_to_truth"] if layer else [data["rmse_to_truth"]]
-    step = steps[-1] if step is None else step
+    other = None if pinned is None or not pinned["layers"] else pinned["layers"][0]["rmse_to_posterior"]
+    steps = list(range(layer["T"] + 1)) if layer else [0, max(1, len(other or ()) - 1)]
+    posterior = layer["rmse_to_posterior"] if layer else [data["rmse_to_posterior"]] * 2
+    truth = layer["rmse_to_truth"] if layer else [data["rmse_to_truth"]] * 2
+    step = (steps[-1] if layer else 0) if step is None else step
     fig = _figure()
     fig.add_scatter(x=steps, y=posterior, mode="lines+markers", name="to GP mean",
                     line=dict(color=PALETTE[0], width=3))
@@ -427,7 +438,6 @@ def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None 
                     marker=dict(size=5))
     values = posterior + truth
     if pinned is not None:
-        other = pinned["layers"][0]["rmse_to_posterior"] if pinned["layers"] else None
         xs = list(range(len(other))) if other else [steps[0], steps[-1]]
         ys = other or [pinned["rmse_to_posterior"]] * 2
         fig.add_scatter(x=xs, y=ys, mode="lines", name=f"pinned: {names[1]}", line=PINNED)
@@ -439,13 +449,12 @@ def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None 
                         name=f"trained T={data['trained_T']}", hoverinfo="skip",
                         line=dict(color="#888", dash="dash", width=1.5))
     fig.add_scatter(x=[step, step], y=[min(finite), max(finite)], mode="lines", meta=CURSOR, showlegend=False,
-                    hoverinfo="skip",
-                    line=dict(color="#555", dash="dot", width=1.5))
+                    hoverinfo="skip", line=dict(color="#555", dash="dot", width=1.5))
     fig.add_scatter(x=[step, step], y=[posterior[step], truth[step]], mode="markers", meta=NOW, showlegend=False,
                     hoverinfo="skip", marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
     _layout(fig, "RMSE of the prediction after step t", "step t", "RMSE", height=height,
             x=_integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]))
-    return fig.update_layout(legend=dict(x=1.02, y=1, yanchor="top", font_size=FONT_PX), margin_r=10)
+    return inside_legend(fig, legend)
 
 
 def inside_scaling_figure(measured: dict, T: int, height: int | None = None) -> go.Figure:
