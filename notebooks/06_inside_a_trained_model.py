@@ -351,9 +351,10 @@ def lens_table(lens: dict, layer: int = -1, rows: int = 8) -> str:
     head = "| text so far | true next | " + " | ".join(f"after step {t}" for t in range(len(loss))) + " | loss |"
     lines = [head, "|" + " --- |" * (len(loss) + 3)]
     for i in shown:
-        seen = "".join(lens["tokens"][max(0, i - 14):i + 1]).replace("␣", " ").replace("|", "\\|")
+        seen = ("…" if i > 14 else "") + "".join(lens["tokens"][max(0, i - 14):i + 1]).replace("␣", " ")
+        seen = seen.replace("|", "\\|")                    # a | would end the table's cell
         tops = " | ".join(f"`{steps['top'][t][i][0][0]}` {steps['top'][t][i][0][1]:.2f}" for t in range(len(loss)))
-        lines.append(f"| …{seen} | `{lens['targets'][i]}` | {tops} | {loss[0, i]:.2f} → {loss[-1, i]:.2f} |")
+        lines.append(f"| {seen} | `{lens['targets'][i]}` | {tops} | {loss[0, i]:.2f} → {loss[-1, i]:.2f} |")
     better = int((loss[-1] < loss[0]).sum())
     return (f"**{steps['name']}**: the steps lower the true next byte's loss at {better} of {loss.shape[1]} positions. "
             f"The {rows} largest drops:\n\n" + "\n".join(lines))
@@ -362,22 +363,36 @@ def lens_table(lens: dict, layer: int = -1, rows: int = 8) -> str:
 display(Markdown(lens_table(lens)))
 
 # %% [markdown]
-# Over the 512 validation sequences (measured once after training, `test_time.json`), every CEM layer's steps lower
-# the mean loss of the true next byte, and the forward pass ($t = T = 2$) is the lowest; run past the trained $T$,
-# validation perplexity rises (right). Llama, the dashed line, has no steps and is better than both CEM models at
-# this scale (0.2M parameters, 5M tokens of English prose, not SlimPajama).
+# Over the validation sequences (measured once after training, `test_time.json`): the loss along each CEM layer's
+# steps (left), and validation perplexity with every CEM layer run at test-time $T$ (right).
 
 # %%
 lm_curves = figdata.lm_test_time_curves(root=root)
 show_figure(plots.mpl_trained_lm_steps(lm_curves))
-report("Validation perplexity by test-time $T$: " + "; ".join(
-    f"`{name}` " + ", ".join(f"{v:.2f} at $T = {T}$" for T, v in zip(c["T"], c["ppl"]))
-    for name, c in lm_curves["ppl"].items()) + ".")
+
+
+def lm_reading(curves: dict) -> str:
+    """What the language models' steps and test-time T did on the validation sequences, in words."""
+    layers = [(name, layer, losses) for name, ls in curves["steps"].items() for layer, losses in ls.items()]
+    falling = sum(bool((np.diff(losses) < 0).all()) for _, _, losses in layers)
+    parts = [f"Along the steps, the true next byte's mean loss falls at every step in {falling} of the {len(layers)} "
+             f"CEM layers ({curves['sequences']} validation sequences)."]
+    for name, c in curves["ppl"].items():
+        by_T = ", ".join(f"{v:.2f} at $T = {T}$" for T, v in zip(c["T"], c["ppl"]))
+        best = int(c["T"][int(np.argmin(c["ppl"]))])
+        parts.append(f"`{name}`: perplexity {by_T}" + (f" (lowest at $T = {best}$, trained at {c['trained_T']})"
+                                                        if len(c["T"]) > 1 else " (no in-layer steps)") + ".")
+    return " ".join(parts)
+
+
+report(lm_reading(lm_curves))
 
 # %% [markdown]
-# **Takeaway.** Trained CEM layers use their steps: on the GP task the block descended as one energy moves its
-# prediction towards the exact posterior step by step up to its trained $T$, and the language models' next-byte
-# loss falls along every layer's steps. But the energy is a means, not the goal: it keeps falling past the
-# trained $T$ while the prediction gets worse, on every model here. Whether a model trained to use more steps at
-# test time would behave otherwise is a question these checkpoints cannot answer; notebook
+# **Takeaway.** Trained CEM layers use their steps: on the GP task the block descended as one energy moved its
+# prediction towards the exact posterior up to its trained $T$, and the language models' next-byte loss fell along
+# their layers' steps. But the energy is a means, not the goal: in the measurements above it went on falling past
+# the trained $T$ while the prediction did not get better, and perplexity rose with more steps than trained. These
+# are small models (tens of thousands of parameters for the GP, about 0.2M for the language models, trained on 4.9M
+# tokens of English prose, not SlimPajama) trained at one $T$; whether a model trained to use more steps at test
+# time would behave otherwise is a question these checkpoints cannot answer. Notebook
 # [`05_what_the_evidence_says`](05_what_the_evidence_says.ipynb) weighs the sweeps this project did run.
