@@ -40,6 +40,11 @@ timed from the last press's keydown to settled; no press may be lost (the URL mu
 make). It is compared with one press's settled time in the same run: at most one rerun behind the last
 input means at most about twice that (the run in flight, then the last one).
 
+"inside" (``--only inside``): the page Inside a trained model on its defaults (/inside: gp-cem-T8 on one function, T
+= 8), its "test-time T" slider and "function seed" typed, timed as above (charts[0] is its curve); and its step
+playback at T = 32 (/inside?in_gp_T=32). Target: at most 1 s median to re-render (it reads a trained checkpoint
+through all its steps); every playback frame at most 50 ms.
+
 "--load N" runs N busy processes (a Python loop each) beside the server and the browser for the whole
 benchmark: the page as it behaves on a machine that is doing other work.
 
@@ -70,7 +75,8 @@ QUIET_MS = 300            # no chart change for this long, after the script fini
 TIMEOUT_MS = 90_000       # the longest wait for one change or one page load
 LARGEST = {"width": 128, "seq_len": 128, "layer": "block", "diagonal": "per_head", "T": 16}
 ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
-TARGETS = {"defaults": ("rerender", 250), "largest": ("settled", 2000)}
+TARGETS = {"defaults": ("rerender", 250), "largest": ("settled", 2000), "inside": ("rerender", 1000)}
+INSIDE = "/inside"        # the page "Inside a trained model" on its defaults (gp-cem-T8, T = 8)
 PLAYBACK = "iframe[src*='cem_playback']"      # a phase's step playback (app_pages/playback/), same origin
 FRAME_MS = 50             # the longest a playback frame may take
 # A playback that has drawn a state and pre-rendered its heatmap's steps (or has no heatmap): run in its iframe
@@ -267,11 +273,12 @@ def measure_number(page, label: str, repeats: int) -> dict[str, list[tuple[float
 
 
 CONTROLS = (("steps T", measure_slider), ("step size eta", measure_slider), ("seed", measure_number))
+INSIDE_CONTROLS = (("test-time T", measure_slider), ("function seed", measure_number))
 
 
-def measure_state(browser, url: str, state: str, repeats: int) -> list[Row]:
+def measure_state(browser, url: str, state: str, repeats: int, controls=CONTROLS) -> list[Row]:
     rows = []
-    for label, measure in CONTROLS:
+    for label, measure in controls:
         start = time.perf_counter()
         page = open_page(browser, url)                  # a fresh session: every control starts from the link
         for kind, pairs in measure(page, label, repeats).items():
@@ -423,14 +430,15 @@ def verdict(row: Row) -> str:
 
 
 def report(rows: list[Row], repeats: int) -> None:
-    print(f"\nenergy page in headless Chromium 1280x720, {repeats} changes per control, ms from the "
-          "keydown (median [min, max]):")
+    print(f"\nthe energy page (defaults, largest) and Inside a trained model (inside) in headless Chromium 1280x720, "
+          f"{repeats} changes per control, ms from the keydown (median [min, max]):")
     print(f"{'state':<9} {'control':<14} {'kind':<9} {'n':>2}  {'re-rendered':<22} {'settled':<22} "
           f"{'stopwatch':<22} target")
     for r in rows:
         print(f"{r.state:<9} {r.control:<14} {r.kind:<9} {len(r.rerender):>2}  {spread(r.rerender):<22} "
               f"{spread(r.settled):<22} {spread(r.stopwatch):<22} {verdict(r)}")
-    print("targets: <= 250 ms median to re-render at the defaults, <= 2 s median settled at the largest allowed state")
+    print("targets: <= 250 ms median to re-render at the defaults, <= 2 s median settled at the largest allowed state, "
+          "<= 1 s median to re-render on Inside a trained model")
 
 
 def report_playback(rows: list[Playback], rounds: int) -> None:
@@ -452,8 +460,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--load", type=int, default=0, help="busy processes to run beside it (default 0)")
-    parser.add_argument("--only", choices=("changes", "playback"), default=None,
-                        help="only the control changes, or only the step playback (default: both)")
+    parser.add_argument("--only", choices=("changes", "playback", "inside"), default=None,
+                        help="only the energy page's control changes, only its step playback, or only the page "
+                             "Inside a trained model (its control changes and playback) (default: all)")
     args = parser.parse_args()
     if args.repeats < 2 and args.only != "playback":
         parser.error("--repeats must be at least 2: one uncached and one cached change per control")
@@ -477,18 +486,22 @@ def run(args, env: dict, largest: dict) -> None:
     with serve_app(env) as server, chromium() as browser:
         try:
             query = "&".join(f"{k}={v}" for k, v in largest.items())
-            if args.only != "playback":
-                rows = (measure_state(browser, f"{server.url}/", "defaults", args.repeats)
-                        + measure_state(browser, f"{server.url}/?{query}", "largest", args.repeats))
+            if args.only in (None, "inside"):
+                rows += measure_state(browser, f"{server.url}{INSIDE}", "inside", args.repeats, INSIDE_CONTROLS)
+                playbacks += measure_playback(browser, f"{server.url}{INSIDE}?in_gp_T=32", "inside", args.repeats)
+            if args.only in (None, "changes"):
+                rows += (measure_state(browser, f"{server.url}/", "defaults", args.repeats)
+                         + measure_state(browser, f"{server.url}/?{query}", "largest", args.repeats))
                 held = measure_held(browser, f"{server.url}/", max(2, args.repeats // 2))
-            if args.only != "changes":
-                playbacks = (measure_playback(browser, f"{server.url}/?T=16", "defaults", args.repeats)
-                             + measure_playback(browser, f"{server.url}/?{query}", "largest", args.repeats))
+            if args.only in (None, "playback"):
+                playbacks += (measure_playback(browser, f"{server.url}/?T=16", "defaults", args.repeats)
+                              + measure_playback(browser, f"{server.url}/?{query}", "largest", args.repeats))
         except Exception:
             print(f"server log (last 3000 characters):\n{server.log()[-3000:]}", file=sys.stderr)
             raise
     if rows:
         report(rows, args.repeats)
+    if held:
         report_held(held, rows)
     if playbacks:
         report_playback(playbacks, args.repeats)

@@ -182,7 +182,7 @@ function apply(t) {
     if (!hasZ && animatable) {
       // Points only, on a plot of scatter traces only: an animation frame of zero duration moves them without
       // redrawing the others.
-      const traces = indices.map((_, k) => ({x: data.x[k], y: data.y[k]}));
+      const traces = indices.map((_, k) => (data.x[k] === undefined ? {y: data.y[k]} : {x: data.x[k], y: data.y[k]}));
       calls.push(Plotly.animate(div, {data: traces, traces: indices},
                                 {transition: {duration: 0}, frame: {duration: 0, redraw: false}, mode: "immediate"}));
     } else {

@@ -73,7 +73,7 @@ def gp_frames(data: dict) -> list[list[dict]]:
     rmse_y = extent(posterior, truth)
     out = []
     for t in range(layer["T"] + 1):
-        frame = [{"figure": "curve", "meta": NOW, "x": data["grid"], "y": finite(layer["prediction"][t]),
+        frame = [{"figure": "curve", "meta": NOW, "y": finite(layer["prediction"][t]),     # x: the grid, kept
                   "title": interactive.inside_curve_title(data, t)},
                  {"figure": "rmse", "meta": CURSOR, "x": [t, t], "y": rmse_y},
                  {"figure": "rmse", "meta": NOW, "x": [t, t], "y": finite([posterior[t], truth[t]])},

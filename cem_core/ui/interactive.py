@@ -392,13 +392,14 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
     grid, mean, sd = (np.asarray(data[k]) for k in ("grid", "posterior_mean", "posterior_sd"))
     layer = data["layers"][0] if data["layers"] else None
     step = (layer["T"] if layer else 0) if step is None else step
-    fig = _figure()
-    fig.add_scatter(x=grid, y=mean + 2 * sd, mode="lines", line=dict(width=0), showlegend=False, name="upper",
-                    hoverinfo="skip")
-    fig.add_scatter(x=grid, y=mean - 2 * sd, mode="lines", line=dict(width=0), fill="tonexty",
+    fig = _figure()                     # (lists, not arrays: the browser then holds plain arrays, as playback sends)
+    grid = grid.tolist()
+    fig.add_scatter(x=grid, y=(mean + 2 * sd).tolist(), mode="lines", line=dict(width=0), showlegend=False,
+                    name="upper", hoverinfo="skip")
+    fig.add_scatter(x=grid, y=(mean - 2 * sd).tolist(), mode="lines", line=dict(width=0), fill="tonexty",
                     fillcolor="rgba(31,119,180,0.18)", name="GP ± 2 sd", hoverinfo="skip")
     fig.add_scatter(x=grid, y=data["truth"], mode="lines", name="true f", line=dict(color="black", dash="dot"))
-    fig.add_scatter(x=grid, y=mean, mode="lines", name="GP mean", line=dict(color=PALETTE[0], width=2.5))
+    fig.add_scatter(x=grid, y=mean.tolist(), mode="lines", name="GP mean", line=dict(color=PALETTE[0], width=2.5))
     if pinned is not None:
         fig.add_scatter(x=pinned["grid"], y=pinned["prediction"], mode="lines", name=f"pinned: {names[1]}",
                         line=PINNED)
@@ -407,7 +408,8 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
     fig.add_scatter(x=data["context_x"], y=data["context_y"], mode="markers", name=f"context ({data['context']})",
                     marker=dict(color="black", size=9))
     top = float(np.max(np.abs(np.concatenate([mean + 2 * sd, mean - 2 * sd, np.asarray(data["truth"])]))))
-    _layout(fig, inside_curve_title(data, step), "x", "y", height=height, y=dict(range=[-1.2 * top, 1.2 * top]))
+    _layout(fig, inside_curve_title(data, step), "x", "y", height=height, x=dict(range=[grid[0], grid[-1]]),
+            y=dict(range=[-1.2 * top, 1.2 * top]))                    # fixed axes: a step redraws no autorange
     return inside_legend(fig, legend)
 
 
