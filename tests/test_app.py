@@ -54,6 +54,11 @@ CHANGES = [
     ("gp", "gp_context", 32), ("gp", "gp_T", 8), ("gp", "gp_diagonal", "shared"), ("gp", "gp_steps", 50),
     ("gp", "teacher", True),
     ("lm", "lm_variants", ["cem-attn", "cem-mlp"]), ("lm", "lm_data", "slimpajama"), ("lm", "teacher", True),
+    ("inside", "in_gp_model", "gp-llama"), ("inside", "in_gp_model", "gp-block-T1"), ("inside", "in_gp_T", 32),
+    ("inside", "in_seed", 9999), ("inside", "in_context", 31), ("inside", "in_side", "lm"), ("inside", "teacher", True),
+    ("inside", "in_lm_T", 8, {"in_side": "lm"}), ("inside", "in_lm_model", "lm-llama", {"in_side": "lm"}),
+    ("inside", "in_layer", 3, {"in_side": "lm"}), ("inside", "in_step", 0, {"in_side": "lm"}),
+    ("inside", "in_head", 3, {"in_side": "lm"}),
 ]
 
 
