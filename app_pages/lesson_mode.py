@@ -19,7 +19,8 @@ LESSON = "lesson"              # session key: the index of the lesson step, or N
 APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
 GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
 PREFIXES = {"energy": "en_", "gp": "gp_", "inside": "in_"}
-BEFORE = "_before_lesson"      # what the lesson's steps replace (the pages' controls, the pinned state)
+BEFORE = "_before_lesson"      # what the lesson's steps replace (the pages' controls, the pinned states)
+PINS = ("_pinned_energy", "_pinned_inside")    # the states pinned on the energy page and on the inside page
 
 
 def forget_widgets(*pages: str) -> None:
@@ -34,10 +35,11 @@ def go(index: int) -> None:
     the lesson keeps what its steps replace, for End to give back."""
     state, step = st.session_state, lesson.STEPS[index]
     if state.get(LESSON) is None:
-        state[BEFORE] = {key: state.get(key) for key in (*(f"_controls_{page}" for page in PREFIXES), "_pinned_energy")}
+        state[BEFORE] = {key: state.get(key) for key in (*(f"_controls_{page}" for page in PREFIXES), *PINS)}
     forget_widgets(step.page)
     state[f"_controls_{step.page}"] = step.controls().values()
     state["_pinned_energy"] = None if step.pinned is None else step.pinned_controls().values()
+    state["_pinned_inside"] = None                     # the inside page's steps pin nothing
     state[LESSON] = index
     state[APPLIED] = str(index + 1)
     state[GOTO] = step.page
@@ -53,7 +55,8 @@ def end() -> None:
     forget_widgets(*PREFIXES)
     for page in PREFIXES:                              # a page first seen in the lesson: its defaults
         state[f"_controls_{page}"] = before.get(f"_controls_{page}") or lesson.CONTROLS[page]().values()
-    state["_pinned_energy"] = before.get("_pinned_energy")
+    for key in PINS:
+        state[key] = before.get(key)
     state["present"] = False
     state[LESSON] = None
     state[APPLIED] = st.query_params.get("lesson")

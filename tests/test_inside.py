@@ -256,3 +256,18 @@ def test_bad_input_gives_a_clear_message_and_writes_nothing(models_copy):
             assert words in shown(errors), (query, errors)
             assert "Traceback" not in errors and "Something went wrong" not in errors, errors
     assert _snapshot(models_copy) == before                                # read, never written
+
+
+@pytest.mark.slow
+def test_a_lesson_step_shows_no_pin_of_the_readers_and_end_gives_it_back():
+    """A lesson step on the inside page sets its whole state: a checkpoint the reader pinned before is not drawn
+    beside it (the step would show something else than its link), and End gives the pin back."""
+    at, _ = _page({})
+    mine = InsideControls(gp_model="gp-llama", gp_T=1).values()
+    at.session_state["_pinned_inside"] = mine
+    at.query_params["lesson"] = str(next(i for i, s in enumerate(lesson.STEPS) if s.page == "inside") + 1)
+    at.run()
+    assert not at.exception and at.session_state["_pinned_inside"] is None
+    assert not [b for b in at.button if b.label == "Unpin"]
+    next(b for b in at.button if b.key == "lesson-end").click().run()
+    assert not at.exception and at.session_state["_pinned_inside"] == mine
