@@ -364,6 +364,10 @@ def lm_side(c: InsideControls) -> None:
     st.caption("Each token is coloured by the loss of the next token predicted there (white: sure and right; red: "
                f"{inside.LOSS_SCALE:.0f} nats or more). Hover a token for its numbers.")
     st.dataframe(inside.lens_rows(data, layer, t, llama), hide_index=True, height=300, width="stretch")
+    explain("**Logit lens along the steps**: the CEM layer chosen is stopped after step t and the layers after it "
+            "run as trained; the table gives the model's top 5 next tokens at each position from there, and the "
+            "colours the loss of the true next token. Step T is the model itself; step 0 skips the layer's update. "
+            "Turn the test-time T to run the layer's descent further than it was trained.")
     if lens is not None:
         lm_plots(c, lens, t, head)
     lm_test_time(c)

@@ -197,6 +197,10 @@ def test_the_lessons_inside_steps_say_what_the_trained_model_does():
         data = _inspected(step)
         assert lesson.inside_problems(step, data) == [], (step.title, lesson.state_link(step))
         assert step.controls().gp_T <= InsideControls.gp_most_T(step.controls().gp_model)
+        if step.carries == "away":                      # its words: within four more steps, worse than step 0
+            r, trained = data["layers"][0]["rmse_to_posterior"], data["trained_T"]
+            assert "within four more steps it is further from it than at step 0" in step.say
+            assert r[trained + 4] > r[0] > r[trained] and "**hurt**" in inside.gp_reading(data)
 
 
 def test_the_inside_checker_can_fail():
