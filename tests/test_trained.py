@@ -213,7 +213,10 @@ def test_gp_inspect_steps_against_the_posterior():
     with pytest.raises(ValueError, match="T_test"):
         gp_inspect.inspect_function(model, task, seed=3, T_test=33)
     assert gp_inspect.extra_steps(1.0, 0.9) == "help" and gp_inspect.extra_steps(1.0, 1.01) == "stall"
-    assert gp_inspect.extra_steps(1.0, 1.1) == "hurt"
+    assert gp_inspect.extra_steps(1.0, 1.1) == "hurt" and gp_inspect.extra_steps(1.0, float("nan")) == "hurt"
+    nan = {"n": 256, "mean": float("nan"), "se": float("nan"), "low": float("nan"), "high": float("nan")}
+    study = {"T": [8, 9], "trained_T": 8, "functions": 256, "vs_trained": [nan, nan]}
+    assert "cannot be computed" in gp_inspect.scaling_reading(study, 9)
 
 
 @pytest.mark.slow

@@ -93,7 +93,10 @@ def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, contex
 
 def extra_steps(rmse_trained: float, rmse_test: float) -> str:
     """One function: whether steps beyond the trained T "help", "stall" or "hurt", read off the RMSE to the
-    posterior mean at test-time T against the trained T (within HELP_TOLERANCE: stall)."""
+    posterior mean at test-time T against the trained T (within HELP_TOLERANCE: stall); a prediction that
+    overflowed (a RMSE that is not finite) is hurt."""
+    if not math.isfinite(rmse_test):
+        return "hurt"
     change = rmse_test / max(rmse_trained, 1e-12) - 1
     return "help" if change < -HELP_TOLERANCE else "hurt" if change > HELP_TOLERANCE else "stall"
 
@@ -170,6 +173,8 @@ def scaling_reading(study: dict, T: int) -> str:
     if iv.get("overflowed"):
         return (f"At T = {T} the prediction overflows (is not finite) on {iv['overflowed']} of {study['functions']} "
                 "held-out functions: the iterates run off, and there is no RMSE ratio to compare.")
+    if not all(math.isfinite(iv[k]) for k in ("mean", "low", "high")):
+        return f"At T = {T} the interval cannot be computed (fewer than two functions, or values that are not finite)."
     where = ("lower" if iv["high"] < 0 else "higher" if iv["low"] > 0 else None)
     words = (f"{where} than at the trained T = {study['trained_T']}" if where else
              f"no different from the trained T = {study['trained_T']} (the interval holds 0)")
