@@ -245,3 +245,18 @@ def run_safely(body) -> None:
         log.exception("page failed")
         st.error(f"Something went wrong on our side ({type(err).__name__}: {plain(str(err))}). "
                  "Please report it with the link of this page.")
+
+
+def pin_bar(key: str, controls, pinned, label: str, help: str, names) -> None:
+    """The pin button of a page (its state kept under session key `key`), or, with a state pinned, the unpin
+    button and both states named beside it: `names(now, pinned) -> (now's name, the pinned state's name)`."""
+    page = key.removeprefix("_pinned_")
+    c1, c2 = st.columns([2, 5], vertical_alignment="center")     # the button whole at 1024 px, sidebar open
+    if pinned is None:
+        c1.button(label, key=f"pin-{page}", icon=":material/push_pin:",
+                  on_click=lambda: st.session_state.update({key: controls.values()}), help=help)
+        return
+    c1.button("Unpin", key=f"unpin-{page}", icon=":material/close:",
+              on_click=lambda: st.session_state.update({key: None}))
+    now, then = names(controls, pinned)
+    c2.caption(f"Pinned: **{then}**, drawn faint and dashed; now: **{now}**.")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_pages import lesson_mode
+from app_pages import common, lesson_mode
 from app_pages.common import (
     cem_widget,
     control,
@@ -212,16 +212,9 @@ def pinned_caption(now: EnergyControls) -> None:
 def pin_bar(controls: EnergyControls) -> EnergyControls | None:
     """Pin the state shown, or unpin; returns the pinned state."""
     pinned = pinned_state()
-    c1, c2 = st.columns([2, 5], vertical_alignment="center")     # "Pin this state" whole at 1024 px, sidebar open
-    if pinned is None:
-        c1.button("Pin this state", key="pin-energy", icon=":material/push_pin:",
-                  on_click=lambda: st.session_state.update({PINNED: controls.values()}),
-                  help="Later states draw this one faint and dashed beside them, to compare.")
-    else:
-        c1.button("Unpin", key="unpin-energy", icon=":material/close:",
-                  on_click=lambda: st.session_state.update({PINNED: None}))
-        c2.caption(f"Pinned: **{pinned.changes(controls)}**, drawn faint and dashed; "
-                   f"now: **{controls.changes(pinned)}**.")
+    common.pin_bar(PINNED, controls, pinned, "Pin this state",
+                   "Later states draw this one faint and dashed beside them, to compare.",
+                   lambda now, then: (now.changes(then), then.changes(now)))
     return pinned
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages import lesson_mode
+from app_pages import common, lesson_mode
 from app_pages.common import (
     ROOT,
     control,
@@ -220,17 +220,11 @@ def pinned_state() -> InsideControls | None:
 
 
 def pin_bar(controls: InsideControls) -> InsideControls | None:
+    """Pin the checkpoint and state shown, or unpin; returns the pinned state."""
     pinned = pinned_state()
-    c1, c2 = st.columns([2, 5], vertical_alignment="center")
-    if pinned is None:
-        c1.button("Pin this checkpoint", key="pin-inside", icon=":material/push_pin:",
-                  on_click=lambda: st.session_state.update({PINNED: controls.values()}),
-                  help="Later states draw this one's prediction and RMSE faint and dashed beside theirs, to compare.")
-    else:
-        c1.button("Unpin", key="unpin-inside", icon=":material/close:",
-                  on_click=lambda: st.session_state.update({PINNED: None}))
-        now, then = names_of(controls, pinned)
-        c2.caption(f"Pinned: **{then}**, drawn faint and dashed; now: **{now}**.")
+    common.pin_bar(PINNED, controls, pinned, "Pin this checkpoint",
+                   "Later states draw this one's prediction and RMSE faint and dashed beside theirs, to compare.",
+                   names_of)
     return pinned
 
 
