@@ -76,9 +76,9 @@ def card_problem(folder: Path) -> str | None:
         return f"{path} is damaged (not a JSON object)"
     for key, kind in CARD_FIELDS.items():
         value = card.get(key)
-        if not isinstance(value, kind) or (kind is float and isinstance(value, bool)):
-            if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
-                return f"{path} is damaged (its field {key!r} is missing or not a {kind.__name__})"
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)      # JSON's 3 for 3.0 too
+        if not (number if kind is float else isinstance(value, kind) and not isinstance(value, bool)):
+            return f"{path} is damaged (its field {key!r} is missing or not a {kind.__name__})"
     if card["name"] != folder.name:
         return f"{path} names {card['name']!r}, not {folder.name!r}"
     return None
