@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study lm-sweep lm-rates lm-own lm-ladder clean
+.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into result
 gp-study: $(BIN)/.runtime     ## the GP factor study: the plateau probe, then the study (about two hours on 2 cores)
 	$(BIN)/python -m cem_core gp sweep --out results/gp-plateau --preset plateau
 	$(BIN)/python -m cem_core gp sweep --out results/gp-study --preset study --reuse results/gp-default
+
+gp-rates: $(BIN)/.runtime     ## the GP rate check: CEM attention at T = 1 and 8 x three rates (about 10 min on 2 cores)
+	$(BIN)/python -m cem_core gp sweep --out results/gp-rates --preset rates --reuse results/gp-study
 
 lm-sweep: $(BIN)/.runtime     ## rerun (resume) the LM claims sweep into results/lm-default (about 1 hour on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-default --preset default

@@ -27,7 +27,8 @@ def add_gp(sub) -> None:
     sweep.add_argument("--preset", choices=gp_sweep.GP_PRESETS, default="default",
                        help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
                             "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
-                            "study (the factor study: where recursion helps) (default: default)")
+                            "study (the factor study: where recursion helps), rates (CEM attention at T = 1 and 8 at "
+                            "three learning rates: does the study's rate suit both?) (default: default)")
     sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")

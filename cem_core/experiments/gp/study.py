@@ -67,6 +67,54 @@ def plateau_runs() -> list[RunSpec]:
     return _runs("plateau", GPTaskConfig(), _BASE_MODEL, train, Ts=(1,), seeds=(0,))
 
 
+# The learning-rate check per T (issue 40): is the study's one rate (GP_OPTIM's 3e-3) as good for CEM attention
+# at T = 8 as at T = 1? Fixed before its runs trained, and recorded in its sweep.json.
+RATE_CHECK_LRS = (1e-3, 3e-3, 1e-2)
+RATE_CHECK_TS = (1, 8)
+COMMITTED_RATES = Path("results") / "gp-rates"
+RATE_CHECK_RULE = (
+    "CEM attention (the base condition: width 64, depth 1, 2,000 steps) at T = 1 and T = 8, each at learning rates "
+    "1e-3, 3e-3 (the study's rate) and 1e-2, seeds 0, 1 and 2. At each T, for each other rate r the difference "
+    "d = ratio(3e-3) - ratio(r) in held-out RMSE / GP optimum is paired by seed, with its 95% Student's t interval "
+    "(seeds - 1 degrees of freedom). The study's rate suits T when no other rate's interval lies wholly above 0 "
+    "(no rate is shown to be better); otherwise the rate with the interval wholly above 0 and the larger mean "
+    "difference is named as better for T. A diverged run counts as infinitely bad.")
+
+
+def rate_check_runs() -> list[RunSpec]:
+    """CEM attention at RATE_CHECK_TS x RATE_CHECK_LRS x SEEDS (the base condition otherwise); the 3e-3 runs are the
+    study's base runs, hash for hash."""
+    return [RunSpec(task=GPTaskConfig(), model=_BASE_MODEL.with_cem(T=T),
+                    train=replace(_BASE_TRAIN, seed=seed, optim=replace(_BASE_TRAIN.optim, lr=lr)), group="rates")
+            for T in RATE_CHECK_TS for lr in RATE_CHECK_LRS for seed in SEEDS]
+
+
+def rate_check_table(records: list[dict]) -> list[dict]:
+    """One row per T and other rate: the paired difference to the study's rate with its t-interval, and the
+    reading under RATE_CHECK_RULE (per T: 'suits' or the better rate)."""
+    study_lr = _BASE_TRAIN.optim.lr
+
+    def ratios(T, lr):
+        return {r["seed"]: (math.inf if r["diverged"] else r["rmse_ratio"]) for r in records
+                if r["attention"] == "cem" and r["T"] == T and r["config"]["train"]["lr"] == lr}
+
+    rows = []
+    for T in RATE_CHECK_TS:
+        mine = ratios(T, study_lr)
+        compared = []
+        for lr in (lr for lr in RATE_CHECK_LRS if lr != study_lr):
+            theirs = ratios(T, lr)
+            seeds = sorted(set(mine) & set(theirs))
+            interval = verdicts.t_interval([mine[s] - theirs[s] for s in seeds])
+            compared.append({"T": T, "lr": lr, "seeds": len(seeds),
+                             "ratio at the study's rate": statistics.fmean(mine[s] for s in seeds),
+                             "ratio at lr": statistics.fmean(theirs[s] for s in seeds), **interval})
+        better = [c for c in compared if c["low"] > 0]
+        reading = "suits" if not better else f"{max(better, key=lambda c: c['mean'])['lr']:g} is better"
+        rows += [c | {"reading": reading} for c in compared]
+    return rows
+
+
 def plateau_steps(records: list[dict]) -> int:
     """The first evaluated length at which CEM T = 1's held-out RMSE is within 1% of its best on the curve."""
     (run,) = [r for r in records if r["group"] == "plateau" and r["attention"] == "cem"]

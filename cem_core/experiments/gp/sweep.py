@@ -32,7 +32,7 @@ from .model import GPModelConfig
 from .task import GPTaskConfig
 from .train import GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, step_diagnostics, train_gp
 
-GP_PRESETS = ("quick", "default", "gpu", "plateau", "study")
+GP_PRESETS = ("quick", "default", "gpu", "plateau", "study", "rates")
 GP_EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
 COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
 
@@ -40,8 +40,9 @@ COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository kee
 def gp_preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (see the README's GP section for what each one answers)."""
     check_choice("preset", preset, GP_PRESETS)
-    if preset in ("plateau", "study"):                # the factor study (gp_study)
-        return gp_study.plateau_runs() if preset == "plateau" else gp_study.study_runs()
+    if preset in ("plateau", "study", "rates"):       # the factor study (gp_study) and its rate check
+        return {"plateau": gp_study.plateau_runs, "study": gp_study.study_runs,
+                "rates": gp_study.rate_check_runs}[preset]()
     # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
     width, steps, batch, seeds, tasks = {
         "quick": (64, 400, 32, (0,), [GPTaskConfig()]),
@@ -146,7 +147,8 @@ def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
     for spec in specs:
         if (task := spec.config()["task"]) not in tasks:
             tasks.append(task)
-    rule = {"verdict_rule": gp_study.STUDY_RULE, "tolerance": gp_study.STUDY_TOLERANCE} if preset == "study" else {}
+    rule = ({"verdict_rule": gp_study.STUDY_RULE, "tolerance": gp_study.STUDY_TOLERANCE} if preset == "study" else
+            {"verdict_rule": gp_study.RATE_CHECK_RULE} if preset == "rates" else {})
     return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks} | rule
 
 
