@@ -1,5 +1,7 @@
 """The GP factor study (docs/design.md#56-the-gp-factor-study): each condition changes one factor of the
 committed sweep's setup, the plateau rule, and the verdict per condition on hand-made records."""
+import math
+
 import pytest
 from conftest import ROOT, tiny_study_specs
 
@@ -162,3 +164,35 @@ def test_the_app_and_the_readme_show_the_committed_study():
     assert any(gp_study.STUDY_RULE in caption.value for caption in at.caption)
     assert len(at.get("image")) >= 3                  # the conditions map, the step diagnostics, the forms
     assert gp_study.study_markdown(records) in (ROOT / "README.md").read_text()
+
+
+def _rate_record(T, lr, seed, ratio, diverged=False):
+    return {"attention": "cem", "T": T, "seed": seed, "rmse_ratio": ratio, "diverged": diverged,
+            "config": {"train": {"lr": lr}}}
+
+
+def test_the_rate_check_names_a_better_rate_only_when_its_interval_says_so():
+    """Hand-made records: at T = 8, 1e-2 is lower on every seed by about 0.1 (interval wholly above 0): it is named;
+    at T = 1 the differences straddle 0 and a diverged 1e-3 run is infinitely bad: the study's rate suits."""
+    records = []
+    for seed, noise in enumerate((0.01, -0.02, 0.015)):
+        records += [_rate_record(1, 3e-3, seed, 1.20), _rate_record(1, 1e-2, seed, 1.20 + noise),
+                    _rate_record(1, 1e-3, seed, 9.0, diverged=seed == 0),
+                    _rate_record(8, 3e-3, seed, 1.30), _rate_record(8, 1e-2, seed, 1.20 + noise / 10),
+                    _rate_record(8, 1e-3, seed, 1.35 + noise)]
+    rows = {(r["T"], r["lr"]): r for r in gp_study.rate_check_table(records)}
+    assert {r["reading"] for r in rows.values() if r["T"] == 1} == {"suits"}
+    assert {r["reading"] for r in rows.values() if r["T"] == 8} == {"0.01 is better"}
+    assert rows[(8, 1e-2)]["low"] > 0 and rows[(8, 1e-3)]["high"] < 0 and rows[(1, 1e-3)]["mean"] == -math.inf
+    assert rows[(8, 1e-2)]["ratio at 3e-3"] == pytest.approx(1.30) and rows[(8, 1e-2)]["seeds"] == 3
+
+
+def test_the_committed_rate_check_holds_every_run_its_rule_and_the_readme_its_table():
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_RATE_CHECK / "results.json")
+    missing, extra = gp_sweep.stale_hashes(records, "rates")
+    assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-rates`"
+    manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_RATE_CHECK / sweep.SWEEP_MANIFEST)
+    assert manifest["verdict_rule"] == gp_study.RATE_CHECK_RULE
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index(gp_study.RATES_START) + len(gp_study.RATES_START) + 1
+    assert readme[start:readme.index(gp_study.RATES_END)] == gp_study.rate_check_markdown(records)
