@@ -229,7 +229,7 @@ def results_heading(title: str, records: list, missing: int, absent: str, what: 
 def verdict_table(rows: list[dict]) -> None:
     """A claims table as a class reads it: the verdict first, then the claim, then the numbers, as a static
     table whose cells wrap (an interactive grid hides its last columns behind a horizontal scroll)."""
-    first = [k for k in ("verdict", "condition", "#", "claim") if rows and k in rows[0]]
+    first = [k for k in ("verdict", "t-based reading (95%)", "condition", "#", "claim") if rows and k in rows[0]]
     label = {"#": "no."}                                               # a bare "#" reads as a Markdown heading
     st.table([{label.get(k, k): r[k] for k in first} | {k: v for k, v in r.items() if k not in first} for r in rows])
 

@@ -107,7 +107,9 @@ def study_section(records) -> None:
         st.warning(f"{len(missing)} runs of the study are missing; the map and table show what is there.")
     study_image("gp_conditions_map", records)
     verdict_table(gp_study.table_rows(records))
-    st.caption(f"Verdict rule, fixed before the study ran: {gp_study.STUDY_RULE}")
+    st.caption(f"Verdict rule, fixed before the study ran: {gp_study.STUDY_RULE} The t-based reading beside it is "
+               "the project's one statistical reading (the LM claims' rule: a 95% Student's t interval, seeds - 1 "
+               "degrees of freedom, instead of 2 se) on the same records. " + gp_study.holm_sentence(records))
     study_image("gp_step_diagnostics", records)
     explain("Each panel changes one thing about the setup and asks again whether more steps T lower the error. "
             "The diagnostic above shows what the steps of the trained layers do: whether the energy falls, how "

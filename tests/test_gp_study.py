@@ -196,3 +196,25 @@ def test_the_committed_rate_check_holds_every_run_its_rule_and_the_readme_its_ta
     readme = (ROOT / "README.md").read_text()
     start = readme.index(gp_study.RATES_START) + len(gp_study.RATES_START) + 1
     assert readme[start:readme.index(gp_study.RATES_END)] == gp_study.rate_check_markdown(records)
+
+
+def test_the_study_is_read_with_the_t_interval_beside_the_recorded_rule_and_holm_counts_what_survives(monkeypatch):
+    """The committed study under the project's one reading: joint long, supported by the recorded rule (2 se),
+    is inconclusive under the 95% t interval (2 degrees of freedom); the p-values are Student's (scipy's
+    one-sample test on the paired differences to 1e-9); Holm's step-down stops at the first p above its bound."""
+    from scipy import stats
+
+    records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
+    rows = {r["condition"]: r for r in gp_study.conditions_table(records)}
+    assert rows["joint long"]["verdict"] == "supported" and rows["joint long"]["t_verdict"] == "inconclusive"
+    assert all(r["t_verdict"] != "supported" for r in rows.values())
+    base = rows["base"]["pairs"][0]                                  # base T = 4 vs base T = 1
+    ratio = {(r["T"], r["seed"]): r["rmse_ratio"] for r in records if r["group"] == "base" and r["attention"] == "cem"}
+    diffs = [ratio[4, seed] - ratio[1, seed] for seed in gp_study.SEEDS]
+    assert base["p"] == pytest.approx(stats.ttest_1samp(diffs, 0.0).pvalue, abs=1e-9)
+    found = gp_study.holm(records)
+    assert found["comparisons"] == 43 and found["survivors"] == []
+    fake = [{"condition": "c", "pairs": [{"p": p} for p in (0.001, 0.02, 0.011, 0.3)]}]
+    monkeypatch.setattr(gp_study, "conditions_table", lambda _: fake)
+    # sorted 0.001, 0.011, 0.02, 0.3 against 0.05/4, 0.05/3, 0.05/2, 0.05/1: the first three pass, 0.3 stops
+    assert [p["p"] for _, p in gp_study.holm([])["survivors"]] == [0.001, 0.011, 0.02]
