@@ -212,9 +212,9 @@ def test_the_study_is_read_with_the_t_interval_beside_the_recorded_rule_and_holm
     ratio = {(r["T"], r["seed"]): r["rmse_ratio"] for r in records if r["group"] == "base" and r["attention"] == "cem"}
     diffs = [ratio[4, seed] - ratio[1, seed] for seed in gp_study.SEEDS]
     assert base["p"] == pytest.approx(stats.ttest_1samp(diffs, 0.0).pvalue, abs=1e-9)
-    found = gp_study.holm(records)
+    found = gp_study.study_multiplicity(records)
     assert found["comparisons"] == 43 and found["survivors"] == []
     fake = [{"condition": "c", "pairs": [{"p": p} for p in (0.001, 0.02, 0.011, 0.3)]}]
     monkeypatch.setattr(gp_study, "conditions_table", lambda _: fake)
     # sorted 0.001, 0.011, 0.02, 0.3 against 0.05/4, 0.05/3, 0.05/2, 0.05/1: the first three pass, 0.3 stops
-    assert [p["p"] for _, p in gp_study.holm([])["survivors"]] == [0.001, 0.011, 0.02]
+    assert [p["p"] for _, p in gp_study.study_multiplicity([])["survivors"]] == [0.001, 0.011, 0.02]

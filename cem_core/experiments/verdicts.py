@@ -78,6 +78,32 @@ def t_interval(values: list[float], level: float = LEVEL) -> dict:
     return {"n": n, "mean": mean, "se": se, "low": mean - w, "high": mean + w}
 
 
+def paired_p(d: dict) -> float:
+    """The two-sided p-value of a paired difference's mean against 0 (``paired_difference``'s mean and se; Student's
+    t, seeds - 1 degrees of freedom); nan below 2 seeds or for a difference that is not finite, 0 for identical
+    nonzero differences."""
+    if d["seeds"] < 2 or not (math.isfinite(d["mean"]) and math.isfinite(d["se"])):
+        return math.nan
+    if d["se"] == 0:
+        return 0.0 if d["mean"] != 0 else 1.0
+    return 2 * (1 - t_cdf(abs(d["mean"]) / d["se"], d["seeds"] - 1))
+
+
+HOLM_LEVEL = 0.05
+
+
+def holm(pvalues: list[float], level: float = HOLM_LEVEL) -> list[int]:
+    """Holm's step-down procedure: the indices of the p-values that stay significant at family-wise `level` (the
+    k-th smallest of m against level / (m - k), stopping at the first that fails); nan p-values take no part."""
+    order = sorted((i for i, p in enumerate(pvalues) if math.isfinite(p)), key=lambda i: pvalues[i])
+    kept = []
+    for rank, i in enumerate(order):
+        if pvalues[i] > level / (len(order) - rank):
+            break
+        kept.append(i)
+    return kept
+
+
 def t_reading(kind: str, d: dict, tolerance: float) -> str:
     """The verdict of one pair under the t-based interval, labelled with its direction relative to the paper
     (DIRECTIONS): a contradicted 'marginal' claim whose A is better than B (a larger gain than the paper claims

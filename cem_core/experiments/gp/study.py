@@ -240,7 +240,7 @@ def conditions_table(records: list[dict]) -> list[dict]:
     """One row per condition: its claim, the pairs with mean ± se of the ratio difference, the verdict under the
     recorded rule (m against 2 se), and its reading under the project's one statistical reading (m against the 95%
     Student's t interval, seeds - 1 degrees of freedom: ``verdicts.t_multiplier``), with each pair's two-sided
-    p-value of a difference from 0 (``paired_p``)."""
+    p-value of a difference from 0 (``verdicts.paired_p``)."""
     rows = []
     for group, (text, pairs) in STUDY_CLAIMS.items():
         compared = []
@@ -249,47 +249,29 @@ def conditions_table(records: list[dict]) -> list[dict]:
             compared.append(d | {"kind": kind, "a": a, "b": b, "verdict": verdicts.verdict(kind, d, STUDY_TOLERANCE),
                                  "t_verdict": verdicts.verdict(kind, d, STUDY_TOLERANCE,
                                                                verdicts.t_multiplier(d["seeds"])),
-                                 "p": paired_p(d)})
+                                 "p": verdicts.paired_p(d)})
         rows.append({"condition": group, "claim": text, "pairs": compared,
                      "verdict": verdicts.overall([p["verdict"] for p in compared]),
                      "t_verdict": verdicts.overall([p["t_verdict"] for p in compared])})
     return rows
 
 
-def paired_p(d: dict) -> float:
-    """The two-sided p-value of a paired difference's mean against 0 (Student's t, seeds - 1 degrees of freedom);
-    nan below 2 seeds or for a difference that is not finite, 0 for identical nonzero differences."""
-    if d["seeds"] < 2 or not (math.isfinite(d["mean"]) and math.isfinite(d["se"])):
-        return math.nan
-    if d["se"] == 0:
-        return 0.0 if d["mean"] != 0 else 1.0
-    return 2 * (1 - verdicts.t_cdf(abs(d["mean"]) / d["se"], d["seeds"] - 1))
-
-
-HOLM_LEVEL = 0.05
-
-
-def holm(records: list[dict]) -> dict:
-    """Multiplicity over the study's paired comparisons: Holm's step-down procedure at HOLM_LEVEL on the pairs'
-    p-values (a difference from 0), and the pairs whose difference survives it."""
-    pairs = [(row["condition"], p) for row in conditions_table(records) for p in row["pairs"]
-             if math.isfinite(p["p"])]
-    ordered = sorted(pairs, key=lambda item: item[1]["p"])
-    survivors = []
-    for rank, (condition, pair) in enumerate(ordered):
-        if pair["p"] > HOLM_LEVEL / (len(ordered) - rank):
-            break
-        survivors.append((condition, pair))
-    return {"comparisons": len(ordered), "survivors": survivors}
+def study_multiplicity(records: list[dict]) -> dict:
+    """Multiplicity over the study's paired comparisons: Holm's step-down procedure (``verdicts.holm``) on the
+    pairs' p-values of a difference from 0, and the pairs whose difference survives it."""
+    pairs = [(row["condition"], p) for row in conditions_table(records) for p in row["pairs"]]
+    kept = verdicts.holm([p["p"] for _, p in pairs])
+    return {"comparisons": sum(math.isfinite(p["p"]) for _, p in pairs), "survivors": [pairs[i] for i in kept]}
 
 
 def holm_sentence(records: list[dict]) -> str:
     """One sentence on multiplicity, as the README and the app's GP page say it."""
-    found = holm(records)
+    found = study_multiplicity(records)
     named = "; ".join(f"{condition}: {pair['a'][0]} T={pair['a'][1]} vs {pair['b'][0]} T={pair['b'][1]} "
                       f"({pair['mean']:+.4f})" for condition, pair in found["survivors"])
     return (f"Multiplicity: the study makes {found['comparisons']} paired comparisons; under Holm's correction at "
-            f"{HOLM_LEVEL:.0%} (two-sided paired t-tests of a difference from 0, 2 degrees of freedom at 3 seeds), "
+            f"{verdicts.HOLM_LEVEL:.0%} (two-sided paired t-tests of a difference from 0, 2 degrees of freedom at 3 "
+            "seeds), "
             f"{len(found['survivors'])} of them remain" + (f": {named}." if named else "."))
 
 

@@ -482,6 +482,18 @@ def claim_rows(records: list[dict]) -> list[dict]:
              "verdict": c["verdict"], T_READING: c["reading"]} for c in claims(records)]
 
 
+def claims_multiplicity(records: list[dict], shown=None) -> str:
+    """One sentence on multiplicity: the claims' paired comparisons (of the claims numbered in ``shown``, else all),
+    and which differences from 0 survive Holm's correction (``verdicts.holm`` on two-sided paired t-tests)."""
+    pairs = [(c["claim"], p) for c in claims(records) if shown is None or str(c["claim"]) in shown
+             for p in c["pairs"]]
+    kept = [pairs[i] for i in verdicts.holm([verdicts.paired_p(p) for _, p in pairs])]
+    tested = sum(math.isfinite(verdicts.paired_p(p)) for _, p in pairs)
+    named = and_list([f"claim {claim} ({p['a']} vs {p['b']}, {p['mean']:+.3f})" for claim, p in kept])
+    return (f"Multiplicity: {tested} paired comparisons; under Holm's correction at {verdicts.HOLM_LEVEL:.0%} (two-"
+            f"sided paired t-tests of a difference from 0), {len(kept)} remain" + (f": {named}." if kept else "."))
+
+
 def reading_summary(records: list[dict]) -> str:
     """One sentence on what the t-based reading changes, computed from the records (README, app)."""
     rows = claims(records)
@@ -499,7 +511,8 @@ def reading_summary(records: list[dict]) -> str:
             f"where the recorded rule takes 2, which covers about {verdicts.coverage(2.0, seeds):.0%}), the verdicts "
             f"that change are claims {claim_list(moved)}. Against the paper: {claim_list(by[verdicts.DIRECTIONS[1]])}; "
             f"in CEM's favour beyond the paper's claim: {claim_list(by[verdicts.DIRECTIONS[2]])}; supported: "
-            f"{claim_list(by[verdicts.DIRECTIONS[0]])}; inconclusive: {claim_list(by[verdicts.DIRECTIONS[3]])}.")
+            f"{claim_list(by[verdicts.DIRECTIONS[0]])}; inconclusive: {claim_list(by[verdicts.DIRECTIONS[3]])}. "
+            + claims_multiplicity(records))
 
 
 def side_by_side_rows(common: list[dict], own: list[dict]) -> list[dict]:
@@ -564,7 +577,9 @@ def own_markdown(common: list[dict], own: list[dict]) -> str:
                                                           "val ppl at own rate (mean ± se)", "seeds"))
             + "\n\n" + markdown_table(side_by_side_rows(common, own), ("#", f"common rate {DEFAULT_LR:g}: A − B",
                                                                        "own rates: A − B"))
-            + "\n\n" + own_summary(common, own) + "\n\n" + step_size_summary(own))
+            + "\n\n" + own_summary(common, own) + " "
+            + claims_multiplicity(own, {r["#"] for r in side_by_side_rows(common, own)})
+            + "\n\n" + step_size_summary(own))
 
 
 STEP_SIZE_PAIRS = (("attn T=2, diag shared, P dlr", "attn T=2, diag shared"),
