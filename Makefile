@@ -26,7 +26,7 @@ test: $(BIN)/.dev             ## run the whole test suite
 info: $(BIN)/.runtime         ## parameter table at GPT-2-small-like sizes
 	$(BIN)/python -m cem_core info --d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048
 
-models: $(BIN)/.runtime       ## retrain the trained models in models/ that are missing or stale (about 15 min on 2 cores)
+models: $(BIN)/.runtime       ## retrain the trained models in models/ that are missing or stale (about 18 min on 2 cores)
 	$(BIN)/python -m cem_core models train
 
 figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
