@@ -60,13 +60,11 @@ def measure_test_time(name: str, root: Path = checkpoints.MODELS) -> dict:
         model, task = gp_trained.load_gp_model(name, root)
         measured = scaling(model, task, entry.spec.train)
     else:
-        from .lm.data import validation_blocks
         from .lm.inspect import loss_by_step, validation_ppl_by_T
-        from .lm.tokenizer import ByteTokenizer
 
         model, _ = lm_trained.load_lm_model(name, root)
         cfg = entry.config
-        val = validation_blocks(lm_trained.PROSE, ByteTokenizer(), cfg.seq_len, cfg.eval_batches * cfg.batch_size)
+        val = lm_trained.validation_sequences(cfg)
         Ts = LM_TEST_TS if model.cem_layers() else (1,)
         by_T = validation_ppl_by_T(model, val, Ts, cfg.batch_size)
         measured = {"T": list(by_T), "val_ppl": list(by_T.values()), "trained_T": cfg.cem_options().T,

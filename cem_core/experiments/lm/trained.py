@@ -56,9 +56,14 @@ LM_MODELS = {m.name: m for m in (
 )}
 
 
+def validation_sequences(cfg: LMTrainConfig, data: DataConfig = PROSE) -> torch.Tensor:
+    """The validation sequences a run of `cfg` evaluates on (eval_batches x batch_size blocks of seq_len + 1)."""
+    return validation_blocks(data, ByteTokenizer(), cfg.seq_len, cfg.eval_batches * cfg.batch_size)
+
+
 def validation_ppl(model: LanguageModel, cfg: LMTrainConfig, data: DataConfig = PROSE) -> float:
     """The card's metric: perplexity on the validation sequences the run evaluated on."""
-    val = validation_blocks(data, ByteTokenizer(), cfg.seq_len, cfg.eval_batches * cfg.batch_size)
+    val = validation_sequences(cfg, data)
     return math.exp(evaluate(model, val, cfg.batch_size, torch.device("cpu"), nullcontext))
 
 
