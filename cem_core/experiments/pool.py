@@ -73,11 +73,17 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         pool.terminate_workers()
         return
     workers = list(pool._processes.values())      # before 3.14 there is no public way
+    manager = pool._executor_manager_thread
     pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         worker.terminate()
     for worker in workers:
         worker.join(timeout=5)
+    if manager is not None:
+        # The pool's manager thread closes its wake-up pipe once it sees the workers gone; at exit
+        # Python writes to that pipe unlocked (CPython before 3.12), so a close racing that write
+        # printed "OSError: Bad file descriptor". Waiting for the thread leaves the pipe closed first.
+        manager.join(timeout=5)
 
 
 class SweepProgress:
