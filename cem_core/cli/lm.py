@@ -108,7 +108,7 @@ def _lm_data(args, **demo):
 def lm_sweep_command(args) -> int:
     data = _lm_data(args, demo_max_bytes=lm_sweep.SWEEP_PRESETS[args.preset].demo_max_bytes)
     out = Path(args.out or f"results/lm-{args.preset}")
-    specs = lm_sweep.preset_runs(args.preset)
+    specs = lm_sweep.preset_runs(args.preset, lm_sweep.LM_SWEEP.load(out / "results.json"))
     try:
         with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
                            lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
@@ -119,7 +119,7 @@ def lm_sweep_command(args) -> int:
         return 130
     print(f"data: {lm_data.describe(data)}")
     print(lm_sweep.markdown_tables(records))
-    print(f"\nverdict rule: {lm_sweep.VERDICT_RULE}\nresults: {out / 'results.json'}")
+    print(f"\nverdict rule: {lm_sweep.RULES.get(args.preset, lm_sweep.VERDICT_RULE)}\nresults: {out / 'results.json'}")
     return 0
 
 

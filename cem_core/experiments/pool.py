@@ -94,7 +94,11 @@ class SweepProgress:
         self.label, self.n_runs, self.out, self.jobs, self.describe, self.bar = label, n_runs, out, jobs, describe, None
 
     def start(self, todo: list) -> None:
+        """Called once per stage (a staged sweep's later stages add runs as earlier ones choose their rates)."""
         from tqdm import tqdm
+        if self.bar:
+            self.bar.close()
+            self.n_runs += len(todo)
         print(f"{self.label}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {self.out}, "
               f"{len(todo)} to run with {self.jobs} worker(s)", flush=True)
         self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)

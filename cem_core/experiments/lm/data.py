@@ -49,15 +49,17 @@ API:
     content_sha256(config) -> str | None
     shard_files(root) -> list[Path]   every shard a run on `root` reads, both splits
     pack_blocks(documents, tokenizer, block_len) -> Iterator[list[int]]
-    batches(config, tokenizer, split, seq_len, batch_size, rank=0, world_size=1, stats=None)
+    batches(config, tokenizer, split, seq_len, batch_size, rank=0, world_size=1, stats=None, order=None)
         -> Iterator[LongTensor (batch_size, seq_len + 1)]
+    shuffled(documents, seed, buffer=SHUFFLE_BUFFER) -> Iterator[str]
     validation_blocks(config, tokenizer, seq_len, n_blocks, rank=0, world_size=1, stats=None)
         -> LongTensor (n, seq_len + 1), n <= n_blocks
 
 Packing: each document's ids followed by the end-of-text id form one stream, cut into
 consecutive blocks of seq_len + 1 ids (inputs block[:-1], targets block[1:]); an incomplete
 last block or batch is dropped. `batches` over "train" repeats the data forever (pass after
-pass, the same order each time); over "validation" it makes one pass. Everything is
+pass, the same order each time, or with `order` = k each pass's documents shuffled by a seeded
+buffer of SHUFFLE_BUFFER documents, drawn anew per pass); over "validation" it makes one pass. Everything is
 deterministic, so a resumed run skips the batches it has consumed
 (`itertools.islice(batches(...), step, None)`). Each rank gets different documents: to compare
 a multi-process run with one process on the same global batch, build that batch with
@@ -70,17 +72,19 @@ import io
 import json
 import math
 import os
+import random
 import re
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import lru_cache, partial
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 
 import torch
 import zstandard
 
+from cem_core.experiments.integrity import json_hash
 from cem_core.experiments.records import and_list, atomic_write_text
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
@@ -674,22 +678,51 @@ def pack_blocks(documents: Iterable[str], tokenizer: Tokenizer, block_len: int) 
         del buffer[:start]
 
 
+SHUFFLE_BUFFER = 4096                    # documents held to shuffle a pass (the demo corpus: 609 in all)
+
+
+def shuffled(documents: Iterable[str], seed: int, buffer: int = SHUFFLE_BUFFER) -> Iterator[str]:
+    """The documents in a seeded random order: a buffer of `buffer` documents, each next one drawn
+    from it at random and replaced by the next document read (a full permutation when the
+    documents fit in the buffer). The same seed gives the same order, so a resumed run replays it."""
+    check_int("buffer", buffer, 1)
+    rng = random.Random(seed)
+    held: list[str] = []
+    for doc in documents:
+        held.append(doc)
+        if len(held) == buffer:
+            k = rng.randrange(buffer)
+            held[k], held[-1] = held[-1], held[k]
+            yield held.pop()
+    rng.shuffle(held)
+    yield from held
+
+
 def batches(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: int, batch_size: int,
-            rank: int = 0, world_size: int = 1, stats: DataStats | None = None) -> Iterator[torch.Tensor]:
+            rank: int = 0, world_size: int = 1, stats: DataStats | None = None,
+            order: int | None = None) -> Iterator[torch.Tensor]:
     """LongTensors (batch_size, seq_len + 1) of this rank's blocks: forever (pass after pass)
     for "train", one pass for "validation". `stats` counts the first pass only, so each record
-    read is counted once however long a run trains."""
+    read is counted once however long a run trains. `order` (train only): None keeps the
+    documents' own order; k shuffles each pass p's documents with the seed (k, p, rank)."""
     check_int("seq_len", seq_len, 1)
     check_int("batch_size", batch_size, 1)
     check_choice("split", split, SPLITS)
     _check_rank(rank, world_size)
-    one_pass = partial(_batch_pass, config, tokenizer, split, seq_len, batch_size, rank, world_size)
+    if order is not None:
+        check_int("order", order, 0)
+        if split == "validation":
+            fail("order", order, "applies to the train split only (validation keeps one fixed order)")
+    one_pass = partial(_batch_pass, config, tokenizer, split, seq_len, batch_size, rank, world_size, order)
     return one_pass(stats) if split == "validation" else _repeat(one_pass, stats, config, seq_len, batch_size)
 
 
 def _batch_pass(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: int, batch_size: int,
-                rank: int, world_size: int, stats: DataStats | None) -> Iterator[torch.Tensor]:
+                rank: int, world_size: int, order: int | None, stats: DataStats | None,
+                pass_index: int = 0) -> Iterator[torch.Tensor]:
     docs = iter_documents(config, split, rank, world_size, stats)
+    if order is not None:
+        docs = shuffled(docs, seed=json_hash([order, pass_index, rank]))
     group: list[list[int]] = []
     for block in pack_blocks(docs, tokenizer, seq_len + 1):
         group.append(block)
@@ -701,9 +734,9 @@ def _batch_pass(config: DataConfig, tokenizer: Tokenizer, split: str, seq_len: i
 def _repeat(one_pass, stats: DataStats | None, config: DataConfig, seq_len: int,
             batch_size: int) -> Iterator[torch.Tensor]:
     stats = DataStats() if stats is None else stats
-    while True:
+    for pass_index in count():
         empty = True
-        for batch in one_pass(stats):
+        for batch in one_pass(stats, pass_index):
             empty = False
             yield batch
         if empty:

@@ -33,7 +33,7 @@ from cem_core.experiments import sweep as runner
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
 from cem_core.experiments.pool import finished
-from cem_core.experiments.records import and_list, markdown_table, provenance
+from cem_core.experiments.records import and_list, markdown_table, provenance, read_json
 from cem_core.experiments.schedule import OptimConfig
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan
 from cem_core.nn.config import CEMOptions, ModelShape
@@ -44,12 +44,13 @@ from . import run_folder
 from .data import DataConfig, content_sha256, describe
 from .train import LMTrainConfig, train
 
-PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder")
+PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate (issue 26) ...
 COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
-COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder
+COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder at a quarter of the budget
+COMMITTED_BUDGET_LADDER = Path("results") / "lm-budget-ladder"   # and at the paper's budget (issue 40)
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
 SWEEP_VARIANTS = {
@@ -91,6 +92,9 @@ class SweepPreset:
     widths: tuple = ()                 # a width ladder: one part per d_model, at a fixed head width
     head_width: int = 0
     extra_lrs: tuple = ()              # (d_model, variant, rates): a ladder grid extended at one width
+    rate_steps: tuple = ()             # a staged rate choice: the seed-0 grid is these multiples of a base rate ...
+    base_lrs: tuple = ()               # ... (d_model, variant, base rate), and the other seeds train at its best
+    data_orders: bool = False          # each seed also draws its own order of the training documents
 
     def lrs_of(self, name: str) -> tuple:
         return dict(self.own_lrs).get(name, self.lrs)
@@ -148,6 +152,28 @@ LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 
                "trend shown' otherwise. The line's value at the paper's smallest scale (Llama 85.2M), with the "
                "95% confidence interval of the line there, is a projection, not a result: it holds only if the "
                "line stays straight that far.")
+# The width ladder at the paper's budget (issue 40): 20 tokens per Llama parameter of each width, three seeds that
+# vary the data order as well as the initialisation, each variant's rate chosen on seed 0 from a grid around its
+# best rate at that width in the quarter-budget ladder (results/lm-ladder, LADDER_RULE: ladder.best_rates)
+BUDGET_LADDER_BASE = ((32, "llama", 4e-3), (32, "attn T=1", 3.2e-2), (32, "attn T=2", 1.6e-2), (32, "cem-full", 4e-3),
+                      (64, "llama", 2e-3), (64, "attn T=1", 2e-3), (64, "attn T=2", 4e-3), (64, "cem-full", 4e-3),
+                      (128, "llama", 1e-3), (128, "attn T=1", 2e-3), (128, "attn T=2", 2e-3), (128, "cem-full", 1e-3))
+BUDGET_LADDER_RULE = (
+    "Rates: at each width each variant's rate is the rate with the lowest validation perplexity on seed 0 of the grid "
+    "1/2, 1 and 2 x its best rate at that width in the quarter-budget ladder (a diverged run counts as infinitely "
+    "bad); a best at an edge extends the grid by a factor of 2 beyond that edge until it does not. Seeds 1 and 2 then "
+    "train at that rate. Seeds differ in initialisation and in the order of the training documents. Gap: at each "
+    "width, g = ln ppl(variant) - ln ppl(Llama), paired by seed, each side at its chosen rate, shown as the "
+    "perplexity gap exp(g) - 1; per width the mean of g over the seeds, its standard error and its 95% t-interval "
+    "(seeds - 1 degrees of freedom); a pair with a diverged run is left out and counted. Trend: the weighted least-"
+    "squares line g = a + b log10(N) through the width means (N: the Llama model's parameters at that width; "
+    "weights 1 / se^2), the 95% t-interval of b with the pooled within-width degrees of freedom (pairs - widths), "
+    "and a lack-of-fit F test of the straight line against the width means (the seeds' scatter as pure error). "
+    "Verdict, on the gap's size |g|, not its sign: 'no trend shown' when the interval of b includes 0; otherwise "
+    "'narrowing' when the line's |g| at the largest width is smaller than at the smallest, 'growing' when it is "
+    "larger. A lack-of-fit p below 0.05 is reported beside the verdict: the line then misdescribes the means. The "
+    "line's value at the paper's smallest scale (Llama 85.2M) is where the line would reach if it stayed straight, "
+    "an extrapolation printed without an interval.")
 _CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256), seq_len=128, batch_size=16,
                   eval_batches=32)
 SWEEP_PRESETS = {
@@ -169,6 +195,9 @@ SWEEP_PRESETS = {
                           own_lrs=tuple((name, tuple(OWN_RATES[name] * k for k in LADDER_STEPS))
                                         for name in LADDER_VARIANTS),
                           widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=2, extra_lrs=LADDER_EXTENSIONS),
+    "budget-ladder": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(), seeds=(0, 1, 2), variants=LADDER_VARIANTS,
+                                 widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=4,
+                                 rate_steps=LADDER_STEPS, base_lrs=BUDGET_LADDER_BASE, data_orders=True),
     "gpu": SweepPreset(shape=ModelShape(d_model=384, n_layers=6, n_heads=6, d_ff=1024), seq_len=512, batch_size=64,
                        budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
@@ -178,7 +207,7 @@ SWEEP_PRESETS = {
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
 VERDICT_RULE = verdicts.rule("ppl", "validation perplexity", TOLERANCE)
 T_RULE = verdicts.t_rule("ppl", "validation perplexity", TOLERANCE)    # the rule fixed for the own-rate sweep
-RULES = {"own": T_RULE, "ladder": LADDER_RULE}        # each preset's rule, where it is not VERDICT_RULE
+RULES = {"own": T_RULE, "ladder": LADDER_RULE, "budget-ladder": BUDGET_LADDER_RULE}  # where it is not VERDICT_RULE
 
 # The paper's eight claims and two of ours: (text, [(kind, A, B), ...])
 CLAIMS = [
@@ -227,25 +256,67 @@ def steps_for(p: SweepPreset) -> int:
     return max(2, math.ceil(p.budget * 20 * llama_params(p) / (p.batch_size * p.seq_len)))
 
 
-def preset_runs(preset: str) -> list[SweepRun]:
+def preset_runs(preset: str, records: list[dict] = ()) -> list[SweepRun]:
+    """The preset's runs. A staged preset (``rate_steps``) has as many as its `records` so far determine: each
+    variant's seed-0 grid at each width, extended at an edge (``staged_grid``), then its other seeds at the rate
+    chosen."""
     check_choice("preset", preset, PRESETS)
     specs = []
+    ladder = bool(SWEEP_PRESETS[preset].widths)
     for p in SWEEP_PRESETS[preset].parts():
-        steps = steps_for(p)
-        every = max(1, steps // p.evals)
+        if p.rate_steps:
+            specs += _staged_runs(p, records, ladder)
+            continue
         for lr in dict.fromkeys(lr for name in p.variants for lr in p.lrs_of(name)):    # in the preset's order
-            for name in (name for name in p.variants if lr in p.lrs_of(name)):
-                variant, cem = SWEEP_VARIANTS[name]
-                depth = (cem or CEMOptions()).T
-                for seed in p.seeds:
-                    cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, shape=p.shape, seq_len=p.seq_len,
-                                        batch_size=p.batch_size, steps=steps, optim=OptimConfig(lr=lr), seed=seed,
-                                        eval_every=every, eval_batches=p.eval_batches, ckpt_every=every,
-                                        sample_tokens=0,
-                                        eval_T=EVAL_TS if variant != "llama" and depth == 2
-                                        and cem.eta_mode != "per_step" else ())   # per-step etas: only at their T
-                    specs.append(SweepRun(name=name, config=cfg, ladder=bool(SWEEP_PRESETS[preset].widths)))
+            specs += [_sweep_run(p, name, lr, seed, ladder) for name in p.variants if lr in p.lrs_of(name)
+                      for seed in p.seeds]
     return specs
+
+
+def _sweep_run(p: SweepPreset, name: str, lr: float, seed: int, ladder: bool) -> SweepRun:
+    variant, cem = SWEEP_VARIANTS[name]
+    depth = (cem or CEMOptions()).T
+    steps = steps_for(p)
+    every = max(1, steps // p.evals)
+    cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, shape=p.shape, seq_len=p.seq_len,
+                        batch_size=p.batch_size, steps=steps, optim=OptimConfig(lr=lr), seed=seed,
+                        eval_every=every, eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
+                        eval_T=EVAL_TS if variant != "llama" and depth == 2
+                        and cem.eta_mode != "per_step" else (),     # per-step etas: only at their T
+                        data_order=seed if p.data_orders else None)
+    return SweepRun(name=name, config=cfg, ladder=ladder)
+
+
+def _staged_runs(p: SweepPreset, records, ladder: bool) -> list[SweepRun]:
+    width, first = p.shape.d_model, p.seeds[0]
+    base = {name: lr for w, name, lr in p.base_lrs if w == width}
+    specs = []
+    for name in p.variants:
+        seed0 = {r["lr"]: r for r in records if r["name"] == name and r["seed"] == first
+                 and r["identity"]["config"]["d_model"] == width}
+        grid, chosen = staged_grid(base[name], p.rate_steps, seed0)
+        specs += [_sweep_run(p, name, lr, first, ladder) for lr in grid]
+        if chosen is not None:
+            specs += [_sweep_run(p, name, chosen, seed, ladder) for seed in p.seeds[1:]]
+    return specs
+
+
+def staged_grid(base: float, steps: tuple, seed0: dict[float, dict]) -> tuple[list[float], float | None]:
+    """A staged rate choice on seed 0: (the grid, the rate chosen or None while the grid's runs are unfinished).
+    The grid starts at `steps` x `base`; while its runs (`seed0`: {lr: record}) are all finished and the best is at
+    an edge, it grows by a factor of 2 beyond that edge (``best_rate``: a diverged run is infinitely bad)."""
+    grid = sorted(_rate(base * k) for k in steps)
+    while all(lr in seed0 for lr in grid):
+        best = best_rate({lr: [seed0[lr]] for lr in grid})
+        if best["inside"]:
+            return grid, best["lr"]
+        grid = [_rate(grid[0] / 2), *grid] if best["lr"] == grid[0] else [*grid, _rate(grid[-1] * 2)]
+    return grid, None
+
+
+def _rate(lr: float) -> float:
+    """A learning rate rounded to 6 significant digits, so that 2 x (lr / 2) is lr again."""
+    return float(f"{lr:.6g}")
 
 
 def default_data(preset: str) -> DataConfig:
@@ -303,7 +374,9 @@ def manifest(preset: str, data: DataConfig, specs: list[SweepRun]) -> dict:
             "data_label": describe(data), "data_sha256": content_sha256(data),
             "runs": [json_hash(s.config.identity(data)) for s in specs],
             "tolerance": TOLERANCE, "verdict_rule": RULES.get(preset, VERDICT_RULE),
-            **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {})}
+            **({"rate_rule": RATE_RULE} if preset in ("rates", "own") else {}),
+            **({"base_rates": [list(b) for b in SWEEP_PRESETS[preset].base_lrs]} if SWEEP_PRESETS[preset].rate_steps
+               else {})}
 
 
 def _lm_manifest_differences(recorded: dict, wanted: dict) -> str:
@@ -326,14 +399,45 @@ LM_SWEEP = Experiment(label="LM sweep", article="an", fields=LM_RECORD_FIELDS, i
 def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, on_start=None,
               on_done=None, executor=finished) -> list[dict]:
     """Run every run of the preset not yet in out/results.json (``sweep.run_plan``); return all records in sweep
-    order. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
+    order. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``. A staged preset runs width
+    by width, stage after stage (its seed-0 grid, any extension, its other seeds), each stage's runs as the
+    records so far determine them (``preset_runs``), until none is left to add."""
     check_int("jobs", jobs, 1, 64)
     out = Path(out)
     data = data or default_data(preset)
-    specs = preset_runs(preset)
-    plan = Plan(specs=specs, key=lambda s: json_hash(s.config.identity(data)), manifest=manifest(preset, data, specs),
-                run=partial(run_one, data=data, out=out, threads=None if jobs == 1 else 1))
-    return runner.run_plan(LM_SWEEP, out, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
+    key = partial(_run_key, data=data)
+    run = partial(run_one, data=data, out=out, threads=None if jobs == 1 else 1)
+
+    def plan(specs):
+        return Plan(specs=specs, key=key, manifest=manifest(preset, data, specs), run=run)
+
+    p = SWEEP_PRESETS[preset]
+    if not p.rate_steps:
+        return runner.run_plan(LM_SWEEP, out, plan(preset_runs(preset)), jobs=jobs, executor=executor,
+                               on_start=on_start, on_done=on_done)
+    records = LM_SWEEP.load(out / runner.RESULTS)
+    planned = set(_recorded_runs(out))
+    for width in p.widths or (p.shape.d_model,):
+        while True:
+            done = {r["hash"] for r in records}
+            specs = [s for s in preset_runs(preset, records)
+                     if s.config.shape.d_model <= width or key(s) in done | planned]
+            if all(key(s) in done for s in specs):
+                break
+            records = runner.run_plan(LM_SWEEP, out, plan(specs), jobs=jobs, executor=executor,
+                                      on_start=on_start, on_done=on_done)
+    return records
+
+
+def _run_key(spec: SweepRun, data: DataConfig) -> str:
+    return json_hash(spec.config.identity(data))
+
+
+def _recorded_runs(out: Path) -> list:
+    """The runs a folder's manifest lists (a staged sweep's folder may list runs of a stage not yet finished)."""
+    path = out / runner.SWEEP_MANIFEST
+    recorded = read_json(path) if path.exists() else None
+    return recorded.get("runs", []) if isinstance(recorded, dict) and isinstance(recorded.get("runs"), list) else []
 
 
 def choose_lr(records: list[dict]) -> float:
@@ -382,7 +486,7 @@ def own_rates(records: list[dict]) -> dict[str, dict]:
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None) -> tuple[set, set]:
     """(hashes the preset needs but the records lack, hashes in the records the preset no longer has)."""
     data = data or default_data(preset)
-    return runner.stale(records, (json_hash(s.config.identity(data)) for s in preset_runs(preset)))
+    return runner.stale(records, (json_hash(s.config.identity(data)) for s in preset_runs(preset, records)))
 
 
 # -- summaries and the claims table ----------------------------------------------------------------

@@ -80,6 +80,7 @@ class LMTrainConfig:
     data_shards: int = 1             # torchrun sets this to the world size
     eval_T: tuple = ()               # also report validation perplexity at these T (test-time scaling)
     sample_tokens: int = 200
+    data_order: int | None = None    # None: the documents' own order; k: each pass shuffled by seed k (data.batches)
 
     def __post_init__(self) -> None:
         if self.preset is not None:
@@ -102,6 +103,8 @@ class LMTrainConfig:
         check_int("seq_len", self.seq_len, 2)        # a sample needs a prompt token and room for one more
         check_int("seed", self.seed, 0, 2 ** 63 - 1)   # torch.manual_seed's range
         check_int("sample_tokens", self.sample_tokens, 0)
+        if self.data_order is not None:
+            check_int("data_order", self.data_order, 0)
         check_choice("dtype", self.dtype, tuple(DTYPES))
         check_bool("compile", self.compile)
         if self.batch_size % self.data_shards:
@@ -140,7 +143,8 @@ class LMTrainConfig:
         the optimizer's fields sit among the configuration's own (the form run hashes have always been computed
         from)."""
         cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
-        own = {k: v for k, v in asdict(self).items() if k not in ("shape", "optim")}
+        own = {k: v for k, v in asdict(self).items() if k not in ("shape", "optim")
+               and not (k == "data_order" and v is None)}                 # a later field: only when set
         config = own | self.shape.recorded() | asdict(self.optim) | {"cem": cem}
         return run_folder.run_identity(config, data)
 
@@ -194,7 +198,7 @@ class BatchStream:
     def __init__(self, data: DataConfig, tokenizer, cfg: LMTrainConfig, shards: list[int], stats: DataStats):
         per_shard = cfg.batch_size // cfg.data_shards
         self.streams = [batches(data, tokenizer, "train", cfg.seq_len, per_shard, rank=s, world_size=cfg.data_shards,
-                                stats=stats) for s in shards]
+                                stats=stats, order=cfg.data_order) for s in shards]
 
     def skip(self, steps: int) -> None:
         """Fast-forward past the batches a checkpointed run has already consumed."""
