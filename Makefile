@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder clean
+.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,8 +63,10 @@ lm-rates: $(BIN)/.runtime     ## rerun (resume) each variant's learning-rate gri
 lm-own: $(BIN)/.runtime       ## rerun (resume) each variant at its own rate into results/lm-own (about 90 min on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-own --preset own --jobs 2
 
-lm-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder into results/lm-ladder (about 50 min on 2 cores)
+lm-ladder: $(BIN)/.runtime    ## rerun (resume) the quarter-budget width ladder into results/lm-ladder (about 50 min on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-ladder --preset ladder --jobs 2
+lm-budget-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder at the paper's budget into results/lm-budget-ladder (about 3 h on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-budget-ladder --preset budget-ladder --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

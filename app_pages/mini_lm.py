@@ -194,19 +194,29 @@ def own_rate_section(common, own) -> None:
     st.markdown(sweep.step_size_summary(own))
 
 
-def ladder_section(records) -> None:
-    if not results_heading("A width ladder: is the gap to Llama closing with scale?", records,
-                           len(sweep.stale_runs(records, "ladder")[0]),
-                           "No width-ladder results found: run `make lm-ladder` (about 50 minutes on 2 cores).",
-                           "the ladder", "the figure and tables"):
+LADDER_SECTIONS = {
+    "budget-ladder": ("The width ladder at the paper's budget: does the gap to Llama narrow or grow with scale?",
+                      "No results of the width ladder at the paper's budget found: run `make lm-budget-ladder` (about "
+                      "3 hours on 2 cores)."),
+    "ladder": ("The earlier, quarter-budget width ladder (5 tokens per parameter)",
+               "No quarter-budget ladder results found: run `make lm-ladder` (about 50 minutes on 2 cores)."),
+}
+
+
+def ladder_section(records, preset: str) -> None:
+    title, absent = LADDER_SECTIONS[preset]
+    if not results_heading(title, records, len(sweep.stale_runs(records, preset)[0]), absent, "the ladder",
+                           "the figure and tables"):
         return
-    st.caption(f"{len(records)} runs: {sweep.preset_summary('ladder')}.")
-    show_figure(interactive.lm_ladder_figure(records), "lm width ladder", "lm-ladder")
-    st.markdown(ladder.summary(records))
-    st.dataframe(ladder.trend_rows(records), hide_index=True)
-    with st.expander("every width and variant at its best rate"):
-        st.dataframe(ladder.rows(records), hide_index=True)
-    st.caption(f"Rule, fixed before the ladder ran: {sweep.LADDER_RULE}")
+    if note := ladder.progress_note(records, preset):
+        st.warning(note)
+    st.caption(f"{len(records)} runs: {sweep.preset_summary(preset)}.")
+    show_figure(interactive.lm_ladder_figure(records, preset), f"lm width ladder {preset}", f"lm-{preset}")
+    st.markdown(ladder.summary(records, preset))
+    st.dataframe(ladder.trend_rows(records, preset), hide_index=True)
+    with st.expander("every width and variant at its chosen rate"):
+        st.dataframe(ladder.rows(records, preset), hide_index=True)
+    st.caption(f"Rule, fixed before the ladder ran: {sweep.RULES[preset]}")
 
 
 def body() -> None:
@@ -228,7 +238,8 @@ def body() -> None:
     common = sweep_records()
     sweep_section(common)                                             # the committed evidence, beside any run
     own_rate_section(common, sweep_records(sweep.COMMITTED_OWN))
-    ladder_section(sweep_records(sweep.COMMITTED_LADDER))
+    ladder_section(sweep_records(sweep.COMMITTED_BUDGET_LADDER), "budget-ladder")
+    ladder_section(sweep_records(sweep.COMMITTED_LADDER), "ladder")
 
 
 def stale_message(job: dict) -> str:

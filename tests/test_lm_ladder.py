@@ -66,53 +66,69 @@ def test_the_paper_scale_is_the_86m_preset():
     assert 85.0e6 < ladder.paper_scale() < 85.5e6
 
 
+def _widths(means, ses, seeds=3, spread=None):
+    """Width rows as ``ladder.width_gaps`` makes them, from means and standard errors (seeds spread to match)."""
+    rows = []
+    for n, m, se in zip((3e4, 1e5, 4e5), means, ses):
+        half = se * math.sqrt(seeds) * math.sqrt((seeds - 1) / 2)            # +-half, 0, ... give this se at 3 seeds
+        gs = [m - half, m, m + half][:seeds] if spread is None else [m + e for e in spread]
+        rows.append({"width": int(n), "N": n, "gs": gs, "diverged": 0} | verdicts.t_interval(gs))
+    return rows
+
+
 @pytest.mark.slow                       # imports scipy.stats (0.7 s)
-def test_the_fitted_line_and_its_intervals_match_numpy_and_scipy():
+def test_the_weighted_line_its_interval_and_the_lack_of_fit_test_match_numpy_and_scipy():
+    """BUDGET_LADDER_RULE's trend: weighted least squares on the width means (weights 1 / se^2), the slope's
+    t-interval with pairs - widths degrees of freedom, and the lack-of-fit F test with the seeds as pure error."""
     import scipy.stats
 
     rng = random.Random(3)
-    points = [{"N": n, "g": 0.2 - 0.03 * math.log10(n) + rng.gauss(0, 0.01)}
-              for n in (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)]
-    line = ladder.fit(points, at=85e6)
-    x = np.log10([p["N"] for p in points])
-    y = np.array([p["g"] for p in points])
-    b, a = np.polyfit(x, y, 1)
+    widths = []
+    for n in (3e4, 1e5, 4e5):
+        gs = [0.2 - 0.03 * math.log10(n) + 0.01 * math.log10(n) ** 2 + rng.gauss(0, 0.01) for _ in range(3)]
+        widths.append({"width": int(n), "N": n, "gs": gs, "diverged": 0} | verdicts.t_interval(gs))
+    line = ladder.fit_means(widths)
+    x = np.log10([w["N"] for w in widths])
+    y = np.array([w["mean"] for w in widths])
+    se = np.array([w["se"] for w in widths])
+    b, a = np.polyfit(x, y, 1, w=1 / se)                       # numpy weights multiply residuals: 1 / se
     assert (line["a"], line["b"]) == pytest.approx((a, b), rel=1e-10)
+    W = np.diag(1 / se ** 2)
     X = np.column_stack([np.ones_like(x), x])
-    resid = y - X @ np.array([a, b])
-    cov = resid @ resid / (len(x) - 2) * np.linalg.inv(X.T @ X)
-    q = scipy.stats.t.ppf(0.975, len(x) - 2)
-    x0 = np.array([1.0, math.log10(85e6)])
-    assert line["q"] == pytest.approx(q, rel=1e-10)
-    half = q * math.sqrt(cov[1, 1])
-    assert (line["b_low"], line["b_high"]) == pytest.approx((b - half, b + half), rel=1e-9)
-    se0 = math.sqrt(x0 @ cov @ x0)
-    assert (line["projection"], line["low"], line["high"]) == pytest.approx(
-        (x0 @ [a, b], x0 @ [a, b] - q * se0, x0 @ [a, b] + q * se0), rel=1e-9)
-    assert math.isnan(ladder.fit(points[:2], at=85e6)["b"])                   # two points: no interval
-    left_out = ladder.fit([*points, {"N": 1e6, "g": math.nan}], at=85e6)      # a diverged pair is left out
-    assert (left_out["n"], left_out["b"]) == (6, pytest.approx(b, rel=1e-10))
+    se_b = math.sqrt(np.linalg.inv(X.T @ W @ X)[1, 1])
+    q = scipy.stats.t.ppf(0.975, 9 - 3)
+    assert line["dof"] == 6 and (line["b_low"], line["b_high"]) == pytest.approx((b - q * se_b, b + q * se_b), rel=1e-9)
+    pure = sum(sum((g - w["mean"]) ** 2 for g in w["gs"]) for w in widths)
+    lack = sum(3 * (w["mean"] - a - b * xi) ** 2 for w, xi in zip(widths, x))
+    f = (lack / 1) / (pure / 6)
+    assert line["lof_F"] == pytest.approx(f, rel=1e-9)
+    assert line["lof_p"] == pytest.approx(scipy.stats.f.sf(f, 1, 6), rel=1e-9)
+    assert math.isnan(ladder.fit_means(widths[:1])["b"])                      # one width: no line
+    assert math.isnan(ladder.fit_means(widths[:2])["lof_p"])                  # two widths: a line, no lack-of-fit
+    one_seed = [w | verdicts.t_interval(w["gs"][:1]) | {"gs": w["gs"][:1]} for w in widths]
+    assert math.isnan(ladder.fit_means(one_seed)["b"])                        # no standard errors: no weights
 
 
-@pytest.mark.parametrize("slope, offset, expected", [
-    (-0.03, 0.25, "closing"),          # a positive gap falling with scale
-    (+0.03, 0.00, "widening"),         # a positive gap growing
-    (+0.03, -0.25, "closing"),         # a negative gap rising towards 0 (CEM ahead, Llama catching up)
-    (-0.03, 0.10, "widening"),         # a negative gap growing more negative
-    (-0.04, 0.19, "closing"),          # a gap that starts at +1.1% and falls through 0 to -1.3%
-    (0.0, 0.10, "no trend shown"),     # flat within the noise
+@pytest.mark.parametrize("means, expected", [
+    ((0.25, 0.20, 0.15), "narrowing"),        # a positive gap falling with scale
+    ((0.05, 0.10, 0.15), "growing"),          # a positive gap growing
+    ((-0.25, -0.20, -0.15), "narrowing"),     # a negative gap rising towards 0 (CEM ahead, Llama catching up)
+    ((-0.05, -0.10, -0.15), "growing"),       # a negative gap growing more negative
+    ((-0.19, 0.09, 0.22), "growing"),         # the quarter ladder's attention T = 1: -17% to +25%, growing in size
+    ((0.12, 0.02, -0.06), "narrowing"),       # +13% falling through 0 to -6%: smaller in size at the largest width
+    ((0.10, 0.11, 0.10), "no trend shown"),   # flat within the noise
 ])
-def test_the_trend_verdict_follows_the_ladder_rule(slope, offset, expected):
-    """The side of 0 the gap starts on is the fitted line's at the smallest width, not one noisy mean."""
-    noise = (0.004, -0.004, 0.003, -0.003, 0.002, -0.002)
-    ns = (3e4, 3e4, 1e5, 1e5, 4e5, 4e5)
-    points = [{"N": n, "g": offset + slope * math.log10(n) + e} for n, e in zip(ns, noise)]
-    assert ladder.trend_verdict(ladder.fit(points, at=85e6), min(ns)) == expected
+def test_the_verdict_reads_the_size_of_the_gap_not_its_sign(means, expected):
+    """BUDGET_LADDER_RULE: "narrowing" and "growing" are about |g| at the line's ends; a gap that changes sign and
+    ends larger in size than it started is growing (the quarter ladder's rule called such a slope the opposite)."""
+    widths = _widths(means, (0.005, 0.005, 0.005))
+    line = ladder.fit_means(widths)
+    assert ladder.size_verdict(line, 3e4, 4e5) == expected
 
 
 def _record(name, width, lr, seed, ppl, params=1000, diverged=False):
     return {"name": name, "lr": lr, "seed": seed, "val_ppl": ppl, "diverged": diverged, "params": params,
-            "identity": {"config": {"d_model": width}}}
+            "tokens": 20 * params, "identity": {"config": {"d_model": width}, "data": {"source": "demo"}}}
 
 
 def test_best_rates_and_gaps_on_hand_made_records():
@@ -131,7 +147,8 @@ def test_best_rates_and_gaps_on_hand_made_records():
     assert [p["g"] for p in points] == pytest.approx([math.log(9.9 / 9.0), math.log(12.1 / 11.0)], rel=1e-12)
     assert [p["gap"] for p in points] == pytest.approx([9.9 / 9.0 - 1, 12.1 / 11.0 - 1], rel=1e-12)
     row = next(r for r in ladder.rows(records) if r["variant"] == "attn T=1")
-    assert row["rate"] == "0.002 (at the grid's edge)" and row[ladder.GAP_COLUMN].startswith("+10.0% (g = +0.0953")
+    assert row["rate"] == "0.002 (at the grid's edge)" and row[ladder.GAP_COLUMN].startswith("+10.0% [")
+    assert "(g = +0.0953 ± 0.0000 se)" in row[ladder.GAP_COLUMN]
 
 
 def test_a_diverged_llama_run_is_left_out_of_the_gap_not_read_as_a_win():
@@ -140,7 +157,7 @@ def test_a_diverged_llama_run_is_left_out_of_the_gap_not_read_as_a_win():
     points = ladder.gap_points(records)["attn T=1"]
     assert points[0]["gap"] == pytest.approx(0.1) and math.isnan(points[1]["g"])
     found = ladder.trends(records)["attn T=1"]
-    assert found["diverged"] == 1 and found["means"][32][1] == pytest.approx(math.log(1.1))
+    assert found["diverged"] == 1 and found["widths"][0]["mean"] == pytest.approx(math.log(1.1))
     row = next(r for r in ladder.rows(records) if r["variant"] == "attn T=1")
     assert row[ladder.GAP_COLUMN].endswith(", 1 diverged") and "1 diverged pairs left out" in ladder.summary(records)
 
@@ -238,27 +255,28 @@ def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_ladder_figures_and_summary_show_the_fitted_trend_as_a_projection():
+def test_the_ladder_figures_and_summary_show_the_trend_and_no_interval_past_the_data():
     records = _ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x, "attn T=2": lambda x: 0.2,
-                            "cem-full": lambda x: -0.1 + 0.06 * x})
+                            "cem-full": lambda x: -0.1 + 0.06 * x}, noise=0.01)
     found = ladder.trends(records)
     assert [found[n]["verdict"] for n in ("attn T=1", "attn T=2", "cem-full")] == \
-        ["closing", "no trend shown", "widening"]
+        ["narrowing", "no trend shown", "growing"]
     assert found["attn T=1"]["line"]["b"] == pytest.approx(-0.03, abs=0.01)
     text = ladder.summary(records)
-    assert "attn T=1 goes from" in text and "(closing;" in text and "not results" in text
-    assert "Every best rate lies strictly inside its grid." in text and "200 to 2,500 times smaller" in text
+    assert "attn T=1 goes from" in text and "(narrowing;" in text and "is not a result" in text
+    assert "an extrapolation)" in text and "95% [" in text and "Every chosen rate lies strictly inside" in text
+    assert "5 tokens per Llama parameter" in text and "not SlimPajama" in text
+    reach = found["attn T=1"]["reach"]
+    assert reach == pytest.approx(math.expm1(ladder.value_at(found["attn T=1"]["line"], ladder.paper_scale())))
+    row = next(r for r in ladder.trend_rows(records) if r["variant"] == "attn T=1")
+    assert row[ladder.reach_column()] == ladder.pct(reach, 0) and "[" not in row[ladder.reach_column()]
     from cem_core.ui import interactive, plots
     fig = interactive.lm_ladder_figure(records)
-    projection = next(t for t in fig.data if t.name == "attn T=1 projection")
-    assert projection.x == (ladder.paper_scale(),)
-    assert projection.y[0] == pytest.approx(100 * math.expm1(found["attn T=1"]["line"]["projection"]), rel=1e-12)
-    assert "projection, not a result" in str(fig.layout.annotations[0].text).lower()
-    assert fig.layout.annotations[0].x == pytest.approx(math.log10(ladder.paper_scale()))    # on the log axis
+    assert max(max(t.x) for t in fig.data) == pytest.approx(max(r["params"] for r in records if r["name"] == "llama"))
+    assert not fig.layout.annotations and "projection" not in str(fig.to_dict()).lower()
     mpl = plots.LADDER_FIGURES["lm_ladder"](records)                       # derived from the Plotly figure
-    texts = [t.get_text() for t in mpl.axes[0].texts]
-    assert any("PROJECTION, not a result" in t for t in texts)
-    assert sum("%" in t and "[" in t for t in texts) == 3                     # one labelled projection per variant
+    labels = [t.get_text() for t in mpl.axes[0].get_legend().get_texts()]
+    assert labels[0].startswith("attn T=1: |gap| narrowing, slope of g") and not mpl.axes[0].texts
 
 
 # -- the committed results ---------------------------------------------------------------------------
@@ -317,11 +335,11 @@ def test_partial_own_rate_results_say_what_is_missing(committed_lm_sweep):
 def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     records = [r for r in _ladder_like({"attn T=1": lambda x: 0.1}) if r["identity"]["config"]["d_model"] == 32]
     rows = ladder.trend_rows(records)
-    assert all(r["trend"] == "no trend shown" and r["points"] == "2" for r in rows)
+    assert all(r["trend of the gap's size"] == "no trend shown" and r["widths"] == "1" for r in rows)
     assert rows[0][ladder.SLOPE_COLUMN].startswith("– (a line needs")
-    assert "(no line yet: 2 points)" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
+    assert "(no line yet)" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
     from cem_core.ui import interactive, plots
-    assert not any("projection" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
+    assert not any("fitted line" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
     plots.LADDER_FIGURES["lm_ladder"](records)
 
 
@@ -351,20 +369,16 @@ def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
 
 
 @pytest.mark.slow
-def test_a_gap_whose_line_crosses_zero_is_named_so_not_only_closing():
-    """CEM ahead at the smallest width and behind at the largest: LADDER_RULE's word is "closing" (the slope moves
-    the starting gap towards 0), and the summary says where the line crosses 0 and that the gap grows past it."""
+def test_a_gap_that_changes_sign_and_grows_in_size_is_growing_everywhere_it_is_shown():
+    """CEM ahead at the smallest width and further behind at the largest: the quarter ladder's recorded rule read
+    this slope as moving towards 0; read on the gap's size it is growing, in the table, the summary and the legend
+    of both figures."""
     records = _ladder_like({"attn T=1": lambda x: -0.3 + 0.06 * x}, noise=0.005)
     found = ladder.trends(records)["attn T=1"]
-    assert found["verdict"] == "closing"
-    n0 = 10 ** (-found["line"]["a"] / found["line"]["b"])
-    assert 6e4 < n0 < 1.6e5                                                  # ln(1 + g) = 0 near log10 N = 5
-    assert f"crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama below" in \
-        ladder.summary(records)
+    assert found["verdict"] == "growing" and "attn T=1" in ladder.growing_gaps(records)
+    assert found["widths"][0]["mean"] < 0 < found["widths"][-1]["mean"]
+    assert "(growing;" in ladder.summary(records)
     from cem_core.ui import interactive, plots
-    label = f"attn T=1: closing (crosses 0 at ~{float(f'{n0:.2g}'):,.0f}), slope of g"         # the figures' legend
-    assert ladder.legend("attn T=1", found).startswith(label)
-    assert label in [t.name for t in interactive.lm_ladder_figure(records).data][0]
+    label = "attn T=1: |gap| growing, slope of g"
+    assert [t.name for t in interactive.lm_ladder_figure(records).data][0].startswith(label)
     assert plots.LADDER_FIGURES["lm_ladder"](records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
-    still_above = ladder.trends(_ladder_like({"attn T=1": lambda x: 0.25 - 0.03 * x}))["attn T=1"]
-    assert "crosses 0" not in ladder.crossing(still_above) + ladder.legend("attn T=1", still_above)

@@ -15,8 +15,11 @@ def add_figures(sub) -> None:
     figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),
                          help="the LM sweep's results.json (default: the committed sweep, from the repository root)")
     figures.add_argument("--ladder-results", default=str(lm_sweep.COMMITTED_LADDER / "results.json"),
-                         help="the LM width ladder's results.json (default: the committed ladder, from the repository "
-                              "root)")
+                         help="the quarter-budget LM width ladder's results.json (default: the committed ladder, "
+                              "from the repository root)")
+    figures.add_argument("--budget-ladder-results", default=str(lm_sweep.COMMITTED_BUDGET_LADDER / "results.json"),
+                         help="the LM width ladder at the paper's budget: its results.json (default: the committed "
+                              "ladder, from the repository root)")
     figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_GP_SWEEP / "results.json"),
                          help="the GP sweep's results.json (default: the committed sweep, from the repository root)")
     figures.add_argument("--gp-study-results", default=str(gp_study.COMMITTED_STUDY / "results.json"),
@@ -35,7 +38,7 @@ def write_figures(args) -> int:
         raise ValueError(f"out={args.out!r} is invalid: it is a file (or a link to no folder), not a folder")
     for path in write_all_figures(args.out, gp_results=args.gp_results, lm_results=args.lm_results,
                                    gp_study_results=args.gp_study_results, ladder_results=args.ladder_results,
-                                   models=Path(args.models)):
+                                   budget_ladder_results=args.budget_ladder_results, models=Path(args.models)):
         print(path)
     return 0
 

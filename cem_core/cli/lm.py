@@ -108,10 +108,11 @@ def _lm_data(args, **demo):
 def lm_sweep_command(args) -> int:
     data = _lm_data(args, demo_max_bytes=lm_sweep.SWEEP_PRESETS[args.preset].demo_max_bytes)
     out = Path(args.out or f"results/lm-{args.preset}")
-    specs = lm_sweep.preset_runs(args.preset, lm_sweep.LM_SWEEP.load(out / "results.json"))
+    staged = bool(lm_sweep.SWEEP_PRESETS[args.preset].rate_steps)     # its runs grow stage by stage
+    n_runs = len(lm_sweep.LM_SWEEP.load(out / "results.json")) if staged else len(lm_sweep.preset_runs(args.preset))
     try:
-        with SweepProgress(f"lm sweep {args.preset}", len(specs), out, args.jobs,
-                           lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}") as progress:
+        with SweepProgress(f"lm sweep {args.preset}", n_runs, out, args.jobs,
+                           lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}", staged) as progress:
             records = lm_sweep.run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start,
                                          on_done=progress.done, executor=cluster.from_arguments(args, out))
     except KeyboardInterrupt:

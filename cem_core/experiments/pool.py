@@ -88,18 +88,21 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
 
 class SweepProgress:
     """What a sweep command shows: one line once its folder is claimed, then a bar over the runs to do,
-    each finished run described by ``describe(record)``."""
+    each finished run described by ``describe(record)``. A staged sweep (``staged``: its runs grow as earlier
+    stages choose rates) starts from the runs already finished and shows each stage's line and bar."""
 
-    def __init__(self, label: str, n_runs: int, out, jobs: int, describe):
+    def __init__(self, label: str, n_runs: int, out, jobs: int, describe, staged: bool = False):
         self.label, self.n_runs, self.out, self.jobs, self.describe, self.bar = label, n_runs, out, jobs, describe, None
+        self.staged = staged
 
     def start(self, todo: list) -> None:
-        """Called once per stage (a staged sweep's later stages add runs as earlier ones choose their rates)."""
         from tqdm import tqdm
         if self.bar:
             self.bar.close()
+        if self.staged:
             self.n_runs += len(todo)
-        print(f"{self.label}: {self.n_runs} runs, {self.n_runs - len(todo)} already finished in {self.out}, "
+        so_far = " so far" if self.staged else ""
+        print(f"{self.label}: {self.n_runs} runs{so_far}, {self.n_runs - len(todo)} already finished in {self.out}, "
               f"{len(todo)} to run with {self.jobs} worker(s)", flush=True)
         self.bar = tqdm(total=len(todo), unit="run", file=sys.stdout)
 

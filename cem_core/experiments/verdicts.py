@@ -145,6 +145,11 @@ def t_cdf(x: float, dof: float) -> float:
     return 1 - tail if x >= 0 else tail
 
 
+def f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for Fisher's F with (d1, d2) degrees of freedom: I_{d2/(d2 + d1 f)}(d2/2, d1/2)."""
+    return 1.0 if f <= 0 else _betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f))
+
+
 def t_quantile(p: float, dof: float) -> float:
     """x with t_cdf(x, dof) = p, by bisection (to 1e-12): the interval's multiplier without scipy at run time."""
     if not 0 < p < 1 or dof <= 0:

@@ -509,16 +509,13 @@ def lm_sweep_figure(records) -> go.Figure:
                    "tokens trained (millions)", "validation perplexity")
 
 
-def lm_ladder_figure(records) -> go.Figure:
-    """The width ladder (``lm.ladder.trends``): each CEM variant's gap to Llama against the Llama model's
-    parameters (every seed faint, the mean ± se per width), its fitted line with the 95% interval, dashed where it
-    is carried to the paper's smallest scale, and the projected gap there, labelled: a projection, not a result."""
+def lm_ladder_figure(records, preset: str = "ladder") -> go.Figure:
+    """A width ladder (``lm.ladder.trends``): each CEM variant's gap to Llama against the Llama model's parameters
+    (every seed faint, the mean per width with its 95% t-interval) and the line fitted to the width means over the
+    widths measured; nothing is drawn beyond them (where a line would reach at the paper's scale is an
+    extrapolation, given in the ladder's table only)."""
     fig = _figure()
-    top = lm_ladder.paper_scale()
-    fig.add_annotation(x=math.log10(top), y=1, yref="paper", xanchor="right", yanchor="top", showarrow=False,
-                       xshift=-4, yshift=-4,                     # a log axis places text at log10 x
-                       text=f"paper's smallest scale ({top / 1e6:.1f}M):<br>PROJECTION, not a result")
-    for i, (name, t) in enumerate(lm_ladder.trends(records).items()):
+    for i, (name, t) in enumerate(lm_ladder.trends(records, preset).items()):
         color, line, means = PALETTE[i % len(PALETTE)], t["line"], lm_ladder.width_means(t)
         fig.add_scatter(x=means["N"], y=[100 * g for g in means["gap"]], mode="markers", name=lm_ladder.legend(name, t),
                         marker=dict(color=color, size=8),
@@ -528,33 +525,19 @@ def lm_ladder_figure(records) -> go.Figure:
                         name=f"{name} seeds", showlegend=False, opacity=0.6,
                         marker=dict(color=color, size=5, symbol="circle-open"))
         if math.isfinite(line["b"]):
-            _ladder_line(fig, name, line, color, (min(means["N"]), max(means["N"]), top))
+            fitted = lm_ladder.line_points(line, min(means["N"]), max(means["N"]))
+            fig.add_scatter(x=fitted["N"], y=[100 * g for g in fitted["gap"]], mode="lines", showlegend=False,
+                            line=dict(color=color), name=f"{name} fitted line")
     fig.add_hline(y=0, line=dict(color="#4d4d4d", width=1))
-    fig.add_vline(x=top, line=dict(color="grey", dash="dot"))
     fig.update_xaxes(type="log")
-    return _below(_layout(fig, "Width ladder: perplexity gap to Llama against scale (fitted line ± 95%)",
-                          "Llama parameters at the width (log scale)", "gap to Llama, ppl / ppl(Llama) − 1 (%)"))
+    title = f"{lm_ladder.LADDERS[preset].capitalize()}: perplexity gap to Llama (mean over seeds ± 95% t-interval)"
+    return _below(_layout(fig, title, "Llama parameters at the width (log scale)",
+                          "gap to Llama, ppl / ppl(Llama) − 1 (%)"))
 
 
-def _ladder_line(fig: go.Figure, name: str, line: dict, color: str, spans: tuple) -> None:
-    """One variant's fitted line with its interval over its widths (solid) and on to the paper's scale (dashed),
-    and the projected gap there with its interval, as a marker and a label."""
-    smallest, widest, top = spans
-    for low, high, dash in ((smallest, widest, "solid"), (widest, top, "dash")):
-        b = lm_ladder.band(line, low, high)
-        fig.add_scatter(x=b["N"], y=[100 * g for g in b["low"]], mode="lines", line=dict(width=0, color=color),
-                        showlegend=False, hoverinfo="skip", name=f"{name} interval low")
-        fig.add_scatter(x=b["N"], y=[100 * g for g in b["high"]], mode="lines", line=dict(width=0, color=color),
-                        fill="tonexty", fillcolor=_faint(color, 0.15 if dash == "solid" else 0.07),
-                        showlegend=False, hoverinfo="skip", name=f"{name} interval")
-        fig.add_scatter(x=b["N"], y=[100 * g for g in b["gap"]], mode="lines", showlegend=False,
-                        line=dict(color=color, dash=dash), name=f"{name} fitted line")
-    gap, low, high = (100 * v for v in lm_ladder.projected(line))
-    fig.add_scatter(x=[top], y=[gap], mode="markers", showlegend=False, name=f"{name} projection",
-                    marker=dict(color=color, symbol="diamond-open", size=10),
-                    error_y=dict(type="data", symmetric=False, array=[high - gap], arrayminus=[gap - low]))
-    fig.add_annotation(x=math.log10(top), y=gap, xanchor="right", xshift=-10, showarrow=False, font_color=color,
-                       text=f"{gap:+.0f}% [{low:+.0f}, {high:+.0f}]")
+def lm_budget_ladder_figure(records) -> go.Figure:
+    """The width ladder at the paper's budget (``lm sweep --preset budget-ladder``), as ``lm_ladder_figure``."""
+    return lm_ladder_figure(records, "budget-ladder")
 
 
 # -- design space ---------------------------------------------------------------------------

@@ -385,6 +385,7 @@ GP_FIGURES = {"gp_rmse_vs_context": derived(interactive.gp_context_figure),
               "gp_test_time_scaling": derived(interactive.gp_scaling_figure)}
 LM_FIGURES = {"lm_validation_curves": derived(interactive.lm_sweep_figure), "lm_perplexity": mpl_lm_perplexity}
 LADDER_FIGURES = {"lm_ladder": derived(interactive.lm_ladder_figure)}
+BUDGET_LADDER_FIGURES = {"lm_budget_ladder": derived(interactive.lm_budget_ladder_figure)}
 CEM_FIGURES = {"energy_descent": (figdata.energy_descent, mpl_energy_descent),
                "energy_landscape": (figdata.energy_landscape, mpl_energy_landscape),
                "preconditioner_spectra": (figdata.preconditioner_spectra, mpl_preconditioner_spectra),
@@ -532,11 +533,13 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_results, models=MODELS) -> list[Path]:
+def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_results, budget_ladder_results,
+                      models=MODELS) -> list[Path]:
     """Write every figure (CEM_FIGURES on their defaults, GP_FIGURES from the GP sweep's results.json
     `gp_results`, LM_FIGURES from the LM sweep's `lm_results`, GP_STUDY_FIGURES from the GP factor study's
-    `gp_study_results`, LADDER_FIGURES from the width ladder's `ladder_results`, TRAINED_FIGURES from the trained
-    models in the folder `models`) as PNG and SVG into out_dir; return the paths written."""
+    `gp_study_results`, LADDER_FIGURES from the quarter-budget width ladder's `ladder_results`,
+    BUDGET_LADDER_FIGURES from the ladder at the paper's budget, `budget_ladder_results`, TRAINED_FIGURES from the
+    trained models in the folder `models`) as PNG and SVG into out_dir; return the paths written."""
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -547,7 +550,8 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_
             (GP_FIGURES, gp_sweep.GP_SWEEP.load, gp_results, "make gp-sweep"),
             (LM_FIGURES, lm_sweep.LM_SWEEP.load, lm_results, "make lm-sweep"),
             (GP_STUDY_FIGURES, gp_sweep.GP_SWEEP.load, gp_study_results, "make gp-study"),
-            (LADDER_FIGURES, lm_sweep.LM_SWEEP.load, ladder_results, "make lm-ladder")):
+            (LADDER_FIGURES, lm_sweep.LM_SWEEP.load, ladder_results, "make lm-ladder"),
+            (BUDGET_LADDER_FIGURES, lm_sweep.LM_SWEEP.load, budget_ladder_results, "make lm-budget-ladder")):
         records = load(results)
         if not records:
             raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "

@@ -1,23 +1,30 @@
-"""The width ladder (``lm sweep --preset ladder``, issue 26): is a CEM variant's perplexity gap to Llama closing
-with scale? Under ``sweep.LADDER_RULE`` (fixed in the ladder's manifest before it ran): each variant at each width
-at the best rate of its grid, the loss gap g = ln ppl(variant) - ln ppl(Llama) paired by seed (shown as the
-perplexity gap exp(g) - 1), and a least-squares line of g against log10 of the Llama model's parameters, read with
-a 95% t-interval; its value at the paper's smallest scale is a projection, not a result.
+"""The width ladders: does a CEM variant's perplexity gap to Llama narrow or grow with scale?
+
+Two ladders train Llama, CEM attention T = 1 and T = 2 and cem-full at d = 32, 64 and 128: ``lm sweep --preset
+ladder`` at a quarter of 20 tokens per parameter (two seeds, its rate the best mean over both, ``sweep.LADDER_RULE``)
+and ``--preset budget-ladder`` at the paper's 20 tokens per parameter (three seeds that also vary the data order,
+its rate chosen on seed 0, ``sweep.BUDGET_LADDER_RULE``). Both are read one way, the budget ladder's rule: the loss
+gap g = ln ppl(variant) - ln ppl(Llama) paired by seed, its mean over seeds per width with a Student's t interval,
+a line through the width means weighted by their standard errors with a lack-of-fit test, and a verdict on the
+gap's size |g| (narrowing, growing, no trend shown). Where the line would reach at the paper's scale is an
+extrapolation and carries no interval.
 """
 from __future__ import annotations
 
 import math
-import statistics
 
 from cem_core.experiments import verdicts
 from cem_core.experiments.records import markdown_table
 from cem_core.nn.model import ModelConfig
 
 from . import sweep
+from .data import DEMO_LABEL, PROSE_LABEL
 from .train import TRAIN_PRESETS
 
 REFERENCE = "llama"
-TRENDS = ("closing", "widening", "no trend shown")
+TRENDS = ("narrowing", "growing", "no trend shown")
+LACK_OF_FIT = 0.05                     # a lack-of-fit p below this: the straight line misdescribes the width means
+LADDERS = {"budget-ladder": "the width ladder at the paper's budget", "ladder": "the quarter-budget width ladder"}
 
 
 def paper_scale(vocab_size: int = 257) -> int:
@@ -28,26 +35,32 @@ def paper_scale(vocab_size: int = 257) -> int:
                                max_seq_len=paper["train"]["seq_len"]).param_counts()["total"]
 
 
-def best_rates(records: list[dict]) -> dict[tuple[int, str], dict]:
-    """{(width, variant): {"lr", "ppl" (mean over seeds at it), "grid", "inside", "params", "runs" (at lr)}}: the
-    rate of each variant's grid at each width with the lowest mean perplexity over seeds (a diverged run counts
-    as infinitely bad)."""
+def best_rates(records: list[dict], preset: str = "ladder") -> dict[tuple[int, str], dict]:
+    """{(width, variant): {"lr", "ppl" (mean over the seeds at it), "grid", "inside", "params", "runs" (at lr)}}: each
+    variant's rate at each width under its ladder's rule: the best mean over every seed (``ladder``), or the best on
+    the first seed (a staged preset, ``budget-ladder``). A diverged run counts as infinitely bad."""
+    preset_ = sweep.SWEEP_PRESETS[preset]
     groups: dict[tuple[int, str], dict[float, list[dict]]] = {}
     for r in records:
         groups.setdefault((r["identity"]["config"]["d_model"], r["name"]), {}).setdefault(r["lr"], []).append(r)
     out = {}
     order = list(sweep.SWEEP_VARIANTS)
     for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
-        best = sweep.best_rate(by_lr)
-        out[key] = best | {"params": by_lr[best["lr"]][0]["params"], "runs": by_lr[best["lr"]]}
+        choice = by_lr
+        if preset_.rate_steps:
+            choice = {lr: [r for r in runs if r["seed"] == preset_.seeds[0]] for lr, runs in by_lr.items()}
+            choice = {lr: runs for lr, runs in choice.items() if runs}
+        best = sweep.best_rate(choice)
+        runs = by_lr[best["lr"]]
+        out[key] = best | {"ppl": sweep.mean_ppl(runs), "params": runs[0]["params"], "runs": runs}
     return out
 
 
-def gap_points(records: list[dict]) -> dict[str, list[dict]]:
+def gap_points(records: list[dict], preset: str = "ladder") -> dict[str, list[dict]]:
     """{CEM variant: [{"width", "N" (Llama parameters at that width), "params", "seed", "g", "gap"}, ...]}: the
-    loss gap g = ln ppl(variant) - ln ppl(Llama) paired by seed, each side at its best rate (``best_rates``), and
-    the perplexity gap exp(g) - 1; a pair with a diverged run has g = nan."""
-    best = best_rates(records)
+    loss gap g = ln ppl(variant) - ln ppl(Llama) paired by seed, each side at its rate (``best_rates``), and the
+    perplexity gap exp(g) - 1; a pair with a diverged run has g = nan."""
+    best = best_rates(records, preset)
     points: dict[str, list[dict]] = {}
     for (width, name), b in best.items():
         ref = best.get((width, REFERENCE))
@@ -63,92 +76,74 @@ def gap_points(records: list[dict]) -> dict[str, list[dict]]:
     return points
 
 
-def fit(points: list[dict], at: float, level: float = verdicts.LEVEL) -> dict:
-    """The least-squares line g = a + b log10(N) through the points with a finite loss gap g, with the two-sided
-    `level` t-interval (points - 2 degrees of freedom) of the slope b and the confidence interval of the line's
-    value at N = `at` (the projection, in g)."""
-    points = [p for p in points if math.isfinite(p["g"])]               # a diverged pair is left out
-    x = [math.log10(p["N"]) for p in points]
-    y = [p["g"] for p in points]
-    n = len(points)
-    if n < 3 or len(set(x)) < 2:
-        return {"n": n, "at": at} | dict.fromkeys(("a", "b", "b_low", "b_high", "projection", "low", "high", "q",
-                                                    "s", "mx", "sxx"), math.nan)
-    mx, my = statistics.fmean(x), statistics.fmean(y)
-    sxx = sum((xi - mx) ** 2 for xi in x)
-    b = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y)) / sxx       # slope: gap per decade of parameters
-    a = my - b * mx
-    s = math.sqrt(sum((yi - a - b * xi) ** 2 for xi, yi in zip(x, y)) / (n - 2))   # residual standard deviation
-    q = verdicts.t_quantile(0.5 + level / 2, n - 2)
-    line = {"n": n, "a": a, "b": b, "b_low": b - q * s / math.sqrt(sxx), "b_high": b + q * s / math.sqrt(sxx),
-            "q": q, "s": s, "mx": mx, "sxx": sxx, "at": at}
-    y0, low, high = value_at(line, at)
-    return line | {"projection": y0, "low": low, "high": high}
+def width_gaps(points: list[dict]) -> list[dict]:
+    """Per width (ascending): {"width", "N", "gs" (the finite g), "diverged" (pairs left out)} and the t-interval of
+    the mean g over seeds (``verdicts.t_interval``: "n", "mean", "se", "low", "high")."""
+    rows = []
+    for width in sorted({p["width"] for p in points}):
+        here = [p for p in points if p["width"] == width]
+        gs = [p["g"] for p in here if math.isfinite(p["g"])]
+        rows.append({"width": width, "N": here[0]["N"], "gs": gs, "diverged": len(here) - len(gs)}
+                    | verdicts.t_interval(gs))
+    return rows
 
 
-def value_at(line: dict, N: float) -> tuple[float, float, float]:
-    """The fitted line's value at N parameters and its t-interval (the line's standard error there)."""
-    x0 = math.log10(N)
-    y0 = line["a"] + line["b"] * x0
-    half = line["q"] * line["s"] * math.sqrt(1 / line["n"] + (x0 - line["mx"]) ** 2 / line["sxx"])
-    return y0, y0 - half, y0 + half
+def fit_means(widths: list[dict], level: float = verdicts.LEVEL) -> dict:
+    """The weighted least-squares line g = a + b log10(N) through the width means (weights 1 / se^2), the
+    `level` t-interval of b with the pooled within-width degrees of freedom (pairs - widths), and the lack-of-fit F
+    test of the line against the means with the seeds' scatter as pure error (its p is nan with fewer than 3
+    widths). All nan when fewer than 2 widths have a mean with a positive standard error."""
+    rows = [w for w in widths if w["n"] >= 2 and math.isfinite(w["se"]) and w["se"] > 0]
+    dof = sum(w["n"] for w in rows) - len(rows)
+    empty = dict.fromkeys(("a", "b", "se_b", "b_low", "b_high", "lof_F", "lof_p"), math.nan)
+    if len(rows) < 2:
+        return empty | {"widths": len(rows), "dof": dof}
+    x = [math.log10(w["N"]) for w in rows]
+    y = [w["mean"] for w in rows]
+    wt = [1 / w["se"] ** 2 for w in rows]
+    mx, my = (sum(wi * v for wi, v in zip(wt, vs)) / sum(wt) for vs in (x, y))
+    sxx = sum(wi * (xi - mx) ** 2 for wi, xi in zip(wt, x))
+    b = sum(wi * (xi - mx) * (yi - my) for wi, xi, yi in zip(wt, x, y)) / sxx
+    a, se_b = my - b * mx, 1 / math.sqrt(sxx)
+    q = verdicts.t_quantile(0.5 + level / 2, dof)
+    line = empty | {"a": a, "b": b, "se_b": se_b, "b_low": b - q * se_b, "b_high": b + q * se_b,
+                    "widths": len(rows), "dof": dof}
+    if len(rows) >= 3:
+        pure = sum((g - w["mean"]) ** 2 for w in rows for g in w["gs"])
+        lack = sum(w["n"] * (w["mean"] - a - b * xi) ** 2 for w, xi in zip(rows, x))
+        f = (lack / (len(rows) - 2)) / (pure / dof) if pure > 0 else math.inf
+        line |= {"lof_F": f, "lof_p": verdicts.f_sf(f, len(rows) - 2, dof) if math.isfinite(f) else 0.0}
+    return line
 
 
-def band(line: dict, low: float, high: float, count: int = 40) -> dict:
-    """The fitted line and its interval on `count` log-spaced N from low to high, as perplexity gaps exp(g) - 1
-    (for the figures)."""
-    ns = [low * (high / low) ** (k / (count - 1)) for k in range(count)]
-    values = [value_at(line, n) for n in ns]
-    return {"N": ns} | {key: [math.expm1(v[k]) for v in values] for k, key in enumerate(("gap", "low", "high"))}
+def value_at(line: dict, N: float) -> float:
+    """The fitted line's loss gap g at N parameters."""
+    return line["a"] + line["b"] * math.log10(N)
 
 
-def projected(line: dict) -> tuple[float, float, float]:
-    """The projection at the paper's scale and its interval, as perplexity gaps exp(g) - 1."""
-    return math.expm1(line["projection"]), math.expm1(line["low"]), math.expm1(line["high"])
-
-
-def width_means(t: dict) -> dict:
-    """A variant's mean perplexity gap per width for the figures: {"N", "gap", "minus", "plus"} (the mean loss gap
-    ± its se, as perplexity gaps), widths without a finite mean left out."""
-    rows = [(n, m, se if math.isfinite(se) else 0.0) for n, m, se in t["means"].values() if math.isfinite(m)]
-    return {"N": [n for n, _, _ in rows], "gap": [math.expm1(m) for _, m, _ in rows],
-            "minus": [math.expm1(m) - math.expm1(m - se) for _, m, se in rows],
-            "plus": [math.expm1(m + se) - math.expm1(m) for _, m, se in rows]}
-
-
-def trend_verdict(line: dict, smallest: float) -> str:
-    """LADDER_RULE's word for a fitted line: closing, widening or no trend shown, the side of 0 the gap starts on
-    read from the line's value at the smallest width's N (`smallest`)."""
-    if not math.isfinite(line["b"]):
+def size_verdict(line: dict, smallest: float, largest: float) -> str:
+    """The rule's word on the gap's size: "no trend shown" when b's interval includes 0 (or there is no line);
+    else "narrowing" when the line's |g| at the largest width is below its |g| at the smallest, "growing" when
+    above."""
+    if not (math.isfinite(line["b_low"]) and (line["b_low"] > 0 or line["b_high"] < 0)):
         return TRENDS[2]
-    start = value_at(line, smallest)[0]
-    if start == 0:
-        return TRENDS[2]
-    towards_zero = line["b_high"] < 0 if start > 0 else line["b_low"] > 0
-    away = line["b_low"] > 0 if start > 0 else line["b_high"] < 0
-    return TRENDS[0] if towards_zero else TRENDS[1] if away else TRENDS[2]
+    start, end = abs(value_at(line, smallest)), abs(value_at(line, largest))
+    return TRENDS[0] if end < start else TRENDS[1] if end > start else TRENDS[2]
 
 
-def trends(records: list[dict]) -> dict[str, dict]:
-    """Per CEM variant: its points, the fitted line (``fit``) projected to the paper's smallest scale, the mean
-    loss gap at each width {width: (N, mean g, se of g)} over its finite pairs, the pairs left out for a diverged
-    run, and the verdict under LADDER_RULE."""
-    at = paper_scale()
+def trends(records: list[dict], preset: str = "ladder") -> dict[str, dict]:
+    """Per CEM variant: its points, its width gaps (``width_gaps``), the line through their means (``fit_means``),
+    the verdict, the pairs left out for a diverged run, and "reach": where the line would reach at the paper's
+    smallest scale, as a perplexity gap (an extrapolation: no interval)."""
     out = {}
-    for name, points in gap_points(records).items():
-        by_width: dict[int, list[float]] = {}
-        for p in points:
-            by_width.setdefault(p["width"], [])
-            if math.isfinite(p["g"]):
-                by_width[p["width"]].append(p["g"])
-        n_of = {p["width"]: p["N"] for p in points}
-        means = {w: (n_of[w], statistics.fmean(gs) if gs else math.nan,
-                     statistics.stdev(gs) / math.sqrt(len(gs)) if len(gs) > 1 else math.nan)
-                 for w, gs in sorted(by_width.items())}
-        line = fit(points, at)
-        out[name] = {"points": points, "line": line, "means": means,
-                     "diverged": sum(not math.isfinite(p["g"]) for p in points),
-                     "verdict": trend_verdict(line, min(n_of.values()))}
+    for name, points in gap_points(records, preset).items():
+        widths = width_gaps(points)
+        line = fit_means(widths)
+        ns = [w["N"] for w in widths]
+        out[name] = {"points": points, "widths": widths, "line": line,
+                     "verdict": size_verdict(line, min(ns), max(ns)),
+                     "diverged": sum(w["diverged"] for w in widths),
+                     "reach": math.expm1(value_at(line, paper_scale())) if math.isfinite(line["b"]) else math.nan}
     return out
 
 
@@ -160,125 +155,164 @@ def pct(x: float, digits: int = 1) -> str:
     return "+" + text[1:] if float(text[1:-1]) == 0 else text
 
 
-GAP_COLUMN = "ppl gap to Llama, exp(g) − 1 (g: loss gap, mean ± se over seeds)"
+GAP_COLUMN = "ppl gap to Llama, exp(g) − 1: mean over seeds [95% t-interval]"
 
 
-def rows(records: list[dict]) -> list[dict]:
+def _gap_cell(w: dict) -> str:
+    if not math.isfinite(w["mean"]):
+        return "–"
+    interval = (f" [{pct(math.expm1(w['low']))}, {pct(math.expm1(w['high']))}]" if math.isfinite(w["low"])
+                else " (one seed: no interval)")
+    return (f"{pct(math.expm1(w['mean']))}{interval} (g = {w['mean']:+.4f} ± {w['se']:.4f} se)"
+            if math.isfinite(w["se"]) else f"{pct(math.expm1(w['mean']))}{interval}")
+
+
+def rows(records: list[dict], preset: str = "ladder") -> list[dict]:
     """The ladder table as displayed (README, app, notebook): one row per width and variant."""
-    best = best_rates(records)
-    by = trends(records)
+    by = {name: {w["width"]: w for w in t["widths"]} for name, t in trends(records, preset).items()}
     out = []
-    for (width, name), b in best.items():
-        t = by.get(name)
-        gap = "–"
-        if t and width in t["means"]:
-            _, m, se = t["means"][width]
-            left = sum(1 for p in t["points"] if p["width"] == width and not math.isfinite(p["g"]))
-            gap = (f"{pct(math.expm1(m))} (g = {m:+.4f} ± {se:.4f})" if math.isfinite(m) else "–") + \
-                (f", {left} diverged" if left else "")
-        edge = "" if b["inside"] else " (at the grid's edge)"
+    for (width, name), b in best_rates(records, preset).items():
+        w = by.get(name, {}).get(width)
+        gap = "–" if w is None else _gap_cell(w) + (f", {w['diverged']} diverged" if w["diverged"] else "")
         out.append({"width": str(width), "variant": name, "params": f"{b['params']:,}",
-                    "rate": f"{b['lr']:g}{edge}", "grid": ", ".join(f"{lr:g}" for lr in b["grid"]),
+                    "tokens": f"{b['runs'][0]['tokens']:,}",
+                    "rate": f"{b['lr']:g}" + ("" if b["inside"] else " (at the grid's edge)"),
+                    "grid": ", ".join(f"{lr:g}" for lr in b["grid"]), "seeds": str(len(b["runs"])),
                     "val ppl (mean)": f"{b['ppl']:.3f}" if math.isfinite(b["ppl"]) else "diverged",
                     GAP_COLUMN: gap})
     return out
 
 
-SLOPE_COLUMN = "slope of g per decade of parameters (95% t-interval)"
+SLOPE_COLUMN = "slope of g per decade, weighted fit on the width means [95% t-interval, dof]"
+LOF_COLUMN = "lack of fit (F test) p"
 
 
-def projection_column(at: float) -> str:
-    return f"ppl gap projected to {at / 1e6:.1f}M (95% interval of the line; not a result)"
+def reach_column() -> str:
+    return f"where the line would reach at {paper_scale() / 1e6:.1f}M (an extrapolation, no interval)"
 
 
-def trend_rows(records: list[dict]) -> list[dict]:
-    """The fitted trends as displayed: the slope of the loss gap per decade with its interval, the verdict, and
-    the projection as a perplexity gap."""
+def trend_rows(records: list[dict], preset: str = "ladder") -> list[dict]:
+    """The trends as displayed: the slope of the loss gap per decade with its interval, the lack-of-fit p, the
+    verdict on the gap's size, and where the line would reach at the paper's scale."""
     out = []
-    for name, t in trends(records).items():
+    for name, t in trends(records, preset).items():
         line = t["line"]
         fitted = math.isfinite(line["b"])
-        out.append({"variant": name, "points": str(line["n"]) + (f" ({t['diverged']} diverged left out)"
-                                                                  if t["diverged"] else ""),
-                    SLOPE_COLUMN: f"{line['b']:+.4f} [{line['b_low']:+.4f}, {line['b_high']:+.4f}]" if fitted
-                    else "– (a line needs 3 points at 2 widths)",
-                    "trend": t["verdict"],
-                    projection_column(line["at"]): "{} [{}, {}]".format(*map(pct, projected(line))) if fitted
-                    else "–"})
+        out.append({"variant": name, "widths": str(line["widths"]) + (f" ({t['diverged']} diverged pairs left out)"
+                                                                      if t["diverged"] else ""),
+                    SLOPE_COLUMN: f"{line['b']:+.4f} [{line['b_low']:+.4f}, {line['b_high']:+.4f}], {line['dof']}"
+                    if fitted else "– (a line needs 2 widths of 2 seeds)",
+                    LOF_COLUMN: f"{line['lof_p']:.3f}" if math.isfinite(line["lof_p"]) else "– (needs 3 widths)",
+                    "trend of the gap's size": t["verdict"],
+                    reach_column(): pct(t["reach"], 0) if fitted else "–"})
     return out
 
 
-def zero_crossing(t: dict) -> float | None:
-    """For a closing gap whose line reaches 0 between the smallest width and the paper's scale, the parameters
-    N where it does (LADDER_RULE's word "closing" says only that the slope moves the gap towards 0); else None."""
-    line = t["line"]
-    if t["verdict"] != TRENDS[0] or line["b"] == 0:
-        return None
-    n0 = 10 ** (-line["a"] / line["b"])
-    return n0 if min(p["N"] for p in t["points"]) < n0 < line["at"] else None
+def corpus(records: list[dict]) -> str:
+    """The corpus the records trained on, as the displays name it."""
+    sources = {r["identity"]["data"]["source"] for r in records}
+    labels = {"demo": DEMO_LABEL, "prose": PROSE_LABEL}
+    return " and ".join(labels.get(s, f"{s} data") for s in sorted(sources))
 
 
-def crossing(t: dict) -> str:
-    """Where a closing gap's line crosses 0, and that the gap grows again past it; "" when it does not."""
-    n0 = zero_crossing(t)
-    if n0 is None:
-        return ""
-    ahead, behind = ("below", "above") if t["line"]["b"] > 0 else ("above", "below")
-    return (f", but its line crosses 0 at about {float(f'{n0:.2g}'):,.0f} parameters: CEM ahead of Llama {ahead} "
-            f"that, behind {behind} it, and the gap growing again past it")
+def scale(records: list[dict], preset: str = "ladder") -> str:
+    """The ladder's scale in words: widths, Llama parameters, tokens per parameter, seeds, corpus."""
+    best = best_rates(records, preset)
+    widths = sorted({w for w, _ in best})
+    ref = [best[(w, REFERENCE)] for w in widths if (w, REFERENCE) in best]
+    seeds = sorted({len(b["runs"]) for b in best.values()})
+    budget = 20 * sweep.SWEEP_PRESETS[preset].budget
+    params = [b["params"] for b in ref] or [0]
+    tokens = [b["runs"][0]["tokens"] for b in ref] or [0]
+    return (f"{len(widths)} widths (d = {', '.join(map(str, widths))}: Llama {min(params):,} to {max(params):,} "
+            f"parameters, {budget:g} tokens per Llama parameter: {min(tokens):,} to {max(tokens):,} tokens), "
+            f"{'/'.join(map(str, seeds))} seeds at each chosen rate, on the {corpus(records)}")
+
+
+def variant_sentence(name: str, t: dict) -> str:
+    """One variant's trend in words: its gap at the smallest and largest width, the verdict, the slope, the
+    lack of fit, and where the line would reach."""
+    first, last, line = t["widths"][0], t["widths"][-1], t["line"]
+    left = f", {t['diverged']} diverged pairs left out" if t["diverged"] else ""
+    if not math.isfinite(line["b"]):
+        return f"{name} is {pct(math.expm1(last['mean']))} at d = {last['width']} (no line yet{left})"
+    lof = (f"; lack-of-fit p = {line['lof_p']:.3f}" + (": the straight line misdescribes the width means"
+                                                        if line["lof_p"] < LACK_OF_FIT else "")
+           if math.isfinite(line["lof_p"]) else "")
+    return (f"{name} goes from {pct(math.expm1(first['mean']))} at d = {first['width']} to "
+            f"{pct(math.expm1(last['mean']))} at d = {last['width']} ({t['verdict']}; the loss gap's slope "
+            f"{line['b']:+.4f} per decade, 95% [{line['b_low']:+.4f}, {line['b_high']:+.4f}]{lof}{left}; the line "
+            f"would reach {pct(t['reach'], 0)} at {paper_scale() / 1e6:.1f}M, an extrapolation)")
+
+
+def summary(records: list[dict], preset: str = "ladder") -> str:
+    """The ladder's finding in words, computed from the records (README, app, notebook 05)."""
+    found = trends(records, preset)
+    if not found:
+        return f"{LADDERS[preset].capitalize()} has no pair of a CEM variant and Llama at one width yet."
+    edges = [f"{name} at d = {w}" for (w, name), b in best_rates(records, preset).items() if not b["inside"]]
+    edge = (f"Rates at a grid edge: {', '.join(edges)}." if edges
+            else "Every chosen rate lies strictly inside its grid.")
+    return (f"Across {LADDERS[preset]} ({scale(records, preset)}), the perplexity gap to Llama of "
+            + "; ".join(variant_sentence(name, t) for name, t in found.items()) + ". The verdict reads the size "
+            "of the gap |g|: narrowing when it shrinks with width, growing when it grows, whichever its sign. Where "
+            "a line would reach at the paper's scale is a straight line carried far past the widths measured and "
+            "is not a result. " + edge)
+
+
+def ladder_markdown(records: list[dict], preset: str = "ladder") -> str:
+    """A ladder as the README shows it: the runs at their chosen rates, the trends and the summary."""
+    return (markdown_table(rows(records, preset), ("width", "params", "tokens", "rate", "seeds", "val ppl (mean)",
+                                                   GAP_COLUMN))
+            + "\n\n" + markdown_table(trend_rows(records, preset), ("widths",)) + "\n\n" + summary(records, preset))
+
+
+def width_means(t: dict) -> dict:
+    """A variant's mean perplexity gap per width for the figures: {"N", "gap", "minus", "plus"} (the t-interval of
+    the mean loss gap, as perplexity gaps; 0 where there is none), widths without a finite mean left out."""
+    rows_ = [w for w in t["widths"] if math.isfinite(w["mean"])]
+    half = [(w["mean"] - w["low"]) if math.isfinite(w["low"]) else 0.0 for w in rows_]
+    return {"N": [w["N"] for w in rows_], "gap": [math.expm1(w["mean"]) for w in rows_],
+            "minus": [math.expm1(w["mean"]) - math.expm1(w["mean"] - h) for w, h in zip(rows_, half)],
+            "plus": [math.expm1(w["mean"] + h) - math.expm1(w["mean"]) for w, h in zip(rows_, half)]}
+
+
+def line_points(line: dict, low: float, high: float, count: int = 40) -> dict:
+    """The fitted line on `count` log-spaced N from low to high, as perplexity gaps exp(g) - 1 (for the figures:
+    no band, the line's interval past the data is not known)."""
+    ns = [low * (high / low) ** (k / (count - 1)) for k in range(count)]
+    return {"N": ns, "gap": [math.expm1(value_at(line, n)) for n in ns]}
 
 
 def legend(name: str, t: dict) -> str:
-    """A figure's legend entry for one variant's trend: the rule's word, where its line crosses 0, its slope."""
-    n0, b = zero_crossing(t), t["line"]["b"]
-    return (f"{name}: {t['verdict']}" + (f" (crosses 0 at ~{float(f'{n0:.2g}'):,.0f})" if n0 else "")
-            + (f", slope of g {b:+.3f} per decade" if math.isfinite(b) else ""))
+    """A figure's legend entry for one variant's trend: the verdict on |g| and the slope."""
+    b = t["line"]["b"]
+    return f"{name}: |gap| {t['verdict']}" + (f", slope of g {b:+.3f} per decade" if math.isfinite(b) else "")
 
 
-def summary(records: list[dict]) -> str:
-    """The ladder's finding in words, computed from the records (README, app, notebook 05)."""
-    best = best_rates(records)
-    found = trends(records)
-    if not found:
-        return "The width ladder has no pair of a CEM variant and Llama at one width yet."
-    widths = sorted({w for w, _ in best})
-    ref = [best[(w, REFERENCE)]["params"] for w in widths if (w, REFERENCE) in best]
-    edges = [f"{name} at d = {w}" for (w, name), b in best.items() if not b["inside"]]
-    parts = []
-    for name, t in found.items():
-        means = [m for _, m, _ in t["means"].values()]
-        line = t["line"]
-        left = f", {t['diverged']} diverged pairs left out" if t["diverged"] else ""
-        if not math.isfinite(line["b"]):
-            parts.append(f"{name} is {pct(math.expm1(means[-1]))} at d = {max(t['means'])} (no line yet: "
-                         f"{line['n']} points{left})")
-            continue
-        parts.append(f"{name} goes from {pct(math.expm1(means[0]))} to {pct(math.expm1(means[-1]))} ({t['verdict']}"
-                     f"{crossing(t)}; the "
-                     f"loss gap's slope {line['b']:+.4f} per decade, 95% [{line['b_low']:+.4f}, "
-                     f"{line['b_high']:+.4f}]{left}; carried to {line['at'] / 1e6:.1f}M: "
-                     + "{}, 95% [{}, {}])".format(*(pct(v, 0) for v in projected(line))))
-    seeds = sorted({len(b["runs"]) for b in best.values()})
-    edge = (f"Best rates at a grid edge: {', '.join(edges)}." if edges
-            else "Every best rate lies strictly inside its grid.")
-    return (f"Across the ladder's {len(widths)} widths (d = {', '.join(map(str, widths))}: Llama "
-            f"{min(ref, default=0):,} to {max(ref, default=0):,} parameters, {'/'.join(map(str, seeds))} seeds at "
-            f"each best rate), the perplexity gap to Llama of " + "; ".join(parts) + ". The numbers at the paper's "
-            f"scale are projections of a straight line in log parameters fitted to models "
-            f"{_ratio(max(ref, default=0))} to {_ratio(min(ref, default=0))} times smaller, with the confidence "
-            "interval of the line itself: they hold only if the line stays straight that far, and are not "
-            "results. " + edge)
+def growing_gaps(records: list[dict], preset: str = "ladder") -> list[str]:
+    """The CEM variants whose mean gap is larger in size at the largest width than at the smallest (what no
+    document may call closing or narrowing)."""
+    return [name for name, t in trends(records, preset).items()
+            if len(t["widths"]) > 1 and abs(t["widths"][-1]["mean"]) > abs(t["widths"][0]["mean"])]
 
 
-def _ratio(n: int) -> str:
-    """How many times smaller than the paper's scale a model of n parameters is, to two significant figures."""
-    if n <= 0:
-        return "–"
-    r = paper_scale() / n
-    return f"{float(f'{r:.2g}'):,.0f}"
+def unfinished(records: list[dict], preset: str = "ladder") -> list[tuple[int, str]]:
+    """The (width, variant) cells of the preset without a chosen rate inside its grid and a run of every seed there."""
+    p = sweep.SWEEP_PRESETS[preset]
+    best = best_rates(records, preset)
+    return [(w, name) for w in p.widths for name in p.variants
+            if (b := best.get((w, name))) is None or not b["inside"]
+            or sorted(r["seed"] for r in b["runs"]) != sorted(p.seeds)]
 
 
-def ladder_markdown(records: list[dict]) -> str:
-    """The ladder as the README shows it: the runs at their best rates, the fitted trends and the summary."""
-    return (markdown_table(rows(records), ("width", "params", "rate", "val ppl (mean)", GAP_COLUMN))
-            + "\n\n" + markdown_table(trend_rows(records), ("points",)) + "\n\n" + summary(records))
+def progress_note(records: list[dict], preset: str = "ladder") -> str:
+    """'' for a finished ladder; else which cells are still to run, so that no partial table reads as final."""
+    left = unfinished(records, preset)
+    if not left:
+        return ""
+    cells = len(sweep.SWEEP_PRESETS[preset].widths) * len(sweep.SWEEP_PRESETS[preset].variants)
+    widths = sorted({w for w, _ in left})
+    return (f"{LADDERS[preset].capitalize()} is not finished: {cells - len(left)} of its {cells} widths and variants "
+            f"have their rate and every seed; still to run at d = {', '.join(map(str, widths))} (`make "
+            f"lm-{preset}` resumes it). The tables show what has finished.")

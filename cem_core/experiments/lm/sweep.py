@@ -744,5 +744,9 @@ def preset_summary(preset: str) -> str:
                       f"{q.shape.d_ff}, {steps_for(q):,} "
                       f"steps (Llama {llama_params(q):,} parameters)" for q in p.parts())
     lrs = ", ".join(f"{lr:g}" for lr in p.lrs) if p.lrs else "each variant's own"
+    if p.rate_steps:
+        steps = ", ".join(f"{k:g}" for k in p.rate_steps)
+        lrs = f"each variant's at each width, chosen on seed {p.seeds[0]} from {steps} x its quarter-budget ladder best"
+    order = " (each its own order of the training documents)" if p.data_orders else ""
     return (f"{preset}: {sizes}; sequence {p.seq_len} x batch {p.batch_size}, {p.budget:g} x 20 tokens per Llama "
-            f"parameter, lr {lrs}, seeds {len(p.seeds)}, {len(p.variants)} variants")
+            f"parameter, lr {lrs}, seeds {len(p.seeds)}{order}, {len(p.variants)} variants")
