@@ -179,7 +179,8 @@ def own_rate_section(common, own) -> None:
                            "No own-rate sweep results found: run `make lm-own` (about 2 hours on 2 cores).",
                            "the own-rate sweep"):
         return
-    st.caption(f"{len(own)} runs: {sweep.preset_summary('own')}. Each rate is the best of a 6-rate grid at a "
+    st.caption(f"{len(own)} runs on the {DEMO_LABEL}: {sweep.preset_summary('own')}. Each rate is the best of a "
+               "6-rate grid at a "
                "quarter of the budget (`results/lm-rates`, every best strictly inside its grid). "
                "Command: `make lm-own`.")
     rows = sweep.own_variant_rows(common, own)

@@ -62,7 +62,8 @@ gp_sweep_path = "../results/gp-default/results.json"   # the committed GP sweep 
 gp_study_path = "../results/gp-study/results.json"     # the GP factor study (it may still be running)
 lm_sweep_path = "../results/lm-default/results.json"   # the LM claims sweep
 lm_own_path = "../results/lm-own/results.json"         # each variant at its own learning rate
-lm_ladder_path = "../results/lm-ladder/results.json"   # the width ladder
+lm_budget_ladder_path = "../results/lm-budget-ladder/results.json"   # the width ladder at the paper's budget
+lm_ladder_path = "../results/lm-ladder/results.json"   # the earlier, quarter-budget width ladder
 
 # %%
 import json
@@ -749,8 +750,13 @@ if lm:
 # the full budget (`results/lm-own`), with two more: the shared diagonal with a learned step size per step,
 # with and without the `dlr` preconditioner (is `dlr`'s gain step-size control?). These runs are read with
 # the $t$-based rule ($q = 4.30$ standard errors at 3 seeds), fixed before they trained. **One size**: at
-# 0.25M parameters one cannot say whether a gap is closing, so a width ladder trains Llama and three CEM
-# variants at three widths (`results/lm-ladder`) and fits the gap against parameters.
+# 0.25M parameters one cannot say whether a gap narrows or grows with scale, so a width ladder trains Llama
+# and three CEM variants at d = 32, 64 and 128 (0.03M to 0.43M parameters) on the demo corpus of Python
+# source (not SlimPajama). The ladder at the paper's budget (`results/lm-budget-ladder`) trains each width on
+# 20 tokens per Llama parameter, three seeds that also vary the data order. The earlier ladder
+# (`results/lm-ladder`) trained a quarter of that with two seeds; its smallest rung had 82 steps. Both are read
+# with one rule: the gap per width as a mean over seeds with its $t$-interval, a line through the width means
+# weighted by their standard errors, and a verdict on the gap's *size* (narrowing, growing, no trend shown).
 
 # %%
 lm_own = load(lm_sweep.LM_SWEEP.load, lm_own_path)
@@ -768,14 +774,17 @@ else:
     report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run `make lm-own`.")
 
 # %%
-lm_ladder_records = load(lm_sweep.LM_SWEEP.load, lm_ladder_path)
-if lm_ladder_records:
-    report(f"{len(lm_ladder_records)} of the ladder's {len(lm_sweep.preset_runs('ladder'))} runs loaded. "
-           + lm_ladder.summary(lm_ladder_records))
-    display(pd.DataFrame(lm_ladder.trend_rows(lm_ladder_records)).set_index("variant"))
-    show_figure(plots.LADDER_FIGURES["lm_ladder"](lm_ladder_records))
-else:
-    report(f"The width ladder's results are not there (`{lm_ladder_path}`): run `make lm-ladder`.")
+lm_ladders = {"budget-ladder": load(lm_sweep.LM_SWEEP.load, lm_budget_ladder_path),
+              "ladder": load(lm_sweep.LM_SWEEP.load, lm_ladder_path)}
+for preset, records in lm_ladders.items():
+    if records:
+        report(f"**{lm_ladder.LADDERS[preset].capitalize()}**: {len(records)} runs loaded. "
+               + lm_ladder.progress_note(records, preset) + " " + lm_ladder.summary(records, preset))
+        display(pd.DataFrame(lm_ladder.trend_rows(records, preset)).set_index("variant"))
+        figures = plots.BUDGET_LADDER_FIGURES if preset == "budget-ladder" else plots.LADDER_FIGURES
+        show_figure(next(iter(figures.values()))(records))
+    else:
+        report(f"No results of {lm_ladder.LADDERS[preset]} yet: run `make lm-{preset}`.")
 
 # %% [markdown]
 # ## 7. What holds, in one place
@@ -801,12 +810,14 @@ else:
     summary.append("- **Language models**: no runs yet.")
 if lm and lm_own:
     summary.append("- **Language models, each variant at its own rate**: " + lm_sweep.own_summary(lm, lm_own))
-if lm_ladder_records:
-    summary.append("- **The width ladder**: " + lm_ladder.summary(lm_ladder_records))
-own_missing, ladder_missing = (len(lm_sweep.stale_runs(records, preset)[0])
-                               for records, preset in ((lm_own, "own"), (lm_ladder_records, "ladder")))
+for preset, records in lm_ladders.items():
+    if records:
+        summary.append(f"- **{lm_ladder.LADDERS[preset].capitalize()}**: " + lm_ladder.summary(records, preset))
+own_missing = len(lm_sweep.stale_runs(lm_own, "own")[0])
+cells_left = len(lm_ladder.unfinished(lm_ladders["budget-ladder"], "budget-ladder"))
 summary.append(f"- Still to come: {study_total - len(study)} study runs, {lm_total - len(lm)} LM runs, "
-               f"{own_missing} own-rate runs, {ladder_missing} ladder runs, {len(gp_missing)} GP sweep runs.")
+               f"{own_missing} own-rate runs, {cells_left} of the budget ladder's 12 widths and variants, "
+               f"{len(gp_missing)} GP sweep runs.")
 report("\n".join(summary))
 
 # %% [markdown]

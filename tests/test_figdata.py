@@ -241,6 +241,7 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),
                  "--ladder-results", str(tmp_path / "lm" / "results.json"),       # one width: points, no line
+                 "--budget-ladder-results", str(tmp_path / "lm" / "results.json"),
                  "--gp-study-results", str(tmp_path / "study" / "results.json"),
                  "--models", str(ROOT / "models")]) == 0                          # the committed trained models
     written = {p.name for p in out.iterdir()}

@@ -254,6 +254,7 @@ def test_report_and_figures_from_results(tmp_path, capsys):
     assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),
                  "--ladder-results", str(tmp_path / "lm" / "results.json"),
+                 "--budget-ladder-results", str(tmp_path / "lm" / "results.json"),
                  "--gp-study-results", str(ROOT / gp_study.COMMITTED_STUDY / "results.json")]) == 0
     for name in ("gp_rmse_vs_context", "gp_ratio_vs_T", "gp_test_time_scaling"):
         for ext in ("png", "svg"):

@@ -309,19 +309,23 @@ def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
 @pytest.mark.slow                      # a whole app page and the notebook's committed outputs
 def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
     common, own = _committed(sweep.COMMITTED_SWEEP), _committed(sweep.COMMITTED_OWN)
-    rungs = _committed(sweep.COMMITTED_LADDER)
+    ladders = {"budget-ladder": _committed(sweep.COMMITTED_BUDGET_LADDER), "ladder": _committed(sweep.COMMITTED_LADDER)}
     readme = (ROOT / "README.md").read_text()
-    assert sweep.own_markdown(common, own) in readme and ladder.ladder_markdown(rungs) in readme
+    assert sweep.own_markdown(common, own) in readme
     at, frames = page_tables("lm")
     shown = [row_values(f) for f in frames]
-    for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own),
-                 ladder.trend_rows(rungs), ladder.rows(rungs)):
+    for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own)):
         assert row_values(rows) in shown
     text = " ".join(m.value for m in (*at.markdown, *at.caption))
-    assert sweep.step_size_summary(own) in text and ladder.summary(rungs) in text
-    assert sweep.own_summary(common, own) in text
+    assert sweep.step_size_summary(own) in text and sweep.own_summary(common, own) in text
+    warnings = " ".join(w.value for w in at.warning)
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
-    for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own), ladder.summary(rungs)):
+    for preset, rungs in ladders.items():
+        assert ladder.ladder_markdown(rungs, preset) in readme
+        assert row_values(ladder.trend_rows(rungs, preset)) in shown and row_values(ladder.rows(rungs, preset)) in shown
+        assert ladder.summary(rungs, preset) in text and ladder.progress_note(rungs, preset) in warnings
+        assert json.dumps(ladder.summary(rungs, preset), ensure_ascii=False)[1:-1] in notebook
+    for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own)):
         assert json.dumps(sentence, ensure_ascii=False)[1:-1] in notebook
 
 
@@ -337,7 +341,7 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     rows = ladder.trend_rows(records)
     assert all(r["trend of the gap's size"] == "no trend shown" and r["widths"] == "1" for r in rows)
     assert rows[0][ladder.SLOPE_COLUMN].startswith("– (a line needs")
-    assert "(no line yet)" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
+    assert "(no line yet: it needs 2 widths" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
     from cem_core.ui import interactive, plots
     assert not any("fitted line" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
     plots.LADDER_FIGURES["lm_ladder"](records)
@@ -382,3 +386,51 @@ def test_a_gap_that_changes_sign_and_grows_in_size_is_growing_everywhere_it_is_s
     label = "attn T=1: |gap| growing, slope of g"
     assert [t.name for t in interactive.lm_ladder_figure(records).data][0].startswith(label)
     assert plots.LADDER_FIGURES["lm_ladder"](records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
+
+
+# -- words that must match the numbers ---------------------------------------------------------------
+
+NAMES = {"attn T=1": ("attn t=1", "attention t = 1", "attention (t = 1)"),
+         "attn T=2": ("attn t=2", "attention t = 2", "attention (t = 2)"),
+         "cem-full": ("cem-full", "fully cem")}
+SHRINK_WORDS = re.compile(r"\b(clos(?:ing|es|ed)|narrow(?:ing|s|ed))\b")
+
+
+def mislabelled(text: str, growing: set) -> list[str]:
+    """The sentences of `text` that name a gap and a variant whose gap grows in size, and call it closing or
+    narrowing."""
+    found = []
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\s*\n", text):
+        low = " ".join(sentence.lower().split())
+        if "gap" in low and SHRINK_WORDS.search(low) and any(a in low for name in growing for a in NAMES[name]):
+            found.append(sentence.strip()[:200])
+    return found
+
+
+def documents() -> dict[str, str]:
+    paths = [ROOT / "README.md", ROOT / "figures" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), *sorted((ROOT / "app_pages").glob("*.py"))]
+    return {str(p.relative_to(ROOT)): p.read_text() for p in paths}
+
+
+def test_no_document_calls_a_gap_that_grows_in_size_closing_or_narrowing():
+    """Issue 40: the quarter ladder's recorded rule called gaps that grew from -17% to +25-35% "closing". Every
+    document a reader sees (README, docs, figure captions, notebooks and the lecture, the app's pages) and every
+    sentence the ladders generate is checked against the records: a variant whose mean gap is larger in size at the
+    largest width than at the smallest is never called closing or narrowing."""
+    growing = set()
+    generated = []
+    for preset, folder in (("ladder", sweep.COMMITTED_LADDER), ("budget-ladder", sweep.COMMITTED_BUDGET_LADDER)):
+        records = _committed(folder)
+        growing |= set(ladder.growing_gaps(records, preset))
+        found = ladder.trends(records, preset)
+        assert all(t["verdict"] != "narrowing" for name, t in found.items() if name in ladder.growing_gaps(
+            records, preset))
+        generated.append(ladder.ladder_markdown(records, preset))
+    assert {"attn T=1", "attn T=2", "cem-full"} <= growing                  # the quarter ladder's three
+    assert mislabelled("The gap of attn T=1 to Llama is closing with scale.", growing)      # the check can fail
+    assert mislabelled("CEM attention T = 1 narrows its\ngap as it grows.", growing)
+    assert not mislabelled("The gap of attn T=1 grows; closing a sweep cancels its jobs.", set())
+    bad = {name: hits for name, text in {**documents(), "generated": "\n\n".join(generated)}.items()
+           if (hits := mislabelled(text, growing))}
+    assert not bad, bad

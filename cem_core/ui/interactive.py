@@ -529,8 +529,10 @@ def lm_ladder_figure(records, preset: str = "ladder") -> go.Figure:
             fig.add_scatter(x=fitted["N"], y=[100 * g for g in fitted["gap"]], mode="lines", showlegend=False,
                             line=dict(color=color), name=f"{name} fitted line")
     fig.add_hline(y=0, line=dict(color="#4d4d4d", width=1))
-    fig.update_xaxes(type="log")
-    title = f"{lm_ladder.LADDERS[preset].capitalize()}: perplexity gap to Llama (mean over seeds ± 95% t-interval)"
+    widths = {w["width"]: w["N"] for t in lm_ladder.trends(records, preset).values() for w in t["widths"]}
+    fig.update_xaxes(type="log", tickvals=list(widths.values()),
+                     ticktext=[f"{n / 1e3:,.0f}K (d = {w})" for w, n in widths.items()])
+    title = f"{lm_ladder.LADDERS[preset].capitalize()}: gap to Llama per width (mean ± 95% t-interval)"
     return _below(_layout(fig, title, "Llama parameters at the width (log scale)",
                           "gap to Llama, ppl / ppl(Llama) − 1 (%)"))
 

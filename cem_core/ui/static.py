@@ -18,7 +18,7 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from cem_core.ui.interactive import PALETTE
 
@@ -109,14 +109,17 @@ def _axes(ax, layout) -> None:
     ax.set_title(_plain(layout.title.text), fontsize=11)
     for axis, name in ((layout.xaxis, "x"), (layout.yaxis, "y")):
         getattr(ax, f"set_{name}label")(_plain(axis.title.text))
-        if axis.type != "log":
-            continue
-        base2 = axis.dtick is not None and math.isclose(float(axis.dtick), math.log10(2))
-        getattr(ax, f"set_{name}scale")("log", **({"base": 2} if base2 else {}))
-        low, high = getattr(ax, f"get_{name}lim")()
-        if base2 or high < 100 * low:
-            getattr(ax, f"{name}axis").set_major_formatter(PLAIN)
-            getattr(ax, f"{name}axis").set_minor_formatter(PLAIN)
+        if axis.type == "log":
+            base2 = axis.dtick is not None and math.isclose(float(axis.dtick), math.log10(2))
+            getattr(ax, f"set_{name}scale")("log", **({"base": 2} if base2 else {}))
+            low, high = getattr(ax, f"get_{name}lim")()
+            if base2 or high < 100 * low:
+                getattr(ax, f"{name}axis").set_major_formatter(PLAIN)
+                getattr(ax, f"{name}axis").set_minor_formatter(PLAIN)
+        if axis.tickvals is not None:                  # ticks named by the figure: those only
+            getattr(ax, f"set_{name}ticks")(list(axis.tickvals), None if axis.ticktext is None else
+                                            [_plain(t) for t in axis.ticktext])
+            getattr(ax, f"{name}axis").set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3)
 
 
