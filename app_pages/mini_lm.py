@@ -204,10 +204,15 @@ LADDER_SECTIONS = {
 }
 
 
+RECORDED_RULE = ("Rule recorded before the quarter ladder ran, kept in its sweep.json; the tables and the figure above "
+                 "read its records with the budget ladder's rule instead:")
+
+
 def ladder_section(records, preset: str) -> None:
     title, absent = LADDER_SECTIONS[preset]
-    if not results_heading(title, records, len(sweep.stale_runs(records, preset)[0]), absent, "the ladder",
-                           "the figure and tables"):
+    staged = bool(sweep.SWEEP_PRESETS[preset].rate_steps)          # its runs grow: the note below says what is left
+    if not results_heading(title, records, 0 if staged else len(sweep.stale_runs(records, preset)[0]), absent,
+                           "the ladder", "the figure and tables"):
         return
     if note := ladder.progress_note(records, preset):
         st.warning(note)
@@ -217,7 +222,10 @@ def ladder_section(records, preset: str) -> None:
     st.dataframe(ladder.trend_rows(records, preset), hide_index=True)
     with st.expander("every width and variant at its chosen rate"):
         st.dataframe(ladder.rows(records, preset), hide_index=True)
-    st.caption(f"Rule, fixed before the ladder ran: {sweep.RULES[preset]}")
+    if preset == "budget-ladder":
+        st.caption(f"Rule, fixed before the ladder ran: {sweep.RULES[preset]}")
+    else:
+        st.caption(f"{RECORDED_RULE} {sweep.RULES[preset]}")
 
 
 def body() -> None:

@@ -506,10 +506,12 @@ def test_legible_on_a_projector(app, browser, tmp_path, width, height):
 # -- (e) a referee reads the LM evidence ----------------------------------------------------------------
 
 
-def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, browser, tmp_path):
+def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladders(app, browser, tmp_path):
     """From the LM page's top to its end: the claims at the common rate, the same claims beside them with each
     variant at its own rate (every claim of the paper once, no column cut off), the line on learned step sizes,
-    and the width ladder's figure with its fitted lines and the labelled projection."""
+    and the two width ladders' figures (at the paper's budget, then the quarter-budget one) with their verdicts
+    on the gap's size, nothing carried past the widths measured, and no gap called closing."""
+    from app_pages.mini_lm import LADDER_SECTIONS, RECORDED_RULE
     from cem_core.experiments.lm import ladder, sweep
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -530,16 +532,22 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladder(app, brows
     assert page.get_by_text("Claim 6 and learned step sizes").count() == 1
     table.scroll_into_view_if_needed()
     page.screenshot(path=shots(tmp_path) / "lm-own-rates.png", full_page=True)
-    rungs = page.get_by_role("heading", name="A width ladder: is the gap to Llama closing with scale?")
-    rungs.scroll_into_view_if_needed()
-    settle(page)
-    names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map(t => "
-                          "t.name))")
-    records = sweep.LM_SWEEP.load(Path(__file__).resolve().parents[1] / sweep.COMMITTED_LADDER / "results.json")
-    assert {f"{name} projection" for name in ladder.trends(records)} <= set(names), names
-    assert page.get_by_text(re.compile("projection, not a result")).count() >= 1
-    page.locator(".js-plotly-plot").filter(has_text="Width ladder").scroll_into_view_if_needed()
-    page.screenshot(path=shots(tmp_path) / "lm-ladder.png", full_page=True)
+    root = Path(__file__).resolve().parents[1]
+    names = []
+    for preset, folder in (("budget-ladder", sweep.COMMITTED_BUDGET_LADDER), ("ladder", sweep.COMMITTED_LADDER)):
+        rungs = page.get_by_role("heading", name=LADDER_SECTIONS[preset][0])
+        rungs.scroll_into_view_if_needed()
+        settle(page)
+        names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map("
+                              "t => t.name))")
+        records = sweep.LM_SWEEP.load(root / folder / "results.json")
+        assert {ladder.legend(name, t) for name, t in ladder.trends(records, preset).items()} <= set(names), names
+        figure = page.locator(".js-plotly-plot").filter(has_text=ladder.LADDERS[preset].capitalize())
+        figure.scroll_into_view_if_needed()
+        page.screenshot(path=shots(tmp_path) / f"lm-{preset}.png", full_page=True)
+    assert not any("projection" in (n or "").lower() for n in names)      # no interval carried past the data
+    closing = page.get_by_text(re.compile("closing", re.I)).all_inner_texts()       # only in the retired rule
+    assert len(closing) == 1 and closing[0].startswith(RECORDED_RULE), closing
     _assert_clean(page, "the LM page's evidence")
     page.close()
 
