@@ -266,6 +266,8 @@ def test_the_ladder_figures_and_summary_show_the_trend_and_no_interval_past_the_
     assert "attn T=1 goes from" in text and "(narrowing;" in text and "is not a result" in text
     assert "an extrapolation)" in text and "95% [" in text and "Every chosen rate lies strictly inside" in text
     assert "5 tokens per Llama parameter" in text and "not SlimPajama" in text
+    assert "Multiplicity: 9 width gaps tested against 0" in text
+
     reach = found["attn T=1"]["reach"]
     assert reach == pytest.approx(math.expm1(ladder.value_at(found["attn T=1"]["line"], ladder.paper_scale())))
     row = next(r for r in ladder.trend_rows(records) if r["variant"] == "attn T=1")
@@ -277,6 +279,14 @@ def test_the_ladder_figures_and_summary_show_the_trend_and_no_interval_past_the_
     mpl = plots.LADDER_FIGURES["lm_ladder"](records)                       # derived from the Plotly figure
     labels = [t.get_text() for t in mpl.axes[0].get_legend().get_texts()]
     assert labels[0].startswith("attn T=1: |gap| narrowing, slope of g") and not mpl.axes[0].texts
+
+
+def test_the_ladder_multiplicity_sentence_counts_the_width_gaps_that_survive_holm():
+    strong, weak = _widths((0.30, 0.31, 0.32), (0.005, 0.005, 0.005)), _widths((0.01, 0.0, -0.01), (0.02,) * 3)
+    found = {"attn T=1": {"widths": strong}, "cem-full": {"widths": weak}}
+    text = ladder.multiplicity(found)
+    assert text.startswith("Multiplicity: 6 width gaps tested against 0") and "3 remain: attn T=1 at d = " in text
+    assert "cem-full" not in text and ladder.multiplicity({}) == "Multiplicity: no width has two seeds yet."
 
 
 # -- the committed results ---------------------------------------------------------------------------

@@ -248,6 +248,19 @@ def variant_sentence(name: str, t: dict) -> str:
             f"would reach {pct(t['reach'], 0)} at {paper_scale() / 1e6:.1f}M, an extrapolation)")
 
 
+def multiplicity(found: dict[str, dict]) -> str:
+    """The ladder's sentence on multiplicity: how many width gaps it tests against 0 (two-sided t-tests of each
+    width's mean, seeds - 1 degrees of freedom) and which survive Holm's correction at 5%."""
+    tests = [(name, w) for name, t in found.items() for w in t["widths"] if w["n"] >= 2 and math.isfinite(w["se"])]
+    if not tests:
+        return "Multiplicity: no width has two seeds yet."
+    p = [verdicts.paired_p({"seeds": w["n"], "mean": w["mean"], "se": w["se"]}) for _, w in tests]
+    kept = [tests[i] for i in verdicts.holm(p)]
+    named = ", ".join(f"{name} at d = {w['width']} ({pct(math.expm1(w['mean']))})" for name, w in kept) or "none"
+    return (f"Multiplicity: {len(tests)} width gaps tested against 0 (two-sided t-tests, seeds - 1 degrees of "
+            f"freedom); under Holm's correction at 5%, {len(kept)} remain: {named}.")
+
+
 def summary(records: list[dict], preset: str = "ladder") -> str:
     """The ladder's finding in words, computed from the records (README, app, notebook 05)."""
     found = trends(records, preset)
@@ -260,7 +273,7 @@ def summary(records: list[dict], preset: str = "ladder") -> str:
             + "; ".join(variant_sentence(name, t) for name, t in found.items()) + ". The verdict reads the size "
             "of the gap |g|: narrowing when it shrinks with width, growing when it grows, whichever its sign. Where "
             "a line would reach at the paper's scale is a straight line carried far past the widths measured and "
-            "is not a result. " + edge)
+            "is not a result. " + multiplicity(found) + " " + edge)
 
 
 def ladder_markdown(records: list[dict], preset: str = "ladder") -> str:
