@@ -17,6 +17,8 @@
 # %% [markdown]
 # # A transformer layer is gradient descent on an energy
 #
+# [Open in Colab](https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/00_lecture.ipynb)
+#
 # *A 50-minute lecture on Causal Energy Minimization (CEM, arXiv 2605.07588).* It is the path through
 # notebooks 01–05: each section names the notebook that goes deeper. `make slides` turns it into a
 # reveal.js deck, `make handout` into a printable PDF.
@@ -31,16 +33,19 @@
 # Five minutes are left for the lineage and questions.
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util
+# Set-up, safe to run again (a kernel restart too): away from the project's notebooks (Colab),
+# clone the project; notebooks/colab.py installs what is missing and works from its notebooks folder.
 import os
+import pathlib
 import runpy
 import subprocess
 
-if importlib.util.find_spec("cem_core") is None:
-    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+REPOSITORY = "https://github.com/cem-lab/cem-lab"   # pyproject.toml; a fork: notebooks/colab.py --sync
+if not pathlib.Path("nbhelpers.py").exists() and not pathlib.Path("cem-lab").exists():
+    source = os.environ.get("CEM_LAB_SOURCE", REPOSITORY)
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
+colab = runpy.run_path("colab.py" if pathlib.Path("nbhelpers.py").exists() else "cem-lab/notebooks/colab.py")
+colab["set_up"](pathlib.Path.cwd())
 
 # %% tags=["parameters", "slides-skip"]
 d = 2          # width of the symbolic derivations (small: every entry is a symbol)

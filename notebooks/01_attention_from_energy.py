@@ -17,6 +17,8 @@
 # %% [markdown]
 # # 01 · Attention from an energy
 #
+# [Open in Colab](https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/01_attention_from_energy.ipynb)
+#
 # *Causal Energy Minimization* (CEM, arXiv 2605.07588) reads a transformer layer as gradient
 # steps on a causal, conditional energy. This notebook derives in SymPy that **one step on the
 # log-sum-exp interaction energy is causal multi-head attention**, and then checks the derivation
@@ -41,16 +43,19 @@
 #    (whose update is attention) and the Energy Transformer.
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util
+# Set-up, safe to run again (a kernel restart too): away from the project's notebooks (Colab),
+# clone the project; notebooks/colab.py installs what is missing and works from its notebooks folder.
 import os
+import pathlib
 import runpy
 import subprocess
 
-if importlib.util.find_spec("cem_core") is None:
-    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+REPOSITORY = "https://github.com/cem-lab/cem-lab"   # pyproject.toml; a fork: notebooks/colab.py --sync
+if not pathlib.Path("nbhelpers.py").exists() and not pathlib.Path("cem-lab").exists():
+    source = os.environ.get("CEM_LAB_SOURCE", REPOSITORY)
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
+colab = runpy.run_path("colab.py" if pathlib.Path("nbhelpers.py").exists() else "cem-lab/notebooks/colab.py")
+colab["set_up"](pathlib.Path.cwd())
 
 # %% tags=["parameters"]
 n_ctx = 3      # history length i: the token we differentiate sees c_1..c_i

@@ -17,6 +17,8 @@
 # %% [markdown]
 # # 02 · The gated MLP from an energy
 #
+# [Open in Colab](https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/02_gated_mlp_from_energy.ipynb)
+#
 # Notebook 01 found attention as a gradient step on an interaction energy. Here the energy is
 # **element-wise**, one term per feature, and one gradient step on it (step size $\eta = 1$,
 # preconditioner $P = I$) is a **gated MLP whose down projection is the up projection transposed**
@@ -37,16 +39,19 @@
 # 7. explore the step size, the number of steps and the anchor in an interactive explorer and in the app.
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util
+# Set-up, safe to run again (a kernel restart too): away from the project's notebooks (Colab),
+# clone the project; notebooks/colab.py installs what is missing and works from its notebooks folder.
 import os
+import pathlib
 import runpy
 import subprocess
 
-if importlib.util.find_spec("cem_core") is None:
-    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+REPOSITORY = "https://github.com/cem-lab/cem-lab"   # pyproject.toml; a fork: notebooks/colab.py --sync
+if not pathlib.Path("nbhelpers.py").exists() and not pathlib.Path("cem-lab").exists():
+    source = os.environ.get("CEM_LAB_SOURCE", REPOSITORY)
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
+colab = runpy.run_path("colab.py" if pathlib.Path("nbhelpers.py").exists() else "cem-lab/notebooks/colab.py")
+colab["set_up"](pathlib.Path.cwd())
 
 # %% tags=["parameters"]
 d = 3          # residual width

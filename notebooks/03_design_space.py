@@ -17,6 +17,8 @@
 # %% [markdown]
 # # 03 · The design space: a diagonal, a preconditioner, more steps
 #
+# [Open in Colab](https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/03_design_space.ipynb)
+#
 # Notebooks 01 and 02 derived attention and the gated MLP as **one** plain gradient step. The
 # paper (arXiv 2605.07588) extends the recipe in three directions, each a small change to the
 # energy or to the step: a **diagonal** added to the low-rank interaction (D+LR), a learned
@@ -42,16 +44,19 @@
 #    and the other is a parallel block at $T = 1$.
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util
+# Set-up, safe to run again (a kernel restart too): away from the project's notebooks (Colab),
+# clone the project; notebooks/colab.py installs what is missing and works from its notebooks folder.
 import os
+import pathlib
 import runpy
 import subprocess
 
-if importlib.util.find_spec("cem_core") is None:
-    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+REPOSITORY = "https://github.com/cem-lab/cem-lab"   # pyproject.toml; a fork: notebooks/colab.py --sync
+if not pathlib.Path("nbhelpers.py").exists() and not pathlib.Path("cem-lab").exists():
+    source = os.environ.get("CEM_LAB_SOURCE", REPOSITORY)
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
+colab = runpy.run_path("colab.py" if pathlib.Path("nbhelpers.py").exists() else "cem-lab/notebooks/colab.py")
+colab["set_up"](pathlib.Path.cwd())
 
 # %% tags=["parameters"]
 d = 3          # width of the symbolic rank argument

@@ -17,6 +17,8 @@
 # %% [markdown]
 # # 06 · Inside a trained model
 #
+# [Open in Colab](https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/06_inside_a_trained_model.ipynb)
+#
 # Notebooks 01–03 ran CEM layers with random weights; 04 and 05 read the records of trained runs. This one opens
 # **trained weights** and watches them work. The repository keeps eight small trained models in `models/`, each
 # with a card (its configuration, data, training steps, seed and held-out metric): five one-layer models of the
@@ -48,16 +50,19 @@
 # 5. read a logit lens along the in-layer steps of a trained language model.
 
 # %% tags=["colab-setup", "hide-input", "slides-skip"] jupyter={"source_hidden": true}
-# Where cem_core is not installed (Colab): clone the project and install it (notebooks/colab.py).
-import importlib.util
+# Set-up, safe to run again (a kernel restart too): away from the project's notebooks (Colab),
+# clone the project; notebooks/colab.py installs what is missing and works from its notebooks folder.
 import os
+import pathlib
 import runpy
 import subprocess
 
-if importlib.util.find_spec("cem_core") is None:
-    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")      # the project's git URL
+REPOSITORY = "https://github.com/cem-lab/cem-lab"   # pyproject.toml; a fork: notebooks/colab.py --sync
+if not pathlib.Path("nbhelpers.py").exists() and not pathlib.Path("cem-lab").exists():
+    source = os.environ.get("CEM_LAB_SOURCE", REPOSITORY)
     subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
-    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")
+colab = runpy.run_path("colab.py" if pathlib.Path("nbhelpers.py").exists() else "cem-lab/notebooks/colab.py")
+colab["set_up"](pathlib.Path.cwd())
 
 # %% tags=["parameters"]
 models_root = "../models"      # the committed trained models (from notebooks/)

@@ -105,29 +105,59 @@ def test_every_numbered_notebook_is_here():
 # -- structure (static) ----------------------------------------------------------------------------
 
 
-def test_every_notebook_starts_with_the_same_colab_setup_cell():
-    """The first code cell of each notebook installs the project where cem_core is missing (Colab), the same
-    cell everywhere, hidden in JupyterLab and left out of the slides."""
-    firsts = []
+def test_every_notebook_starts_with_the_set_up_cell_and_colab_link_made_from_the_one_repository_address():
+    """The first code cell of each notebook is colab.setup_cell(), hidden in JupyterLab and left out of the slides;
+    its first Markdown cell links the notebook on Colab. Both come from pyproject.toml's [project.urls], which a
+    fork changes once (`python notebooks/colab.py --sync` rewrites them: here on a copy, with another address)."""
+    import colab
+
+    assert colab.repository() == "https://github.com/cem-lab/cem-lab"
     for name in NAMES:
         nb = jupytext.read(NOTEBOOKS / f"{name}.py")
         first = next(c for c in nb.cells if c.cell_type == "code")
         assert {"colab-setup", "hide-input", "slides-skip"} <= set(tags(first)), name
         assert first.metadata.get("jupyter", {}).get("source_hidden") is True, name
-        firsts.append(first.source)
-    assert len(set(firsts)) == 1
+        assert first.source == colab.setup_cell(), f"{name}: run `python notebooks/colab.py --sync`"
+        assert f"[Open in Colab]({colab.colab_link(name)})" in nb.cells[0].source, name
+    assert colab.colab_link("01_x") == "https://colab.research.google.com/github/cem-lab/cem-lab/blob/main/notebooks/01_x.ipynb"
+
+
+def test_a_fork_changes_the_address_once_and_sync_rewrites_every_notebook(tmp_path):
+    import shutil
+
+    import colab
+
+    fork = tmp_path / "fork"
+    (fork / "notebooks").mkdir(parents=True)
+    for path in SOURCES:
+        shutil.copy(path, fork / "notebooks" / path.name)
+    toml = (ROOT / "pyproject.toml").read_text().replace("github.com/cem-lab/cem-lab", "github.com/someone/cem-fork")
+    (fork / "pyproject.toml").write_text(toml)
+    assert len(colab.sync(fork)) == len(NAMES) and colab.sync(fork) == []          # idempotent
+    text = (fork / "notebooks" / "00_lecture.py").read_text()
+    assert 'REPOSITORY = "https://github.com/someone/cem-fork"' in text and "cem-lab/cem-lab" not in text
+    assert "colab.research.google.com/github/someone/cem-fork/blob/main/notebooks/00_lecture.ipynb" in text
+
+
+def test_the_set_up_installs_only_what_is_missing_keeping_what_colab_pins():
+    import colab
+
+    names = colab.requirement_names(ROOT)
+    assert {"torch", "numpy", "sympy", "jupyter", "ipywidgets", "zstandard", "plotly"} <= set(names)
+    assert "cem-lab" not in names and len(names) == len(set(names))
+    assert colab.missing(["torch", "sympy", "no-such-distribution-here"]) == ["no-such-distribution-here"]
 
 
 def test_the_colab_cell_installs_the_project_where_cem_core_is_missing(tmp_path):
     """Run as a student's first cell by a Python without cem_core (a fresh virtual environment): it clones the
-    project (here from this repository), pip installs the clone (without dependencies here, which Colab
-    has), and leaves the notebook in the clone's notebooks folder with cem_core and nbhelpers importable
-    from there; where cem_core imports it does nothing."""
-    cell = next(c.source for c in jupytext.read(NOTEBOOKS / "00_lecture.py").cells if "colab-setup" in tags(c))
+    project (here from this repository), pip installs the clone (without dependencies here: CEM_LAB_NO_DEPS), and
+    leaves the notebook in the clone's notebooks folder with cem_core and nbhelpers importable from there."""
+    import colab
+
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
-    probe = cell + ("\nimport importlib.util, os\nprint(importlib.util.find_spec('cem_core').origin)"
-                    "\nprint(importlib.util.find_spec('nbhelpers').origin)\nprint(os.getcwd())")
-    env = {**os.environ, "CEM_LAB_SOURCE": str(ROOT), "CEM_LAB_EXTRAS": "", "CEM_LAB_PIP_FLAGS": "--no-deps"}
+    probe = colab.setup_cell() + ("\nimport importlib.util\nprint(importlib.util.find_spec('cem_core').origin)"
+                                  "\nprint(importlib.util.find_spec('nbhelpers').origin)\nprint(os.getcwd())")
+    env = {**os.environ, "CEM_LAB_SOURCE": str(ROOT), "CEM_LAB_NO_DEPS": "1"}
     env.pop("PYTHONPATH", None)
     done = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", probe], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -135,8 +165,55 @@ def test_the_colab_cell_installs_the_project_where_cem_core_is_missing(tmp_path)
     clone = (tmp_path / "cem-lab").resolve()
     assert done.stdout.split() == [str(clone / "cem_core" / "__init__.py"), str(clone / "notebooks" / "nbhelpers.py"),
                                    str(clone / "notebooks")]
-    again = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, env=env, capture_output=True, timeout=60)
-    assert again.returncode == 0 and not (tmp_path / "cem-lab" / "cem-lab").exists()    # installed: nothing to do
+
+
+# The set-up cell as it was before issue 41: skipped wherever cem_core imports, so after a kernel restart on Colab
+# (the package installed, the working folder and the path reset) the next cell could not import nbhelpers
+OLD_SETUP_CELL = """import importlib.util
+import os
+import runpy
+import subprocess
+
+if importlib.util.find_spec("cem_core") is None:
+    source = os.environ.get("CEM_LAB_SOURCE", "https://github.com/cem-lab/cem-lab")
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", source, "cem-lab"], check=True)
+    runpy.run_path("cem-lab/notebooks/colab.py", run_name="__main__")"""
+
+
+def _kernel_run(cells: list[str], cwd: Path, env: dict) -> nbformat.NotebookNode:
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(cwd)}}).execute(env=env)
+    return nb
+
+
+@pytest.mark.parametrize("cell, works", [("new", True), ("old", False)])
+def test_the_set_up_cell_survives_a_kernel_restart(tmp_path, cell, works):
+    """Colab after a restart: cem_core installed, the working folder elsewhere (Colab's /content, here a
+    temporary folder), the clone beside it from the first session. The set-up cell runs twice in one kernel,
+    then the lecture's next cells (its parameters and its imports, nbhelpers among them); then a new kernel (the
+    restart) runs the set-up cell and the same cells again. Today's cell passes; the cell before issue 41 fails
+    at the imports."""
+    import colab
+
+    source = colab.setup_cell() if cell == "new" else OLD_SETUP_CELL
+    lecture = jupytext.read(NOTEBOOKS / "00_lecture.py")
+    following = [c.source for c in lecture.cells if c.cell_type == "code" and "colab-setup" not in tags(c)][:2]
+    assert "from nbhelpers import" in following[1]
+    env = {**os.environ, "CEM_LAB_SOURCE": str(ROOT), "CEM_LAB_NO_DEPS": "1"}
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", str(ROOT), "cem-lab"], cwd=tmp_path, check=True)
+    probe = "import os, nbhelpers\nprint(os.getcwd(), nbhelpers.__file__)"
+    try:
+        for session in ([source, source, *following, probe], [source, *following, probe]):       # then a restart
+            nb = _kernel_run(session, tmp_path, env)
+            notebooks = (tmp_path / "cem-lab" / "notebooks").resolve()
+            assert nb.cells[-1].outputs[0].text.split() == [str(notebooks), str(notebooks / "nbhelpers.py")]
+    except CellExecutionError as error:
+        assert not works and "ModuleNotFoundError: No module named 'nbhelpers'" in str(error)
+    else:
+        assert works, "the old set-up cell should have failed after a restart"
+    assert not (tmp_path / "cem-lab" / "cem-lab").exists()                   # no second clone
 
 
 @pytest.mark.parametrize("name", NAMES)
