@@ -42,7 +42,7 @@ handout: $(BIN)/.runtime      ## the lecture as a printable PDF of at most 4 pag
 	$(BIN)/python notebooks/publish.py handout $(if $(OUT),--out $(OUT))
 
 notebook-outputs: $(BIN)/.runtime    ## execute the notebooks and commit-ready .ipynb with outputs (prints each one's time)
-	$(BIN)/python notebooks/execute.py
+	$(BIN)/python notebooks/execute.py --write
 
 gp-sweep: $(BIN)/.runtime     ## rerun (resume) the default GP sweep into results/gp-default
 	$(BIN)/python -m cem_core gp sweep --out results/gp-default --preset default

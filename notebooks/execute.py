@@ -1,14 +1,16 @@
-"""Execute the notebooks top to bottom and write each ``NN_name.ipynb`` with its outputs, so that GitHub
-and nbviewer show the mathematics and figures without running anything.
+"""Execute the notebooks top to bottom and, when asked (``--write``), write each ``NN_name.ipynb`` with its
+outputs, so that GitHub and nbviewer show the mathematics and figures without running anything.
 
-Run from the repository root: ``make notebook-outputs`` (= ``.venv/bin/python notebooks/execute.py``),
-or name notebooks: ``.venv/bin/python notebooks/execute.py 01_attention_from_energy``. Each notebook's
-wall time is printed. The .ipynb records a hash of its .py source (``metadata.cem_lab.source_sha256``);
-tests/test_notebooks.py fails when that hash is stale, and when a fresh run's outputs differ from the
-committed ones (``digest``).
+Run from the repository root: ``make notebook-outputs`` (= ``.venv/bin/python notebooks/execute.py --write``),
+or name notebooks: ``.venv/bin/python notebooks/execute.py --write 01_attention_from_energy``. Without
+``--write`` it only says whether each committed .ipynb is current (exit 1 when one is stale); ``--help`` lists
+the options. Each notebook's wall time is printed. The .ipynb records a hash of its .py source
+(``metadata.cem_lab.source_sha256``); tests/test_notebooks.py fails when that hash is stale, and when a fresh
+run's outputs differ from the committed ones (``digest``).
 """
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -72,7 +74,7 @@ def _text(value) -> str:
 
 def digest(nb: nbformat.NotebookNode) -> list[list]:
     """Each code cell's outputs in a comparable form: texts (rounding-level numbers masked), PNG sizes;
-    live widget views are left out (the committed files do not keep them, see ``write_executed``)."""
+    live widget views are left out (the committed files do not keep them, see ``run``)."""
 
     cells = []
     for cell in nb.cells:
@@ -96,8 +98,8 @@ def digest(nb: nbformat.NotebookNode) -> list[list]:
     return cells
 
 
-def write_executed(py: Path) -> float:
-    """Execute the notebook of py and write its .ipynb with outputs; return the wall time in seconds."""
+def run(py: Path) -> tuple[nbformat.NotebookNode, float]:
+    """Execute the notebook of py as it will be committed; returns it and the wall time in seconds."""
     nb = jupytext.read(py)
     for k, cell in enumerate(nb.cells):
         cell.id = f"cell-{k:03d}"                  # stable ids (jupytext makes random ones): reruns do not churn
@@ -108,8 +110,17 @@ def write_executed(py: Path) -> float:
         for out in cell.get("outputs", []):        # say "model not found": keep the static PNG beside it
             out.get("data", {}).pop(WIDGET_VIEW, None)
     nb.metadata["cem_lab"] = {"source_sha256": source_hash(jupytext.read(py))}
-    jupytext.write(nb, py.with_suffix(".ipynb"))
-    return seconds
+    return nb, seconds
+
+
+def is_current(py: Path, nb: nbformat.NotebookNode) -> bool:
+    """Whether the committed .ipynb of py was executed from this source and shows these outputs."""
+    committed = py.with_suffix(".ipynb")
+    if not committed.exists():
+        return False
+    old = nbformat.read(committed, as_version=4)
+    return (old.metadata.get("cem_lab", {}).get("source_sha256") == nb.metadata["cem_lab"]["source_sha256"]
+            and digest(old) == digest(nb))
 
 
 # the committed results the notebooks read: without them the committed outputs would become "results are not
@@ -117,23 +128,43 @@ def write_executed(py: Path) -> float:
 RESULTS = ("gp-default", "gp-study", "lm-default")
 
 
-def main(names: list[str]) -> int:
-    chosen = [p for p in sources() if not names or p.stem in names]
-    if names and len(chosen) != len(names):
-        print(f"unknown notebook in {names}: choose from {[p.stem for p in sources()]}", file=sys.stderr)
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Execute the notebooks top to bottom (each in a fresh kernel, from "
+                                     "the notebooks folder) and say whether each committed .ipynb is current; with "
+                                     "--write, write each .ipynb with its outputs (`make notebook-outputs`).")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="notebooks to run, e.g. 01_attention_from_energy "
+                        "(default: all)")
+    parser.add_argument("--write", action="store_true", help="write the executed .ipynb files (the committed outputs)")
+    args = parser.parse_args(argv)
+    chosen = [p for p in sources() if not args.names or p.stem in args.names]
+    if args.names and len(chosen) != len(args.names):
+        print(f"unknown notebook in {args.names}: choose from {[p.stem for p in sources()]}", file=sys.stderr)
         return 2
     results = Path(__file__).resolve().parents[1] / "results"
     missing = [name for name in RESULTS if not (results / name / "results.json").is_file()]
     if missing:
-        print(f"the committed results {', '.join(missing)} are not in {results}: the outputs written would say so "
-              f"instead of showing them; restore them first (git checkout -- results)", file=sys.stderr)
+        print(f"the committed results {', '.join(missing)} are not in {results}: the outputs would say so instead "
+              f"of showing them; restore them first (git checkout -- results)", file=sys.stderr)
         return 2
+    stale = []
     try:
         for py in chosen:
-            print(f"{py.stem}: executed in {write_executed(py):.1f} s", flush=True)
+            nb, seconds = run(py)
+            if args.write:
+                jupytext.write(nb, py.with_suffix(".ipynb"))
+                print(f"{py.stem}: executed in {seconds:.1f} s, written", flush=True)
+            else:
+                current = is_current(py, nb)
+                stale += [] if current else [py.stem]
+                print(f"{py.stem}: executed in {seconds:.1f} s, committed outputs "
+                      f"{'current' if current else 'stale'}", flush=True)
     except OSError as err:                       # a read-only checkout, a full disk
         print(f"cannot write {err.filename or 'the notebook'}: {err.strerror or err}", file=sys.stderr)
         return 2
+    if stale:
+        print(f"stale: {', '.join(stale)}; run `make notebook-outputs` (execute.py --write) to write them",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -104,43 +104,44 @@ def step_error(layer, update: sp.Matrix, weights: dict, x: sp.Matrix, context: l
 
 def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
     """The verdicts in brief, from the committed results (or what is missing), each with its scale and corpus and
-    with the project's t-based reading beside the recorded rule: {"text": Markdown, "lm": the LM claims table (a
-    DataFrame, empty without runs)}."""
-    import pandas as pd
-
+    with the project's t-based reading beside the recorded rule: {"gp", "lm", "note" (the paper-notes caveat):
+    Markdown, "claims": the LM claims table in three parts, the paper's 1-4 and 5-8 and ours (Markdown, verdict
+    first, every claim whole)}."""
     from cem_core.experiments import verdicts
     from cem_core.experiments.gp import study as gp_study
     from cem_core.experiments.gp import sweep as gp_sweep
     from cem_core.experiments.lm import sweep as lm_sweep
+    from cem_core.experiments.records import markdown_table
 
     def counted(verdicts_, words=("supported", "contradicted", "inconclusive")) -> str:
         return ", ".join(f"{verdicts_.count(v)} {v}" for v in words)
 
-    lines = []
+    parts = {}
     study = gp_sweep.GP_SWEEP.load(gp_study_path) if Path(gp_study_path).exists() else []
     if study:
         rows = [r for r in gp_study.table_rows(study)
                 if r["condition"] not in gp_study.EQUAL_COMPUTE + gp_study.FORM_COMPARISONS]
         supported = [r["condition"] for r in rows if r["verdict"] == "supported"]
         params = sorted({r["params"] for r in study if r["depth"] == 1 and r["attention"] == "cem"})
-        lines.append(f"**GP regression** ({len(study)} runs; one-layer models of {params[0] / 1e3:.0f}K to "
+        parts["gp"] = (f"**GP regression** ({len(study)} runs; one-layer models of {params[0] / 1e3:.0f}K to "
                      f"{params[-1] / 1e3:.0f}K parameters predicting functions drawn from a Gaussian process): "
                      f"*deeper recursion lowers the RMSE*, judged in {len(rows)} conditions: by the rule recorded "
                      f"before the runs (2 se), {counted([r['verdict'] for r in rows])}"
                      f"{' (supported: ' + ', '.join(supported) + ')' if supported else ''}; read with the t-based "
-                     f"95% interval, {counted([r['t-based reading (95%)'] for r in rows])}.")
+                       f"95% interval, {counted([r['t-based reading (95%)'] for r in rows])}.")
     else:
-        lines.append(f"**GP regression**: no study results at `{gp_study_path}` yet.")
+        parts["gp"] = f"**GP regression**: no study results at `{gp_study_path}` yet."
     lm = lm_sweep.LM_SWEEP.load(lm_sweep_path) if Path(lm_sweep_path).exists() else []
     claims = lm_sweep.claim_rows(lm) if lm else []
     reading = "t-based reading (95%, n − 1 dof)"
-    table = pd.DataFrame([{"#": r["#"], "claim": r["claim"], "verdict": r["verdict"], "t-based reading": r[reading]}
-                          for r in claims], columns=["#", "claim", "verdict", "t-based reading"]).set_index("#")
+    rows = [{"verdict": f"**{r['verdict']}**", "t reading": r[reading], "no.": str(r["#"]), "claim": r["claim"]}
+            for r in claims]
+    tables = [markdown_table(part) if part else "(no claims yet)" for part in (rows[:4], rows[4:8], rows[8:])]
     if lm:
         paper = [r for r in claims if not r["claim"].startswith("(ours)")]
         llama = next(r for r in lm if r["name"] == "llama")
         favour = [str(r["#"]) for r in paper if r[reading] == "in CEM's favour beyond the paper's claim"]
-        lines.append(
+        parts["lm"] = (
             f"**Language models** ({len(lm)} runs; Llama of {llama['params'] / 1e6:.2f}M parameters trained on "
             f"{llama['tokens'] / 1e6:.2f}M tokens, 20 per parameter, on the demo corpus of Python source, **not "
             f"SlimPajama**; the paper's models have 86M–162M): of the paper's {len(paper)} claims, by the recorded "
@@ -149,8 +150,8 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
                "claims)" if favour else "")
             + f"; read with the t-based 95% interval, {counted([r[reading] for r in paper], verdicts.DIRECTIONS)}.")
     else:
-        lines.append(f"**Language models**: no runs at `{lm_sweep_path}` yet.")
-    lines.append("The paper's full text was not available to us: our notes on its claims come from its abstract and "
-                 "a summary (`docs/paper-notes.md`).")
-    return {"text": "\n\n".join(lines), "lm": table}
+        parts["lm"] = f"**Language models**: no runs at `{lm_sweep_path}` yet."
+    parts["note"] = ("The paper's full text was not available to us: our notes on its claims come from its abstract "
+                     "and a summary (`docs/paper-notes.md`).")
+    return parts | {"claims": tables}
 

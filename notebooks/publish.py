@@ -6,14 +6,15 @@ printable handout, both offline.
 
 The deck is nbconvert's reveal template without its CDN scripts (templates/cem_slides): reveal.js comes from
 the files the sphinx-revealjs package ships and MathJax from jupyter-server-mathjax's, both copied beside the
-deck (requirements-assets.txt), so it opens from a USB stick in a lecture hall. A Markdown cell that starts a
-``#``/``##`` heading starts a slide, ``###`` a sub-slide, and so do a cell with a figure or a table and a
-Markdown cell after code (the slide would overflow); cells tagged ``slides-skip`` are left out and
-``hide-input`` cells show their outputs only.
+deck (requirements-assets.txt), so it opens from a USB stick in a lecture hall. The deck shows no code: a
+Markdown cell that starts a ``#``, ``##`` or ``###`` heading, or is tagged ``new-slide``, starts a slide; a
+code cell appears (its outputs only) when tagged ``slides``; Markdown tagged ``notes`` becomes the speaker notes
+of its slide (``S`` opens the speaker view); cells tagged ``slides-skip`` are left out.
 
-The handout keeps the Markdown and the cells tagged ``handout`` (the derivations, the key figure, the
-exercises, the verdicts), outputs only, and prints them to A4 with Debian's chromium
-(``chromium --headless --print-to-pdf``), at most ``HANDOUT_PAGES`` pages.
+The handout keeps the Markdown (not the speaker notes) and the outputs of the cells tagged ``handout`` (the
+derivations, the key figure, the verdicts), with room to answer each exercise (``<div class="answer-space">``),
+and prints them to A4 with Debian's chromium (``chromium --headless --print-to-pdf``), at most
+``HANDOUT_PAGES`` pages, titled ``TITLE``.
 """
 from __future__ import annotations
 
@@ -30,13 +31,13 @@ from pathlib import Path
 import nbformat
 from execute import tags
 from nbconvert import HTMLExporter, SlidesExporter
-from nbconvert.preprocessors import TagRemovePreprocessor
 
 NOTEBOOKS = Path(__file__).resolve().parent
 LECTURE = NOTEBOOKS / "00_lecture.ipynb"
 TEMPLATES = NOTEBOOKS / "templates"
 BUILD = NOTEBOOKS.parent / "build"
 HANDOUT_PAGES = 4
+TITLE = "A transformer layer is gradient descent on an energy"
 MATHJAX = """\
 <script type="text/x-mathjax-config">
 MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], processEscapes: true},
@@ -79,25 +80,19 @@ def lecture() -> nbformat.NotebookNode:
     return nbformat.read(LECTURE, as_version=4)
 
 
-def _has_figure_or_table(cell) -> bool:
-    return any({"image/png", "text/html"} & set(out.get("data", {})) for out in cell.get("outputs", []))
-
-
 def slide_types(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Set each cell's slideshow type from the notebook's structure (module docstring)."""
-    previous = None                                  # the type of the last cell shown
+    """Set each cell's slideshow type from its tags and headings (module docstring)."""
     for cell in nb.cells:
-        text, markdown = cell.source.lstrip(), cell.cell_type == "markdown"
-        if "slides-skip" in tags(cell):
+        text, markdown, cell_tags = cell.source.lstrip(), cell.cell_type == "markdown", tags(cell)
+        if "slides-skip" in cell_tags or (not markdown and "slides" not in cell_tags):
             kind = "skip"
-        elif markdown and text.startswith(("# ", "## ")):
+        elif markdown and "notes" in cell_tags:
+            kind = "notes"
+        elif markdown and (text.startswith(("# ", "## ", "### ")) or "new-slide" in cell_tags):
             kind = "slide"
-        elif (markdown and (text.startswith("### ") or previous == "code")) or _has_figure_or_table(cell):
-            kind = "subslide"
         else:
             kind = "-"
         cell.metadata["slideshow"] = {"slide_type": kind}
-        previous = cell.cell_type if kind != "skip" else previous
     return nb
 
 
@@ -106,9 +101,10 @@ def slides(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     exporter = SlidesExporter(template_name="cem_slides", extra_template_basedirs=[str(TEMPLATES)],
                               reveal_url_prefix="reveal.js", reveal_theme="white", reveal_transition="none",
-                              reveal_scroll=True)
-    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"hide-input"}), enabled=True)
-    body, _ = exporter.from_notebook_node(slide_types(lecture()), resources={"local_mathjax": MATHJAX})
+                              exclude_input=True)
+    nb = slide_types(lecture())
+    nb.metadata["title"] = TITLE
+    body, _ = exporter.from_notebook_node(nb, resources={"local_mathjax": MATHJAX})
     copy_assets(out, reveal=True)
     deck = out / "00_lecture.slides.html"
     deck.write_text(body, encoding="utf-8")
@@ -118,7 +114,8 @@ def slides(out: Path) -> Path:
 def handout_notebook() -> nbformat.NotebookNode:
     """The lecture's Markdown and its ``handout`` cells (outputs only), nothing else."""
     nb = copy.deepcopy(lecture())
-    nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or "handout" in tags(c)]
+    nb.cells = [c for c in nb.cells if (c.cell_type == "markdown" and "notes" not in tags(c)) or "handout" in tags(c)]
+    nb.metadata["title"] = TITLE
     return nb
 
 

@@ -337,7 +337,7 @@ def test_execute_without_the_committed_results_keeps_the_committed_outputs(tmp_p
 
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     before = (tmp_path / "notebooks" / "04_gp_recursion.ipynb").read_bytes()
-    run = subprocess.run([sys.executable, str(tmp_path / "notebooks" / "execute.py"), "04_gp_recursion"],
+    run = subprocess.run([sys.executable, str(tmp_path / "notebooks" / "execute.py"), "--write", "04_gp_recursion"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "restore them first" in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert (tmp_path / "notebooks" / "04_gp_recursion.ipynb").read_bytes() == before

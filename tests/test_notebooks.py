@@ -472,3 +472,28 @@ def test_evidence_notebook_works_with_partial_results(tmp_path, n_runs):
     assert any("No results of the width ladder at the paper's budget yet" in text for text in outputs)
     assert any("No results of the quarter-budget width ladder yet" in text for text in outputs)
     assert any("not answered yet" in text for text in outputs)
+
+
+def test_execute_writes_the_committed_outputs_only_when_asked(tmp_path):
+    """`notebooks/execute.py --help` says how to use it; without --write it runs a notebook and says whether the
+    committed .ipynb is current (exit 1 and no write when stale); --write writes it."""
+    import shutil
+
+    helped = subprocess.run([sys.executable, str(NOTEBOOKS / "execute.py"), "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "--write" in helped.stdout and "usage: execute.py" in helped.stdout
+    copy = tmp_path / "repo"
+    shutil.copytree(NOTEBOOKS, copy / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "results", copy / "results", ignore=shutil.ignore_patterns("runs"))
+    shutil.copytree(ROOT / "cem_core", copy / "cem_core")
+    target = copy / "notebooks" / "02_gated_mlp_from_energy.ipynb"
+    script = [sys.executable, str(copy / "notebooks" / "execute.py")]
+    current = subprocess.run([*script, "02_gated_mlp_from_energy"], capture_output=True, text=True, timeout=600)
+    assert current.returncode == 0 and "committed outputs current" in current.stdout, current.stderr
+    stale = target.read_text().replace("Tolerance", "Tolerancе")      # the committed file edited: now stale
+    target.write_text(stale)
+    checked = subprocess.run([*script, "02_gated_mlp_from_energy"], capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 1 and "stale: 02_gated_mlp_from_energy" in checked.stderr
+    assert target.read_text() == stale                                   # not written without --write
+    written = subprocess.run([*script, "--write", "02_gated_mlp_from_energy"], capture_output=True, text=True,
+                             timeout=600)
+    assert written.returncode == 0 and "written" in written.stdout and target.read_text() != stale

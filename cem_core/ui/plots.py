@@ -47,6 +47,30 @@ def mpl_energy_descent(data):
     return fig
 
 
+def mpl_energy_fall(data):
+    """The lecture's figure (figdata.energy_descent with an anchored and a plain run): each token's energy relative
+    to its start, E(x_i^(t)) - E(x_i^(0)), so that its fall at every step shows whatever the spread between
+    tokens, and each token's step length |x^(t+1) - x^(t)|, shrinking with the anchor and growing without it."""
+    with plt.rc_context({"font.size": 14}):
+        fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(12, 4.6))
+        for color, (anchor, run) in zip(("C0", "C3"), data["runs"].items()):
+            label = f"λ = {anchor:g}" + (" (no minimum)" if anchor == 0 else " (anchored)")
+            relative = run["energy"] - run["energy"][:1]
+            for k in range(relative.shape[1]):
+                ax_e.plot(data["t"], relative[:, k], color=color, lw=1.5, alpha=0.8, label=label if k == 0 else None)
+                ax_u.plot(data["t"][1:], run["update_norm"][:, k], color=color, lw=1.5, alpha=0.8,
+                          label=label if k == 0 else None)
+        ax_e.axhline(0, color="0.4", lw=0.8)
+        ax_e.set(xlabel="in-layer step $t$", ylabel=r"$E(x_i^{(t)}) - E(x_i^{(0)})$",
+                 title="Every token's energy falls")
+        ax_u.set(xlabel="in-layer step $t$", ylabel=r"$|x_i^{(t)} - x_i^{(t-1)}|$",
+                 title="Steps shrink only with the anchor", yscale="log")
+        for ax in (ax_e, ax_u):
+            ax.legend(fontsize=12)
+        fig.tight_layout()
+    return fig
+
+
 def _draw_landscape(fig, ax, land: dict, legend_size: float = 8) -> None:
     """A landscape (figdata.landscape) on ax: filled contours, the key tips as arrows from x^(0), the path."""
     filled = ax.contourf(land["a"], land["b"], land["energy"], levels=30, cmap="viridis")
