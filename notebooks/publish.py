@@ -32,6 +32,8 @@ import nbformat
 from execute import tags
 from nbconvert import HTMLExporter, SlidesExporter
 
+from cem_core.experiments.records import atomic_write_text
+
 NOTEBOOKS = Path(__file__).resolve().parent
 LECTURE = NOTEBOOKS / "00_lecture.ipynb"
 TEMPLATES = NOTEBOOKS / "templates"
@@ -64,14 +66,51 @@ def package_folder(module: str, inside: str) -> Path:
     return folder
 
 
-def copy_assets(out: Path, reveal: bool) -> None:
-    """reveal.js (for a deck) and MathJax beside the page, under the relative paths the templates use."""
+ASSETS_MARK = ".cem-lab-assets"     # in each asset folder we copied: only those are ever replaced
+
+
+def asset_sources(reveal: bool) -> dict[str, Path]:
+    """The package folders copied beside the page: MathJax, and reveal.js for a deck."""
     assets = {"mathjax": package_folder("jupyter_server_mathjax", "static")}
     if reveal:
         assets["reveal.js"] = package_folder("sphinx_revealjs", "_static/revealjs")
+    return assets
+
+
+def _ours(folder: Path, source: Path) -> bool:
+    """Whether folder is a copy we made: marked, or (a copy from before the mark) every file in it a file of the
+    same size in the package folder it was copied from."""
+    if (folder / ASSETS_MARK).is_file():
+        return True
+    files = [f for f in folder.rglob("*") if not f.is_dir()]
+    return bool(files) and all(not f.is_symlink() and (source / f.relative_to(folder)).is_file()
+                               and (source / f.relative_to(folder)).stat().st_size == f.stat().st_size for f in files)
+
+
+def prepare(out: Path, files: list[str], assets: dict[str, Path]) -> None:
+    """Refuse, before writing anything, an ``out`` that is a file, an output file or asset folder that is a
+    symbolic link (never written through), and an asset folder that we did not copy (never deleted)."""
+    if out.exists() and not out.is_dir():
+        raise PublishError(f"--out {out} is a file, not a folder: choose a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (*files, *assets):
+        if (out / name).is_symlink():
+            raise PublishError(f"{out / name} is a symbolic link, which publishing never writes through: remove it "
+                               "or choose another --out")
+    for name, source in assets.items():
+        if (out / name).exists() and not ((out / name).is_dir() and _ours(out / name, source)):
+            raise PublishError(f"{out / name} holds files that publishing did not put there; it never deletes them: "
+                               "move it away or choose another --out")
+
+
+def copy_assets(out: Path, assets: dict[str, Path]) -> None:
+    """The asset folders beside the page, under the relative paths the templates use, each marked as ours
+    (``prepare`` has refused anything else there)."""
     for name, folder in assets.items():
-        shutil.rmtree(out / name, ignore_errors=True)
+        if (out / name).exists():
+            shutil.rmtree(out / name)
         shutil.copytree(folder, out / name, ignore=shutil.ignore_patterns("*.map", "*.scss", "*.ts"))
+        (out / name / ASSETS_MARK).write_text("copied by notebooks/publish.py; replaced on the next build\n")
 
 
 def lecture() -> nbformat.NotebookNode:
@@ -98,16 +137,17 @@ def slide_types(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def slides(out: Path) -> Path:
     """The reveal.js deck in ``out`` (with reveal.js and MathJax beside it); returns the deck's path."""
-    out.mkdir(parents=True, exist_ok=True)
+    assets = asset_sources(reveal=True)
+    prepare(out, ["00_lecture.slides.html"], assets)
     exporter = SlidesExporter(template_name="cem_slides", extra_template_basedirs=[str(TEMPLATES)],
                               reveal_url_prefix="reveal.js", reveal_theme="white", reveal_transition="none",
                               exclude_input=True)
     nb = slide_types(lecture())
     nb.metadata["title"] = TITLE
     body, _ = exporter.from_notebook_node(nb, resources={"local_mathjax": MATHJAX})
-    copy_assets(out, reveal=True)
+    copy_assets(out, assets)
     deck = out / "00_lecture.slides.html"
-    deck.write_text(body, encoding="utf-8")
+    atomic_write_text(deck, body)
     return deck
 
 
@@ -140,12 +180,13 @@ def print_pdf(page: Path, pdf: Path, timeout: float = 120) -> None:
 
 def handout(out: Path) -> Path:
     """The printable handout, ``out``/00_lecture.pdf (and the page it was printed from); returns the PDF."""
-    out.mkdir(parents=True, exist_ok=True)
+    assets = asset_sources(reveal=False)
+    prepare(out, ["00_lecture.handout.html", "00_lecture.pdf"], assets)
     exporter = HTMLExporter(template_name="cem_handout", extra_template_basedirs=[str(TEMPLATES)], exclude_input=True)
     body, _ = exporter.from_notebook_node(handout_notebook(), resources={"local_mathjax": MATHJAX})
-    copy_assets(out, reveal=False)
+    copy_assets(out, assets)
     page = out / "00_lecture.handout.html"
-    page.write_text(body, encoding="utf-8")
+    atomic_write_text(page, body)
     pdf = out / "00_lecture.pdf"
     pdf.unlink(missing_ok=True)
     print_pdf(page, pdf)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from dataclasses import asdict
 
 import torch
 
 from cem_core.experiments.bench import CONVENTION, BenchConfig, format_table, run
 from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
-from cem_core.experiments.records import atomic_write_text, check_new_output, provenance
+from cem_core.experiments.records import atomic_write_text, claim_new_output, provenance
 from cem_core.nn.attention import AttentionConfig
 from cem_core.nn.config import ModelShape
 from cem_core.nn.validate import check_device
@@ -44,13 +45,12 @@ def bench_command(args) -> int:
                     repeats=args.repeats, device=device, dtype=dtype, backward=not args.forward_only,
                     compile=args.compile, lm_preset=args.lm_preset)
     AttentionConfig(**c.heads)   # a clear error for bad sizes
-    if args.json:
-        check_new_output("json", args.json)                               # before the measurements
-    records = run(c)
-    print(format_table(records, c))
-    if args.json:
-        atomic_write_text(args.json, json.dumps({"config": asdict(c), "convention": CONVENTION,
-                                                 "threads": torch.get_num_threads(), "provenance": provenance(),
-                                                 "records": records}, indent=1))
-        print(f"records written to {args.json}")
+    with claim_new_output("json", args.json) if args.json else nullcontext():     # before the measurements
+        records = run(c)
+        print(format_table(records, c))
+        if args.json:
+            atomic_write_text(args.json, json.dumps({"config": asdict(c), "convention": CONVENTION,
+                                                     "threads": torch.get_num_threads(), "provenance": provenance(),
+                                                     "records": records}, indent=1))
+            print(f"records written to {args.json}")
     return 0

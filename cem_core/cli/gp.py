@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from cem_core.experiments import cluster
@@ -85,15 +86,11 @@ def _add_train(train) -> None:
 
 def gp_train(args) -> int:
     check_device(args.device)
-    import json
-
-    from tqdm import tqdm
-
     from cem_core.experiments.gp.model import GPModelConfig
-    from cem_core.experiments.gp.sweep import RunSpec, run_label, run_spec
+    from cem_core.experiments.gp.sweep import RunSpec
     from cem_core.experiments.gp.task import GPTaskConfig
     from cem_core.experiments.gp.train import GPTrainConfig
-    from cem_core.experiments.records import atomic_write_text, check_new_output
+    from cem_core.experiments.records import claim_new_output
 
     cem = cem_options(args)
     spec = RunSpec(
@@ -107,8 +104,19 @@ def gp_train(args) -> int:
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
     if eval_Ts and args.attention != "cem" and args.mlp != "cem":
         raise ValueError("eval_T needs a CEM layer: attention='llama' and mlp='llama' have no T")
-    if args.out:
-        check_new_output("out", args.out)                         # before training: the record is never lost
+    with claim_new_output("out", args.out) if args.out else nullcontext():   # before training: never lost
+        return _gp_train(args, spec, cem, eval_Ts)
+
+
+def _gp_train(args, spec, cem, eval_Ts) -> int:
+    """Train the run of ``gp train`` and write its record (the output already claimed)."""
+    import json
+
+    from tqdm import tqdm
+
+    from cem_core.experiments.gp.sweep import run_label, run_spec
+    from cem_core.experiments.records import atomic_write_text
+
     bar = tqdm(total=spec.train.steps, unit="step", file=sys.stdout)
 
     def progress(step, loss):
@@ -187,13 +195,13 @@ def gp_inspect(args) -> int:
     import json
 
     from cem_core.experiments.gp import inspect, trained
-    from cem_core.experiments.records import atomic_write_text, check_new_output
+    from cem_core.experiments.records import atomic_write_text, claim_new_output
 
-    check_new_output("--json", args.json)
-    model, task = trained.load_gp_model(args.model)
-    out = {"model": args.model, "title": trained.GP_MODELS[args.model].title} | inspect.inspect_function(
-        model, task, args.seed, args.context, args.T_test)
-    atomic_write_text(args.json, json.dumps(out))
+    with claim_new_output("--json", args.json):
+        model, task = trained.load_gp_model(args.model)
+        out = {"model": args.model, "title": trained.GP_MODELS[args.model].title} | inspect.inspect_function(
+            model, task, args.seed, args.context, args.T_test)
+        atomic_write_text(args.json, json.dumps(out))
     steps = "; ".join(f"{layer['name']}: RMSE to the posterior mean {layer['rmse_to_posterior'][0]:.4f} at step 0, "
                       f"{layer['rmse_to_posterior'][-1]:.4f} at step {layer['T']}" for layer in out["layers"])
     print(f"{args.model} on function {args.seed} with {args.context} context points: RMSE to the posterior mean "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from cem_core.experiments import cluster
@@ -155,17 +156,17 @@ def lm_train_command(args) -> int:
 
 def lm_compare(args) -> int:
     from cem_core.experiments.lm.compare import compare, table, write_json
-    from cem_core.experiments.records import check_new_output
+    from cem_core.experiments.records import claim_new_output
     out = args.out or f"runs/lm/{args.preset}/compare"
-    if args.json:                                                 # before any training; its own table may exist
-        check_new_output("json", args.json, own=Path(out) / "compare.json", run_folder=out)
-    data = _lm_data(args)
-    records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
-                      **_lm_overrides(args))
-    print(table(records, data))
-    if args.json:
-        write_json(records, args.json)
-        print(f"records written to {args.json}")
+    own = dict(own=Path(out) / "compare.json", run_folder=out)   # before any training; its own table may exist
+    with claim_new_output("json", args.json, **own) if args.json else nullcontext():
+        data = _lm_data(args)
+        records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
+                          **_lm_overrides(args))
+        print(table(records, data))
+        if args.json:
+            write_json(records, args.json)
+            print(f"records written to {args.json}")
     return 0
 
 
@@ -175,13 +176,13 @@ def lm_inspect(args) -> int:
     import json
 
     from cem_core.experiments.lm import inspect, trained
-    from cem_core.experiments.records import atomic_write_text, check_new_output
+    from cem_core.experiments.records import atomic_write_text, claim_new_output
 
-    check_new_output("--json", args.json)
-    model, tokenizer = trained.load_lm_model(args.model)
-    out = {"model": args.model, "title": trained.LM_MODELS[args.model].title} | inspect.inspect_text(
-        model, tokenizer, args.text, args.T_test)
-    atomic_write_text(args.json, json.dumps(out))
+    with claim_new_output("--json", args.json):
+        model, tokenizer = trained.load_lm_model(args.model)
+        out = {"model": args.model, "title": trained.LM_MODELS[args.model].title} | inspect.inspect_text(
+            model, tokenizer, args.text, args.T_test)
+        atomic_write_text(args.json, json.dumps(out))
     final = out["final"]["mean_loss"]
     print(f"{args.model} read {len(out['tokens'])} tokens: mean next-token loss {final:.3f} nats; "
           + "; ".join(f"{layer['name']}: {layer['mean_loss'][0]:.3f} at step 0, {layer['mean_loss'][-1]:.3f} at step "

@@ -4,6 +4,7 @@ the README shows."""
 from __future__ import annotations
 
 import csv
+import fcntl
 import importlib.metadata
 import io
 import json
@@ -11,6 +12,7 @@ import os
 import platform
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,37 @@ def atomic_write(path, write) -> None:
         _fsync(path.parent, os.O_RDONLY)
 
 
+@contextmanager
+def claim_new_output(flag: str, path, **check):
+    """Hold a file a command writes at its end for the whole command: ``check_new_output``, then a lock beside it
+    (``.NAME.lock``, flock) that a second command naming the same new file finds taken, so it refuses at once
+    instead of both training and one record replacing the other; a name too long for the command's temporary
+    files is refused before any work. The lock file goes when the command ends."""
+    path = check_new_output(flag, path, **check)
+    folder = Path(os.path.realpath(path)).parent
+    longest = len(os.fsencode(f".{path.name}{TEMPORARY_MARK}XXXXXXXX"))
+    if longest > os.pathconf(folder, "PC_NAME_MAX"):
+        raise ValueError(f"{flag}={str(path)!r} is invalid: the name is too long for this file system (with the "
+                         f"temporary name it is written under); choose a shorter one")
+    lock = folder / f".{path.name}.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        raise ValueError(f"{flag}={str(path)!r} is invalid: its lock {lock} cannot be made ({err.strerror}); "
+                         "remove what is there") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{flag}={str(path)!r} is invalid: another command is writing that file now; choose "
+                             "another name, or wait for it") from None
+        check_new_output(flag, path, **check)              # made while we waited for nothing: still refused
+        yield path
+        lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
 def check_new_output(flag: str, path, own=None, run_folder=None) -> Path:
     """A file a command writes at its end (``--json``, ``gp train --out``), checked before any work starts: a
     new file (a command never writes over a file it did not make; ``own``, the command's own file such as a
@@ -96,6 +129,15 @@ def _fsync(path: Path, flags: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def refuse_links(paths, what: str) -> None:
+    """Before any work: a ValueError when a file a command would write is a symbolic link (a command never writes
+    through a link, which would overwrite the file it points to, nor replaces one)."""
+    links = [str(p) for p in map(Path, paths) if p.is_symlink()]
+    if links:
+        raise ValueError(f"{what}: {links[0]} is a symbolic link" + (f" (and {len(links) - 1} more)" if links[1:]
+                         else "") + "; a command never writes through a link: remove it, or choose another folder")
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -18,6 +18,7 @@ from cem_core.experiments.checkpoints import MODELS
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.records import atomic_write, refuse_links
 from cem_core.ui import figdata, interactive, static
 
 
@@ -550,9 +551,9 @@ TRAINED_FIGURES = {"trained_steps": (figdata.gp_steps_on_function, mpl_trained_s
 def _save(fig, out: Path, name: str) -> list[Path]:
     """Write fig as out/name.png and out/name.svg (SVG without a date, so reruns do not churn)."""
     paths = [out / f"{name}.png", out / f"{name}.svg"]
-    with plt.rc_context({"svg.hashsalt": "cem-lab"}):
-        fig.savefig(paths[0], dpi=120)
-        fig.savefig(paths[1], metadata={"Date": None})
+    with plt.rc_context({"svg.hashsalt": "cem-lab"}):        # written under a temporary name, then renamed
+        atomic_write(paths[0], lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+        atomic_write(paths[1], lambda tmp: fig.savefig(tmp, metadata={"Date": None}, format="svg"))
     plt.close(fig)
     return paths
 
@@ -567,6 +568,9 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_
     matplotlib.use("Agg")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    names = [*CEM_FIGURES, *GP_FIGURES, *LM_FIGURES, *GP_STUDY_FIGURES, *LADDER_FIGURES, *BUDGET_LADDER_FIGURES,
+             *TRAINED_FIGURES]
+    refuse_links([out / f"{name}.{ext}" for name in names for ext in ("png", "svg")], "figures")
     paths = []
     for name, (data, builder) in CEM_FIGURES.items():
         paths += _save(builder(data()), out, name)
