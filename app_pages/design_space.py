@@ -18,6 +18,7 @@ from app_pages.common import (
 )
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import figdata, interactive
+from cem_core.ui.cache import shared
 from cem_core.ui.controls import DesignControls
 from cem_core.ui.equations import update_latex
 
@@ -26,11 +27,17 @@ SPECTRUM_MAX_D = 256
 SPECTRUM_LABELS = {"dlr": "dlr: diag + UV^T + VU^T", "psd": "psd: diag + UU^T"}
 
 
-@st.cache_data(show_spinner=False)
+SPECTRA_BYTES = 8 * 2 ** 20               # the spectra kept, shared by every session: about 1,600 of the largest
+
+
 def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
-    """Eigenvalues of the paper-form (dlr) and positive-definite (psd) P, factor entries N(0, scale^2/d)."""
-    eigs = figdata.preconditioner_spectra(d_model=d, rank=rank, init_scale=scale ** 2, seed=seed)
-    return {SPECTRUM_LABELS[kind]: values.tolist() for kind, values in eigs.items()}
+    """Eigenvalues of the paper-form (dlr) and positive-definite (psd) P, factor entries N(0, scale^2/d), from a
+    cache bounded in bytes (every distinct link used to add an entry that was never dropped)."""
+    def make():
+        eigs = figdata.preconditioner_spectra(d_model=d, rank=rank, init_scale=scale ** 2, seed=seed)
+        return {SPECTRUM_LABELS[kind]: values.tolist() for kind, values in eigs.items()}
+
+    return shared("design spectra", SPECTRA_BYTES).get((d, rank, scale, seed), make)
 
 
 def body() -> None:

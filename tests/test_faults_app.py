@@ -288,3 +288,62 @@ def test_a_lesson_links_value_is_plain_text(board):
     error = " ".join(e.value for e in at.error)
     assert "\\!\\[img\\]" in error and "\\*\\*bold\\*\\*" in error, error                  # escaped: no image, no bold
     assert "'![img](http://127.0.0.1:9/p.png) **bold**' does not exist" in shown(error)
+
+
+def test_sessions_asking_for_one_new_state_at_once_share_one_computation():
+    """Twelve sessions opening the same new link at once computed it twelve times (944 MB to 3,278 MB). Now the
+    first computes and the others wait for its value: one computation, one object; an error reaches every
+    session that waited; another key is not held up."""
+    import threading
+
+    from cem_core.ui.cache import SizedCache
+
+    cache, calls, started = SizedCache(max_bytes=10_000_000), [], threading.Event()
+
+    def make():
+        calls.append(1)
+        started.set()
+        time.sleep(0.3)
+        return {"state": [1.0] * 100}
+
+    results = [None] * 12
+    threads = [threading.Thread(target=lambda k=k: results.__setitem__(k, cache.get("link", make))) for k in range(12)]
+    for t in threads:
+        t.start()
+    started.wait(5)
+    assert cache.get("other", lambda: "quick") == "quick"              # while "link" is still computing
+    for t in threads:
+        t.join(10)
+    assert len(calls) == 1 and all(r is results[0] for r in results) and cache.computed == 2
+
+    def broken():
+        time.sleep(0.2)
+        raise ValueError("bad state")
+
+    errors = []
+
+    def ask():
+        try:
+            cache.get("broken", broken)
+        except ValueError as error:
+            errors.append(str(error))
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == ["bad state"] * 4 and cache.computed == 3 and "broken" not in cache._items
+
+
+def test_the_design_pages_spectra_cache_is_bounded_in_bytes(monkeypatch):
+    """300 links with distinct ds_p_scale values added 4.86 KB each to the design page, never evicted. Its
+    spectra now live in a shared cache bounded in bytes."""
+    from app_pages import design_space
+    from cem_core.ui import cache
+
+    monkeypatch.setitem(cache._SHARED, "design spectra", cache.SizedCache(max_bytes=40_000))
+    for k in range(300):
+        design_space.spectra(16, 2, 0.5 + k / 1000, 0)
+    kept = cache._SHARED["design spectra"]
+    assert kept.computed == 300 and kept.bytes <= 40_000 and 0 < len(kept) < 300
+    assert design_space.SPECTRA_BYTES <= 16 * 2 ** 20

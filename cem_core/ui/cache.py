@@ -18,15 +18,28 @@ import numpy as np
 import torch
 
 
+class _Flight:
+    """One computation in progress: the sessions that ask for the same key meanwhile wait for its result."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.value: object = None
+        self.error: BaseException | None = None
+
+
 class SizedCache:
     """Least-recently-used entries up to `max_bytes` (estimated by `nbytes`); a value larger than the whole
-    budget is returned but not kept. Safe to share between threads (the app's sessions)."""
+    budget is returned but not kept. Safe to share between threads (the app's sessions): a key is computed once
+    however many sessions ask for it at the same time (the others wait for that computation and get its value),
+    so twelve students opening one new link cost one computation, not twelve."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}
         self._lock = threading.Lock()
         self.bytes = 0
+        self.computed = 0                          # computations run (what single flight saves is visible)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -41,7 +54,29 @@ class SizedCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key][0]
-        value = make()                            # outside the lock: other sessions are not held up
+            flight = self._flights.get(key)
+            mine = flight is None
+            if mine:
+                flight = self._flights[key] = _Flight()
+                self.computed += 1
+        if not mine:                              # another session computes it: wait for its value
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            return flight.value
+        try:
+            flight.value = make()                 # outside the lock: other keys are not held up
+            self._keep(key, flight.value)
+        except BaseException as error:
+            flight.error = error
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+        return flight.value
+
+    def _keep(self, key: Hashable, value) -> None:
         size = nbytes(value)
         with self._lock:
             if key not in self._items and size <= self.max_bytes:
@@ -50,7 +85,6 @@ class SizedCache:
                 while self.bytes > self.max_bytes:
                     _, (_, dropped) = self._items.popitem(last=False)
                     self.bytes -= dropped
-        return value
 
 
 _SHARED: dict[str, SizedCache] = {}
