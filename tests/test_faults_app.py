@@ -347,3 +347,50 @@ def test_the_design_pages_spectra_cache_is_bounded_in_bytes(monkeypatch):
     kept = cache._SHARED["design spectra"]
     assert kept.computed == 300 and kept.bytes <= 40_000 and 0 < len(kept) < 300
     assert design_space.SPECTRA_BYTES <= 16 * 2 ** 20
+
+
+def _stop_and_wait(board) -> None:
+    board.stop()
+    deadline = time.time() + 20
+    while board.current()["running"] and time.time() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.slow                      # starts and stops ten jobs
+def test_job_folders_are_kept_up_to_a_count_and_a_stops_temporaries_go(board, monkeypatch):
+    """Start then Stop on the LM page left each job's folder (5.2 MB) forever. Each start now keeps the newest
+    KEEP_JOBS job folders and removes older ones, only folders it made (a user's folder beside them stays), and
+    the temporary a stop left mid-checkpoint in a kept folder."""
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: SLEEPER)
+    mine = board.jobs_dir / "my-notes"
+    mine.mkdir(parents=True)
+    (mine / "keep.txt").write_text("mine\n")
+    made = []
+    for k in range(jobs.KEEP_JOBS + 2):
+        made.append(Path(board.start(jobs.JobSpec())["out"]))
+        if k == 1:                                    # a stop during a checkpoint write left its temporary
+            left = made[-1] / "llama" / f".checkpoint-300.pt{jobs.TEMPORARY_MARK}abc123"
+            left.parent.mkdir()
+            left.write_bytes(b"half a checkpoint")
+        _stop_and_wait(board)
+        time.sleep(1.05)                              # job folders are named by the second they start in
+    kept = sorted(f for f in board.jobs_dir.iterdir() if jobs.JOB_FOLDER.fullmatch(f.name))
+    assert kept == made[-jobs.KEEP_JOBS:] and not made[0].exists() and not made[1].exists()
+    assert (mine / "keep.txt").read_text() == "mine\n"
+    assert not list(board.jobs_dir.rglob(f"*{jobs.TEMPORARY_MARK}*"))
+
+
+def test_a_clock_step_does_not_make_a_running_job_stale(board, monkeypatch):
+    """psutil derives a process's start time from the wall clock: after a clock step the recorded start time
+    no longer matched, the job read as stale, and a second Start ran beside it. The token alone decides."""
+    monkeypatch.setattr(jobs.JobBoard, "command", lambda self, spec, out: SLEEPER)
+    board.start(jobs.JobSpec())
+    real = psutil.Process.create_time
+    monkeypatch.setattr(psutil.Process, "create_time", lambda self: real(self) + 3600.0)    # the clock moved 1 h
+    try:
+        assert board.current()["status"] == "running"
+        with pytest.raises(ValueError, match="a run is already going"):
+            board.start(jobs.JobSpec())
+    finally:
+        monkeypatch.setattr(psutil.Process, "create_time", real)
+        _stop_and_wait(board)

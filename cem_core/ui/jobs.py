@@ -5,10 +5,13 @@ app) do not touch it; ``JOBS_DIR/job.json`` records it (the app keeps its jobs i
 Only one job runs at a time, and a job start is atomic: the check and the spawn happen under the
 lock of the jobs folder, so concurrent Starts (several tabs or users) make exactly one job.
 
-A job record holds the process id together with the process's start time and a random token
-passed to the job in its environment (``CEM_LAB_JOB_TOKEN``). The job counts as running only
-if a process with that id exists, started at that time and carries that token; Stop signals
-only such a verified process. A record whose id now belongs to another process is "stale", one
+A job record holds the process id together with a random token passed to the job in its
+environment (``CEM_LAB_JOB_TOKEN``). The job counts as running only if a process with that id
+exists and carries that token (its start time is recorded but not compared: psutil derives it
+from the wall clock, and a clock step would make a running job look stale); Stop signals only
+such a verified process. Each start keeps the folders of the last KEEP_JOBS jobs, removes older
+ones (the folders it made, by their names, never anything else) and the temporary files a
+stopped job left. A record whose id now belongs to another process is "stale", one
 that cannot be read is "corrupt": the page reports either and clears it, so neither blocks a
 new run.
 
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +36,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from cem_core.experiments.integrity import FolderLock
+from cem_core.experiments.integrity import TEMPORARY_MARK, FolderLock
 from cem_core.experiments.lm.data import shard_files
 from cem_core.experiments.lm.run_folder import read_metrics
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
@@ -48,7 +53,8 @@ from cem_core.nn.model import VARIANTS
 from .controls import Controls
 
 TOKEN_ENV = "CEM_LAB_JOB_TOKEN"
-CREATE_TIME_SLACK = 2.0    # seconds: psutil derives start times from the boot time, which a clock step can move
+KEEP_JOBS = 8              # the finished or stopped jobs' folders kept; a new start removes the oldest beyond them
+JOB_FOLDER = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")     # the folders start() makes: only those are ever removed
 JOB_FIELDS = {"pid": int, "create_time": float, "token": str, "out": str, "spec": dict, "started": str}
 DATA_SOURCES = ("demo", "prose", "slimpajama")   # the choices that are not folders
 TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # the page's columns of compare.json
@@ -192,7 +198,22 @@ class JobBoard:
             if step_seconds:
                 job["step_seconds"] = {v: float(step_seconds[v]) for v in spec.variants}
             atomic_write_text(self.record_path, json.dumps(job))
+            self._tidy(keep=out)
         return job | {"status": "running", "running": True}
+
+    def _tidy(self, keep: Path) -> None:
+        """Remove the job folders beyond the newest KEEP_JOBS (``keep``, the new job's, among them) and, in those
+        kept, the temporary files a stop left behind (``TEMPORARY_MARK``: a checkpoint being written)."""
+        folders = sorted((f for f in self.jobs_dir.iterdir() if JOB_FOLDER.fullmatch(f.name) and f.is_dir()
+                          and not f.is_symlink()), reverse=True)
+        for old in folders[KEEP_JOBS:]:
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
+        for folder in folders[:KEEP_JOBS]:
+            if folder != keep:
+                for tmp in folder.rglob(f"*{TEMPORARY_MARK}*"):
+                    if tmp.is_file() and not tmp.is_symlink():
+                        tmp.unlink(missing_ok=True)
 
     def stop(self) -> None:
         """SIGTERM to the job's process group, only if the recorded process is verified to be the job."""
@@ -225,8 +246,7 @@ def _status(job: dict) -> str:
         if process.status() == psutil.STATUS_ZOMBIE:
             _reap(job["pid"])
             return "ended"
-        same = (process.environ().get(TOKEN_ENV) == job["token"]          # the proof: a random token it was given
-                and abs(process.create_time() - job["create_time"]) < CREATE_TIME_SLACK)
+        same = process.environ().get(TOKEN_ENV) == job["token"]          # the proof: a random token it was given
     except psutil.NoSuchProcess:
         return "ended"
     except psutil.AccessDenied:        # another user's process: not ours
