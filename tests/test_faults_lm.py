@@ -305,3 +305,54 @@ def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
     assert done.returncode != 0
     assert done.stderr.count("is in use (pid") == 2, done.stderr[-3000:]   # rank 0 and rank 1 say why
     assert "barrier" not in done.stderr                                   # nobody was left waiting
+
+
+# -- divergence is divergence, and a record says what it holds (issue 42) -----------------------------------------
+
+
+def test_weights_a_step_made_non_finite_end_the_run_before_any_checkpoint(tmp_path, capsys):
+    """`lm train --lr 1000 --steps 2` used to checkpoint NaN weights (every rerun then ended in a RuntimeError),
+    and `--lr 30 --steps 1` to end in an OverflowError traceback. Now the step that breaks the weights ends the
+    run with a message naming the step and the rate, and nothing non-finite is ever checkpointed."""
+    out = tmp_path / "run"
+    code = main(["lm", "train", "--preset", "cpu-tiny", "--variant", "llama", "--steps", "2", "--lr", "1000",
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "the weights became non-finite at step 2; lower lr=1000.0" in err and "Traceback" not in err
+    assert not list(out.glob("checkpoint-*"))
+    code = main(["lm", "train", "--preset", "cpu-tiny", "--variant", "llama", "--steps", "2", "--lr", "1000",
+                 "--out", str(out)])                                     # the rerun says the same, no RuntimeError
+    assert code == 2 and "became non-finite" in capsys.readouterr().err
+
+
+@pytest.mark.slow                      # trains one sweep run
+def test_a_sweep_run_that_diverges_is_recorded_as_diverged_and_the_record_is_sound(tmp_path):
+    from cem_core.experiments.lm import sweep
+
+    spec = sweep.preset_runs("quick")[0]
+    spec = replace(spec, config=replace(spec.config, optim=replace(spec.config.optim, lr=1000.0), steps=4,
+                                        eval_every=2, ckpt_every=2))
+    record = sweep.run_one(spec, sweep.default_data("quick"), tmp_path)
+    assert record["diverged"] is True and sweep.LM_SWEEP.problem(record) == ""
+    for checkpoint in (tmp_path / "runs" / spec.folder).glob("checkpoint-*"):     # only weights still finite
+        state = torch.load(checkpoint, weights_only=True)["model"]
+        assert all(t.isfinite().all() for t in state.values()), checkpoint.name
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"val_ppl": float("nan")}, "val_ppl=nan is invalid: not finite in a run that did not diverge"),
+    ({"val_ppl": -5.0}, "val_ppl=-5.0 is invalid: a perplexity is at least 1"),
+    ({"val_ppl_by_T": {"1": "many"}}, "val_ppl_by_T={'1': 'many'} is invalid: must map each T to a number"),
+    ({"steps": 0}, "steps=0 is invalid: a run trains at least one step"),
+    ({"val_curve": [[1, "x"]]}, "is invalid: not [step, perplexity] pairs of numbers"),
+])
+def test_a_sweep_record_with_impossible_numbers_is_refused_with_one_line(tmp_path, edit, message):
+    """NaN, a negative perplexity, a string among the test-time perplexities, zero steps: each used to be
+    accepted (or to end in a traceback in the tables) although the README says a damaged record is refused."""
+    from cem_core.experiments.lm import sweep
+
+    record = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")[0] | edit
+    (tmp_path / "results.json").write_text(json.dumps([record]))
+    with pytest.raises(ValueError) as error:
+        sweep.LM_SWEEP.load(tmp_path / "results.json")
+    assert message in str(error.value) and "record 0" in str(error.value)

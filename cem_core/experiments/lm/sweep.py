@@ -365,7 +365,19 @@ def _lm_record_problem(record: dict) -> str:
             return f"{name}={short_repr(record[name])} does not match its identity ({short_repr(config.get(name))})"
     if record["name"] not in SWEEP_VARIANTS:
         return f"name={record['name']!r} is not one of the sweep's variants"
-    return ""
+    if record["steps"] < 1 or record["tokens"] < 1:
+        return f"steps={record['steps']} is invalid: a run trains at least one step"
+    by_T = record["val_ppl_by_T"]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in by_T.values()):
+        return f"val_ppl_by_T={short_repr(by_T)} is invalid: must map each T to a number"
+    if record["diverged"]:
+        return ""
+    if any(v <= 0 for v in (record["val_ppl"], *by_T.values()) if math.isfinite(v)):
+        return f"val_ppl={record['val_ppl']!r} is invalid: a perplexity is at least 1"
+    points = [v for point in record["val_curve"] for v in (point if isinstance(point, list) else [point])]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in points):
+        return f"val_curve={short_repr(record['val_curve'])} is invalid: not [step, perplexity] pairs of numbers"
+    return runner.not_finite(record, {"val_ppl": float, "val_loss": float})
 
 
 def manifest(preset: str, data: DataConfig, specs: list[SweepRun]) -> dict:

@@ -248,14 +248,25 @@ def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> flo
 def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, autocast=nullcontext) -> torch.Tensor:
     """One optimizer step on token blocks (B, seq_len + 1): next-token cross-entropy of `net` (the model,
     or its DDP or compiled wrapper), backward, clipping of the model's gradient norm, the optimizer's
-    step. Returns the loss; a loss that is not finite raises FloatingPointError before any update."""
+    step. Returns the loss; a loss that is not finite raises FloatingPointError before any update, and so do
+    weights the step made not finite (a rate far too large), so that no checkpoint ever holds them."""
     with autocast():
         logits = net(batch[:, :-1])
     loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
     if not torch.isfinite(loss):
         raise FloatingPointError(f"loss became {loss.item()}")
     descend(optimizer, model, loss, grad_clip)
+    if not torch.stack([p.isfinite().all() for p in model.parameters()]).all():
+        raise FloatingPointError("the weights became non-finite")
     return loss
+
+
+def perplexity(loss: float, where: str) -> float:
+    """exp(loss) of a validation loss; a loss that is not finite is divergence (FloatingPointError), and a finite
+    one too large for exp an infinite perplexity, never an OverflowError."""
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"the validation loss became {loss} {where}")
+    return math.exp(loss) if loss < 700 else math.inf
 
 
 def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteTokenizer.vocab_size,
@@ -429,7 +440,8 @@ def _loop(run: _Run, progress: bool) -> None:
         last = step + 1 == cfg.steps
         if ((step + 1) % cfg.eval_every == 0 or last) and d.main:
             val_loss = evaluate(run.model, run.val, cfg.batch_size, run.device, run.autocast)
-            record.update(val_loss=val_loss, val_ppl=math.exp(val_loss))
+            record.update(val_loss=val_loss, val_ppl=perplexity(val_loss, f"at step {step + 1}; lower "
+                                                                           f"lr={cfg.optim.lr}"))
         run.metrics.write(record)
         if bar:
             bar.update(1)
@@ -481,7 +493,7 @@ def finish(run: _Run, data_stats: dict) -> dict:
     by_T = {}
     for T in cfg.eval_T:
         with recursion_depth(model, T):
-            by_T[str(T)] = math.exp(evaluate(model, val, cfg.batch_size, device, autocast))
+            by_T[str(T)] = perplexity(evaluate(model, val, cfg.batch_size, device, autocast), f"at T={T}")
     prompt = torch.tensor([tokenizer.encode("The ")[:cfg.seq_len - 1]], dtype=torch.long, device=device)
     sample = ""
     if cfg.sample_tokens:
@@ -494,7 +506,8 @@ def finish(run: _Run, data_stats: dict) -> dict:
     summary = {"variant": cfg.variant, "preset": cfg.preset, "params": params, "data": describe(run.data),
                "data_stats": data_stats, "steps": cfg.steps, "tokens": cfg.steps * cfg.batch_size * cfg.seq_len,
                "chinchilla_tokens": chinchilla_tokens(params), "tokens_per_s": tokens_per_s,
-               "val_loss": val_loss, "val_ppl": math.exp(val_loss), "val_ppl_by_T": by_T, "sample": sample,
+               "val_loss": val_loss, "val_ppl": perplexity(val_loss, "at the end"), "val_ppl_by_T": by_T,
+               "sample": sample,
                "world_size": d.world_size, "device": str(device), "identity_hash": run.run_hash}
     if device.type == "cuda":
         peak = float(os.environ.get("CEM_PEAK_TFLOPS", "989")) * 1e12     # H100/H200 dense bf16
