@@ -272,7 +272,7 @@ check_answer(answer, check, "lecture-mlp-count",
 #
 # $x^{(t+1)} = x^{(t)} - \eta\, P\, \nabla E(x^{(t)} \mid c)$, plus an anchor $\tfrac{\lambda}{2}|x - x^{(0)}|^2$
 # (the attention energy is concave in $x$: no minimum). At $\eta = 0.5$, $T = 8$ (turn them in the notebook, or on
-# the app's <a href="http://localhost:8501/?T=8&eta=0.5&anchor=0.5" target="_blank">energy page</a>):
+# the app's [energy page](http://localhost:8501/?T=8&eta=0.5&anchor=0.5 "needs the app: run make app first")):
 
 # %% tags=["handout", "slides", "hide-input"] jupyter={"source_hidden": true}
 descent = figdata.energy_descent(T=8, eta=0.5, anchors=(0.5, 0.0))
