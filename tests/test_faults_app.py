@@ -394,3 +394,12 @@ def test_a_clock_step_does_not_make_a_running_job_stale(board, monkeypatch):
     finally:
         monkeypatch.setattr(psutil.Process, "create_time", real)
         _stop_and_wait(board)
+
+
+@pytest.mark.parametrize("step", ["²", "①", "7" * 5000])
+def test_a_lesson_link_with_odd_digits_is_a_message(step):
+    """`/?lesson=²` (or ①, or 5,000 digits) passed str.isdigit() and then failed int(), a traceback outside the
+    page's error guard."""
+    at = run_page("energy", {"lesson": step})
+    assert not at.exception
+    assert any("does not exist: the lesson has steps 1 to" in e.value for e in at.error)
