@@ -310,6 +310,7 @@ def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
 # -- divergence is divergence, and a record says what it holds (issue 42) -----------------------------------------
 
 
+@pytest.mark.slow                      # trains twice
 def test_weights_a_step_made_non_finite_end_the_run_before_any_checkpoint(tmp_path, capsys):
     """`lm train --lr 1000 --steps 2` used to checkpoint NaN weights (every rerun then ended in a RuntimeError),
     and `--lr 30 --steps 1` to end in an OverflowError traceback. Now the step that breaks the weights ends the
@@ -356,3 +357,30 @@ def test_a_sweep_record_with_impossible_numbers_is_refused_with_one_line(tmp_pat
     with pytest.raises(ValueError) as error:
         sweep.LM_SWEEP.load(tmp_path / "results.json")
     assert message in str(error.value) and "record 0" in str(error.value)
+
+
+@pytest.mark.slow                      # trains twice
+def test_a_full_disk_during_a_checkpoint_names_the_file_and_the_run_resumes(tmp_path, capsys, monkeypatch):
+    """A full disk during a checkpoint came out of torch's writer as "basic_ios::clear: iostream error", naming no
+    file. Now the message names the checkpoint and says to free space and run the same command again, which then
+    finishes the run (from its last checkpoint, here none)."""
+    from cem_core.experiments.lm import run_folder
+
+    real, calls = torch.save, []
+
+    def full_once(obj, f, *args, **kwargs):
+        calls.append(f)
+        if len(calls) == 1:                                      # the run's checkpoint: the disk is full
+            raise RuntimeError("basic_ios::clear: iostream error")
+        return real(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(run_folder.torch, "save", full_once)
+    out = tmp_path / "run"
+    args = ["lm", "train", "--preset", "cpu-tiny", "--steps", "4", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint-00000004.pt: could not write it (basic_ios::clear: iostream error); is the disk full?" in err
+    assert "free space on that disk, then run the same command again" in err and "Traceback" not in err
+    assert not list(out.glob(".*cem-tmp*"))                      # the half-written temporary is gone
+    assert main(args) == 0 and (out / "summary.json").is_file()   # space freed: the same command finishes the run
+    assert [r["step"] for r in read_metrics(out)][-1] == 4

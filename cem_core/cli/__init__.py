@@ -6,6 +6,7 @@ they set, so the command line cannot disagree with them."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:                      # a file or folder the system refuses: no permission, disk full, ...
-        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        full = err.errno == errno.ENOSPC
+        print(f"error: {err.filename or ''}: {err.strerror or err}" + (
+            "; free space on that disk, then run the same command again: a run resumes from its last checkpoint"
+            if full else ""), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: what was checkpointed or recorded is kept (none before the first checkpoint); run the "

@@ -18,6 +18,7 @@ the one recorded when it was written; a damaged newest checkpoint falls back to 
 """
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from dataclasses import asdict
@@ -185,13 +186,24 @@ def save_checkpoint(out: Path, model, optimizer, step: int, run_hash: str) -> No
     """Write checkpoint-<step>.pt atomically, record its sha256, keep the last two."""
     name = _checkpoint_name(step)
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "identity_hash": run_hash}
-    atomic_write(out / name, lambda tmp: torch.save(state, tmp))
+    atomic_write(out / name, lambda tmp: _save(state, tmp, out / name))
     entry = {"file": name, "step": step, "sha256": file_sha256(out / name)}
     kept = ([e for e in _manifest(out) if e["file"] != name] + [entry])[-KEEP_CHECKPOINTS:]
     atomic_write_text(out / MANIFEST, json.dumps(kept, indent=1))
     for old in out.glob("checkpoint-*.pt"):
         if old.name not in {e["file"] for e in kept}:
             old.unlink()
+
+
+def _save(state: dict, tmp: Path, path: Path) -> None:
+    """torch.save, its write errors as an OSError naming the checkpoint (a full disk comes out of torch's C++
+    writer as "basic_ios::clear: iostream error" or "PytorchStreamWriter failed writing file", naming nothing)."""
+    try:
+        torch.save(state, tmp)
+    except RuntimeError as err:
+        if "iostream" in str(err) or "writing file" in str(err) or "No space" in str(err):
+            raise OSError(errno.ENOSPC, f"could not write it ({err}); is the disk full?", str(path)) from None
+        raise
 
 
 def _problem(out: Path, entry: dict) -> str | None:
