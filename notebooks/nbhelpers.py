@@ -104,9 +104,9 @@ def step_error(layer, update: sp.Matrix, weights: dict, x: sp.Matrix, context: l
 
 def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
     """The verdicts in brief, from the committed results (or what is missing), each with its scale and corpus and
-    with the project's t-based reading beside the recorded rule: {"gp", "lm", "note" (the paper-notes caveat):
-    Markdown, "claims": the LM claims table in three parts, the paper's 1-4 and 5-8 and ours (Markdown, verdict
-    first, every claim whole)}."""
+    with the project's t-based reading beside the recorded rule: {"gp", "lm", "note" (what docs/paper-notes.md
+    rests on): Markdown, "claims": the LM claims table in three parts, the paper's 1-4 and 5-8 and ours
+    (Markdown, verdict first, every claim whole)}."""
     from cem_core.experiments import verdicts
     from cem_core.experiments.gp import study as gp_study
     from cem_core.experiments.gp import sweep as gp_sweep
