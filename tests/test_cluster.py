@@ -80,7 +80,7 @@ def test_a_record_a_worker_hands_back_is_checked_before_it_is_saved(tmp_path):
     of another version might return), or that is not a run still to do, ends the sweep and is not saved."""
     spec = tiny_study_specs(["base"], seeds=(0,))[0]
     plan = sweep.Plan(specs=[{"hash": spec.hash}], key=lambda s: s["hash"], run=dict, manifest={"kind": "test"})
-    with pytest.raises(ValueError, match=r"a worker handed back a record that is not sound \(the field 'group' "):
+    with pytest.raises(ValueError, match=r"a worker handed back a record that is not sound \(it is not a GP sweep"):
         sweep.run_plan(gp_sweep.GP_SWEEP, tmp_path, plan, executor=finished)
     assert not (tmp_path / "results.json").exists()
     record = gp_sweep.run_spec(spec)

@@ -359,3 +359,15 @@ def test_a_split_folder_without_shards_is_refused_before_run_json(tmp_path, caps
     code, err = lm_train(capsys, str(tmp_path / "data"), tmp_path / "run")
     assert code == 2 and "holds no *.jsonl or *.jsonl.zst files under train/" in err, err
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_a_sweep_pointed_at_another_kind_of_sweeps_folder_says_so(tmp_path, capsys):
+    """`gp sweep --out <an LM sweep folder>` said "the field 'group' is missing; fix it" (issue 42)."""
+    import shutil
+
+    from conftest import ROOT
+
+    shutil.copytree(ROOT / "results" / "lm-probe", tmp_path / "lm")
+    assert main(["gp", "sweep", "--preset", "quick", "--out", str(tmp_path / "lm")]) == 2
+    err = capsys.readouterr().err
+    assert "it is not a GP sweep record (another kind of sweep's?)" in err and "Traceback" not in err

@@ -70,6 +70,10 @@ class Experiment:
         """What is wrong with one run record ('' when nothing)."""
         if not isinstance(record, dict):
             return f"{short_repr(record)} is not an object (a run record)"
+        missing = [name for name in self.fields if name not in record]
+        if len(missing) > len(self.fields) // 2:          # most of its fields are another kind's
+            return (f"it is not {self.article} {self.label} record (another kind of sweep's?): it lacks {len(missing)} "
+                    f"of the {len(self.fields)} fields one has ({', '.join(missing[:3])}, ...)")
         for name, kind in self.fields.items():
             if name not in record:
                 return f"the field {name!r} is missing"

@@ -186,7 +186,7 @@ def save_checkpoint(out: Path, model, optimizer, step: int, run_hash: str) -> No
     """Write checkpoint-<step>.pt atomically, record its sha256, keep the last two."""
     name = _checkpoint_name(step)
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "identity_hash": run_hash}
-    atomic_write(out / name, lambda tmp: _save(state, tmp, out / name))
+    atomic_write(out / name, lambda tmp: _torch_save(state, tmp, out / name))
     entry = {"file": name, "step": step, "sha256": file_sha256(out / name)}
     kept = ([e for e in _manifest(out) if e["file"] != name] + [entry])[-KEEP_CHECKPOINTS:]
     atomic_write_text(out / MANIFEST, json.dumps(kept, indent=1))
@@ -195,7 +195,7 @@ def save_checkpoint(out: Path, model, optimizer, step: int, run_hash: str) -> No
             old.unlink()
 
 
-def _save(state: dict, tmp: Path, path: Path) -> None:
+def _torch_save(state: dict, tmp: Path, path: Path) -> None:
     """torch.save, its write errors as an OSError naming the checkpoint (a full disk comes out of torch's C++
     writer as "basic_ios::clear: iostream error" or "PytorchStreamWriter failed writing file", naming nothing)."""
     try:
