@@ -109,3 +109,14 @@ def test_a_planted_lock_link_is_refused_and_its_target_kept(tmp_path, capsys):
     assert main(["gp", "train", "--steps", "3", "--d-model", "8", "--d-ff", "16", "--n-heads", "2",
                  "--out", str(tmp_path / "rec.json")]) == 2
     assert "its lock" in capsys.readouterr().err and victim.read_text() == "the user's own file\n"
+
+
+@pytest.mark.slow                      # trains one variant for two steps
+def test_a_comparisons_own_table_in_its_folder_takes_no_lock_beside_it(tmp_path, capsys):
+    """The app's job runs `lm compare --out F --json F/compare.json`: a lock beside its own table made the
+    comparison refuse its own folder ("holds files that are not a comparison's"). Its folder's lock holds it."""
+    out = tmp_path / "cmp"
+    assert main(["lm", "compare", "--preset", "cpu-tiny", "--steps", "2", "--variants", "llama", "--out", str(out),
+                 "--json", str(out / "compare.json")]) == 0, capsys.readouterr().err
+    assert json.loads((out / "compare.json").read_text()) and not list(out.glob(".*.lock*"))[1:]
+    assert not (out / ".compare.json.lock").exists()

@@ -73,6 +73,9 @@ def claim_new_output(flag: str, path, **check):
     instead of both training and one record replacing the other; a name too long for the command's temporary
     files is refused before any work. The lock file goes when the command ends."""
     path = check_new_output(flag, path, **check)
+    if check.get("own") is not None and os.path.realpath(path) == os.path.realpath(check["own"]):
+        yield path                         # the command's own file in its own folder, which its folder lock holds
+        return
     folder = Path(os.path.realpath(path)).parent
     longest = len(os.fsencode(f".{path.name}{TEMPORARY_MARK}XXXXXXXX"))
     if longest > os.pathconf(folder, "PC_NAME_MAX"):
