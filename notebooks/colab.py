@@ -108,14 +108,14 @@ def work_from(notebooks: Path) -> None:
     os.chdir(notebooks)
 
 
-def set_up(cwd: Path) -> Path:
+def set_up(cwd: Path) -> None:
     """From the working folder `cwd` (the notebooks folder, or one holding the clone ``cem-lab``): install where
-    ``cem_core`` does not import, then work from the notebooks folder; returns it."""
+    ``cem_core`` does not import, then work from the notebooks folder. It returns nothing, so the set-up cell shows
+    no output (a path there would differ from one machine to the next)."""
     notebooks = cwd if (cwd / "nbhelpers.py").exists() else (cwd / "cem-lab" / "notebooks").resolve()
     if importlib.util.find_spec("cem_core") is None:
         install(notebooks.parent)
     work_from(notebooks)
-    return notebooks
 
 
 def sync(root: Path = HERE.parent) -> list[Path]:

@@ -497,3 +497,12 @@ def test_execute_writes_the_committed_outputs_only_when_asked(tmp_path):
     written = subprocess.run([*script, "--write", "02_gated_mlp_from_energy"], capture_output=True, text=True,
                              timeout=600)
     assert written.returncode == 0 and "written" in written.stdout and target.read_text() != stale
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_committed_output_holds_a_path_of_the_machine_that_ran_it(name):
+    """The set-up cell once returned its folder, so each notebook's first output read PosixPath('/home/.../notebooks'):
+    a fresh clone elsewhere then differed from the committed outputs."""
+    outputs = json.dumps([c.get("outputs", []) for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+                          if c.cell_type == "code"])
+    assert "PosixPath(" not in outputs and str(ROOT) not in outputs
