@@ -34,6 +34,16 @@ def gp_sweep_records() -> list[dict]:
     return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
 
 
+def committed(load, what: str, *args) -> list[dict] | None:
+    """The committed records ``load(*args)`` gives, or None with the reason shown (st.error) when its results file
+    is refused (edited, damaged): that costs the sections that read it, never the page's others."""
+    try:
+        return load(*args)
+    except ValueError as err:
+        st.error(f"{what} cannot be shown: {plain(str(err))}")
+        return None
+
+
 def app_address() -> str:
     """The address this app is served at, as the reader opened it (a classroom server, another port), for the
     links the app shows; links.APP_ADDRESS where the page has no URL (a headless test)."""

@@ -11,6 +11,7 @@ from app_pages import lesson_mode
 from app_pages.common import (
     ROOT,
     cem_widget,
+    committed,
     control,
     control_values,
     explain,
@@ -179,8 +180,14 @@ def train_live(controls: GPControls) -> None:
                                   f"{controls.steps} steps in {result.seconds:.1f} s: held-out RMSE "
                                   f"{result.rmse:.3f}, GP optimum {base['gp']['rmse']:.3f} "
                                   f"(ratio {result.rmse / base['gp']['rmse']:.2f}).\n\n"
-                                  + gp_sweep.live_comparison(gp_sweep_records(), controls.task(), controls.model(),
-                                                             controls.train()))
+                                  + _live_comparison(controls))
+
+
+def _live_comparison(controls: GPControls) -> str:
+    """The trained model beside the committed sweep's runs of its configuration ('' without the sweep)."""
+    records = committed(gp_sweep_records, "The comparison with the committed sweep")
+    return "" if records is None else gp_sweep.live_comparison(records, controls.task(), controls.model(),
+                                                               controls.train())
 
 
 VIEWS = {"gp-ratio": (interactive.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show
@@ -191,7 +198,8 @@ PRESENT_HEIGHT = 470          # the step's two plots side by side under the less
 
 def presented(step) -> None:
     """Presentation mode at a lesson step: only the two plots the step talks about, side by side and larger."""
-    records = gp_sweep_records()
+    if (records := committed(gp_sweep_records, "The committed GP sweep")) is None:
+        return
     for column, name in zip(st.columns(2), step.views):
         figure, title = VIEWS[name]
         with column, st.container(key=f"lesson-{name}"):
@@ -220,8 +228,10 @@ def body() -> None:
         control(GPControls, "steps", KEYS["steps"], "training steps", step=50)
     controls = GPControls.from_values(**control_values("gp", KEYS))
     keep_controls("gp", controls)
-    sweep_section(gp_sweep_records())
-    study_section(study_records())
+    if (records := committed(gp_sweep_records, "The committed GP sweep")) is not None:
+        sweep_section(records)
+    if (records := committed(study_records, "The factor study")) is not None:
+        study_section(records)
     demo_section(controls)
 
 

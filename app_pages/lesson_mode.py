@@ -14,7 +14,7 @@ import re
 
 import streamlit as st
 
-from app_pages.common import app_address, gp_sweep_records, plain, url_switch, url_toggle
+from app_pages.common import app_address, committed, gp_sweep_records, plain, url_switch, url_toggle
 from cem_core.ui import lesson
 
 LESSON = "lesson"              # session key: the index of the lesson step, or None
@@ -105,7 +105,10 @@ def sidebar() -> None:
 def say(step: lesson.Step) -> None:
     """What the lecturer says at a step."""
     with st.container(key="lesson-say"):
-        st.markdown(lesson.text(step, gp_sweep_records()))
+        if step.page != "gp":
+            st.markdown(lesson.text(step))
+        elif (records := committed(gp_sweep_records, "This step's numbers (from the committed GP sweep)")) is not None:
+            st.markdown(lesson.text(step, records))
 
 
 def bar() -> None:

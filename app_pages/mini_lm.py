@@ -7,6 +7,7 @@ import torch
 
 from app_pages.common import (
     ROOT,
+    committed,
     explain,
     job_board,
     keep_controls,
@@ -244,11 +245,15 @@ def body() -> None:
         live(board, job)
     if job is None or not job["running"]:
         launcher(board)
-    common = sweep_records()
-    sweep_section(common)                                             # the committed evidence, beside any run
-    own_rate_section(common, sweep_records(sweep.COMMITTED_OWN))
-    ladder_section(sweep_records(sweep.COMMITTED_BUDGET_LADDER), "budget-ladder")
-    ladder_section(sweep_records(sweep.COMMITTED_LADDER), "ladder")
+    common = committed(sweep_records, "The committed sweep")           # the committed evidence, beside any run
+    own = committed(sweep_records, "The own-rate sweep", sweep.COMMITTED_OWN)
+    if common is not None:
+        sweep_section(common)
+        if own is not None:
+            own_rate_section(common, own)
+    for preset, folder in (("budget-ladder", sweep.COMMITTED_BUDGET_LADDER), ("ladder", sweep.COMMITTED_LADDER)):
+        if (records := committed(sweep_records, LADDER_SECTIONS[preset][0], folder)) is not None:
+            ladder_section(records, preset)
 
 
 def stale_message(job: dict) -> str:

@@ -403,3 +403,49 @@ def test_a_lesson_link_with_odd_digits_is_a_message(step):
     at = run_page("energy", {"lesson": step})
     assert not at.exception
     assert any("does not exist: the lesson has steps 1 to" in e.value for e in at.error)
+
+
+def _edited_copy(tmp_path, folder: Path, index: int, **edit) -> Path:
+    """A copy of a committed results folder (its records and manifest) with one record edited by hand."""
+    copy = tmp_path / folder.name
+    copy.mkdir()
+    (copy / "sweep.json").write_bytes((folder / "sweep.json").read_bytes())
+    records = json.loads((folder / "results.json").read_text())
+    records[index] |= edit
+    (copy / "results.json").write_text(json.dumps(records))
+    return copy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["lm", "gp"])
+def test_an_edited_committed_record_costs_its_section_not_the_page(board, tmp_path, monkeypatch, page):
+    """A committed record edited by hand (a perplexity made better, a GP run's T moved to another row) used to
+    change the tables silently, and a damaged one took the whole page down. Now the section that reads it shows
+    why it cannot be shown, naming the file, the record and the field; the page's other sections stay."""
+    import streamlit as st
+    from conftest import ROOT
+
+    from cem_core.experiments.gp import sweep as gp_sweep
+    from cem_core.experiments.lm import sweep
+
+    if page == "lm":
+        copy = _edited_copy(tmp_path, ROOT / sweep.COMMITTED_SWEEP, 3, val_ppl=3.0)
+        monkeypatch.setattr(sweep, "COMMITTED_SWEEP", copy)
+        message = "The committed sweep cannot be shown: " + f"{copy / 'results.json'}: record 3: val_ppl=3.0 is not"
+        kept = ["The width ladder at the paper's budget", "The earlier, quarter-budget width ladder"]
+    else:
+        copy = _edited_copy(tmp_path, ROOT / gp_sweep.COMMITTED_GP_SWEEP, 5, T=8)
+        monkeypatch.setattr(gp_sweep, "COMMITTED_GP_SWEEP", copy)
+        message = f"The committed GP sweep cannot be shown: {copy / 'results.json'}: record 5: T=8 is not"
+        kept = ["The factor study", "One function, the GP posterior and a model"]
+    st.cache_data.clear()                                            # the page's records are cached per process
+    try:
+        at = run_page(page)
+    finally:
+        st.cache_data.clear()
+    assert not at.exception
+    errors = [shown(e.value) for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith(message) and "the record was edited" in errors[0], errors
+    headings = [shown(s.value) for s in at.subheader]
+    assert all(any(h.startswith(k) for h in headings) for k in kept), headings
+    assert not any(h.startswith("The committed sweep") for h in headings)

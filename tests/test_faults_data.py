@@ -250,15 +250,48 @@ def test_a_line_nested_too_deep_to_parse_is_a_malformed_record(tmp_path):
     assert stats.malformed == 2                   # once for each split (a hash split reads every record for each)
 
 
-def test_a_zst_written_with_a_long_window_is_read(tmp_path):
-    """`zstd --long=30` writes frames asking for a 2^30-byte window: they used to be called "truncated or
-    corrupt" (the library's default limit is 2^27)."""
+@pytest.mark.parametrize("window_log", [27, 28, 31])
+def test_a_zst_asking_for_a_window_past_the_bound_is_refused_with_a_message(tmp_path, window_log, monkeypatch):
+    """`zstd --long=31` makes a shard of a few kilobytes whose frame asks for a 2 GiB window, which decoding holds:
+    a 96 KB shard holding one 2.3 GB line cost 2.4 GB of memory (the bound was zstd's own limit, 2^31). Frames
+    may now ask for at most 2^27 bytes (`zstd --long`'s default), which still read; past it, the reader and the
+    whole-shard check refuse the shard naming its window and how to recompress it."""
+    from cem_core.experiments.lm import data
+
+    monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     texts = _texts(50)
-    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=30, enable_ldm=True)
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log, enable_ldm=True)
     shard = tmp_path / "long.jsonl.zst"
     shard.write_bytes(_zstd(b"".join(_record(t) for t in texts), compression_params=params))
-    assert zstandard.get_frame_parameters(shard.read_bytes()).window_size == 2 ** 30
-    assert sorted(_read_all(_local(shard))) == sorted(texts)
+    assert zstandard.get_frame_parameters(shard.read_bytes()).window_size == 2 ** window_log
+    if window_log == 27:
+        assert sorted(_read_all(_local(shard))) == sorted(texts)
+        assert data.check_shards([shard])[shard]["bytes"] == shard.stat().st_size
+        return
+    message = (f"{shard} is refused: its zstd frames ask for a window of {2 ** (window_log - 20):,} MiB (written "
+               "with `zstd --long=28` or more), and a shard may use at most 128 MiB")
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        _read_all(_local(shard))
+    assert "zstd -dc long.jsonl.zst | zstd --long=27 -o NEW" in str(err.value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        data.check_shards([shard])
+
+
+def test_a_flood_of_blank_lines_is_read_in_a_few_passes_not_one_per_line(tmp_path):
+    """A 16.7 KB shard holding 320 MiB of newlines turned a 3-step run into 264 s with no output: each blank
+    line was split out and looked at in Python, one by one. Runs of blank lines are now dropped per piece in one
+    C-speed pass, so the lines handed on are the records and a few blanks per decompressed piece, not one per
+    newline (counted here, not timed: 64 MiB of newlines, four 16 MiB pieces)."""
+    from cem_core.experiments.lm import data
+
+    pieces = [_record("first") + b"\n" * 2 ** 24, b"\n" * 2 ** 24, b" \n" * 2 ** 23, b"\n" * 2 ** 24 + _record("last")]
+    lines = list(data._lines(iter(pieces), 2 ** 20))
+    assert [json.loads(bytes(line))["text"] for line in lines if line.strip()] == ["first", "last"]
+    assert len(lines) <= 2 * len(pieces) + 2, len(lines)
+    shard = tmp_path / "flood.jsonl.zst"
+    shard.write_bytes(_zstd(b"".join(pieces)))
+    assert shard.stat().st_size < 30_000
+    assert sorted(_read_all(_local(shard, validation_fraction=0.5))) == ["first", "last"]
 
 
 def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeypatch):
@@ -287,6 +320,68 @@ def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeyp
     os.utime(shard, ns=(1, 10 ** 18 + 1))                                      # touched: read again
     with pytest.raises(AssertionError, match="read again"):
         data.check_shards([shard])
+
+
+def test_a_shard_rewritten_with_its_size_and_time_put_back_is_read_again(tmp_path, monkeypatch):
+    """The checksum cache trusted size and modification time, which `touch -d` puts back: a shard rewritten in
+    place with other text of the same size kept its old checksum, and a resumed run read other data under it
+    (validation perplexity 189.2 -> 208.2, silently). The cache also keys on the change time and inode, which no
+    tool sets, so the rewrite is read again and the new checksum differs."""
+    import os
+
+    from cem_core.experiments.lm import data
+
+    monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
+    shard = tmp_path / "a.jsonl"
+    shard.write_bytes(b"".join(_record(t) for t in _texts(100)))
+    before = shard.stat()
+    first = data.check_shards([shard])[shard]
+    assert data.check_shards([shard])[shard] == first                           # unchanged: from the cache
+    time.sleep(0.01)
+    with open(shard, "r+b") as f:                                               # in place: the same inode
+        f.write(b"{\"text\": \"R")
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (shard.stat().st_size, shard.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = data.check_shards([shard])[shard]
+    assert again["bytes"] == first["bytes"] and again["sha256"] != first["sha256"]
+
+
+def test_checking_shards_whole_shows_progress(tmp_path, monkeypatch, capsys):
+    """A run checks every shard whole before it trains, which for large shards took minutes with no output. A
+    progress bar (stderr) now shows the bytes checked once the check takes longer than two seconds; its delay is
+    set to zero here instead of writing a shard that takes two seconds."""
+    from cem_core.experiments.lm import data
+
+    monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "PROGRESS_DELAY", 0)
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_bytes(b"".join(_record(t) for t in _texts(200)))
+    data.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    err = capsys.readouterr().err
+    assert "checking 2 shard(s) whole" in err and "100%" in err, err
+    data.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    assert "checking" not in capsys.readouterr().err                            # both from the cache: no bar
+
+
+def test_a_run_folder_inside_its_data_folder_is_not_read_as_data(tmp_path, capsys):
+    """`lm train --data D --out D/run`: the run's own metrics.jsonl was found as a new shard on the next command,
+    so the run could never be resumed or rerun ("data_content.shards['run/metrics.jsonl'] has changed"). A run's
+    or sweep's folder (its lock and run.json) is left out of the shards, and the rerun finishes."""
+    from conftest import shard_corpus
+
+    from cem_core.__main__ import main
+    from cem_core.experiments.lm import data
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    shard_corpus(folder, name="a.jsonl")
+    args = ["lm", "train", "--variant", "llama", "--data", str(folder), "--out", str(folder / "run"),
+            "--steps", "2", "--batch-size", "4", "--seq-len", "16"]
+    assert main(args) == 0
+    assert (folder / "run" / "metrics.jsonl").is_file()
+    assert data.find_shards(folder) == [folder / "a.jsonl"]
+    capsys.readouterr()
+    assert main(args) == 0, capsys.readouterr().err                            # the same command again
 
 
 def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from conftest import tiny_gp_spec as tiny_spec
 
 from cem_core.__main__ import main
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.integrity import FolderLock
+from cem_core.experiments.integrity import CHECKSUMS, FolderLock, seal
 
 SHORT, LONG, LONG2 = tiny_spec(3), tiny_spec(10**7), tiny_spec(10**7, seed=1)
 
@@ -155,7 +155,7 @@ def test_ctrl_c_stops_at_once_and_keeps_finished_runs(tmp_path, jobs, to, monkey
     kept = json.loads((out / "results.json").read_text())[0]
     monkeypatch.setattr(gp_sweep, "gp_preset_runs", lambda preset: [SHORT, LONG])
     monkeypatch.setattr(gp_sweep, "run_spec", lambda spec, **kw: calls.append(spec.hash) or
-                        dict(kept, hash=spec.hash, config=spec.config(), steps=spec.train.steps))
+                        seal(dict(kept, hash=spec.hash, config=spec.config(), steps=spec.train.steps)))
     assert main(["gp", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0, capsys.readouterr().err
     assert calls == [LONG.hash] and saved_hashes(out) == [SHORT.hash, LONG.hash]
 
@@ -211,7 +211,7 @@ def test_legacy_folder_is_adopted_only_by_its_own_preset(tmp_path, presets, caps
 
 @pytest.fixture(scope="module")
 def record() -> dict:
-    return json.loads(json.dumps(gp_sweep.run_spec(SHORT)))
+    return json.loads(json.dumps(gp_sweep.run_spec(SHORT)))                # sealed by the run
 
 
 @pytest.mark.parametrize("case,expected", [
@@ -221,17 +221,28 @@ def record() -> dict:
     ("text rmse_ratio", r"record 0: rmse_ratio='0.9' is invalid: must be a number"),
     ("config edited", r"record 0: hash='[0-9a-f]+' is invalid: it is not the hash of the record's config"),
     ("duplicate", r"run [0-9a-f]{16} appears twice \(records 0 and 1\)"),
+    ("T relabelled", r"record 0: T=8 is not what the run recorded \(its checksum differs\): the record was edited"),
+    ("rmse edited", r"record 0: rmse=0.001 is not what the run recorded"),
+    ("not sealed", r"record 0: it has no checksums field"),
+    ("field added", r"record 0: the field 'note' was added after the run wrote the record"),
+    ("rmse NaN", r"record 0: rmse=nan is invalid: not finite in a run that did not diverge"),
+    ("steps 0", r"record 0: steps=0 is invalid: a run trains at least one step"),
+    ("rmse negative", r"record 0: rmse=-0.5 is invalid: an error is at least 0"),
 ])
 def test_wrong_shaped_results_are_refused(tmp_path, record, presets, capsys, case, expected):
     """Attack: valid JSON of the wrong shape, or one run twice, in results.json. Old: KeyError or
-    TypeError tracebacks from `gp sweep` and `gp report`, and a duplicate counted as another seed.
-    Now `GP_SWEEP.load` refuses it naming the file, the record and the field, and both commands
-    print the error (exit 2)."""
+    TypeError tracebacks from `gp sweep` and `gp report`, and a duplicate counted as another seed; a record's
+    T edited by hand relabelled its row, a metric edited changed the tables. Now `GP_SWEEP.load` refuses it
+    naming the file, the record and the field, and both commands print the error (exit 2)."""
     edited = dict(record, config=dict(record["config"], train=dict(record["config"]["train"], steps=5)))
     content = {"dict": {"runs": [record]}, "list of numbers": [1, 2],
                "missing rmse_ratio": [{k: v for k, v in record.items() if k != "rmse_ratio"}],
                "text rmse_ratio": [dict(record, rmse_ratio="0.9")], "config edited": [edited],
-               "duplicate": [record, record]}[case]
+               "duplicate": [record, record], "T relabelled": [dict(record, T=8)],
+               "rmse edited": [dict(record, rmse=0.001)],
+               "not sealed": [{k: v for k, v in record.items() if k != CHECKSUMS}],
+               "field added": [dict(record, note="better")], "rmse NaN": [dict(record, rmse=float("nan"))],
+               "steps 0": [dict(record, steps=0)], "rmse negative": [dict(record, rmse=-0.5)]}[case]
     path = tmp_path / "results.json"
     path.write_text(json.dumps(content))
     with pytest.raises(ValueError, match=expected) as err:

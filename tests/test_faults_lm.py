@@ -346,10 +346,13 @@ def test_a_sweep_run_that_diverges_is_recorded_as_diverged_and_the_record_is_sou
     ({"val_ppl_by_T": {"1": "many"}}, "val_ppl_by_T={'1': 'many'} is invalid: must map each T to a number"),
     ({"steps": 0}, "steps=0 is invalid: a run trains at least one step"),
     ({"val_curve": [[1, "x"]]}, "is invalid: not [step, perplexity] pairs of numbers"),
+    ({"val_ppl": 3.0}, "val_ppl=3.0 is not what the run recorded (its checksum differs): the record was edited"),
+    ({"tokens_per_s": 1e9}, "tokens_per_s=1000000000.0 is not what the run recorded"),
 ])
 def test_a_sweep_record_with_impossible_numbers_is_refused_with_one_line(tmp_path, edit, message):
-    """NaN, a negative perplexity, a string among the test-time perplexities, zero steps: each used to be
-    accepted (or to end in a traceback in the tables) although the README says a damaged record is refused."""
+    """NaN, a negative perplexity, a string among the test-time perplexities, zero steps, a perplexity made better
+    by hand: each used to be accepted (or to end in a traceback in the tables) although the README says a damaged
+    record is refused."""
     from cem_core.experiments.lm import sweep
 
     record = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")[0] | edit

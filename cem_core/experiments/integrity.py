@@ -13,6 +13,8 @@ and checksums of the files a run depends on.
   a run ever removes besides its own outputs.
 - `json_hash(value)`, `file_sha256(path)`: the hash that identifies a configuration, and the
   checksum recorded when a file is written and verified when it is read.
+- `seal(record)`, `seal_problem(record)`: a run record's checksums, one per field, written with it and checked
+  when it is read, so a hand edit (a metric changed, a label moved to another row) is refused naming the field.
 """
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ TEMPORARY_GLOB = f".*{TEMPORARY_MARK}*"
 # sweep's manifest, a comparison's table): a bare .lock may be another tool's (pytest keeps one in its basetemp)
 RUN_MARKERS = ("run.json", "checkpoints.json", "sweep.json", "compare.json")
 LOCK_OFFSET = 1 << 20     # Windows locks a byte range: one far past the holder's note, which stays readable
+
+
+def is_run_folder(names) -> bool:
+    """Whether a folder holding the file `names` is a run's or sweep's folder: LOCK_NAME and a RUN_MARKERS file."""
+    names = set(names)
+    return LOCK_NAME in names and any(marker in names for marker in RUN_MARKERS)
 
 
 class FolderBusy(ValueError):
@@ -224,3 +232,30 @@ def file_sha256(path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+CHECKSUMS = "checksums"       # a sealed run record's field: {field: json_hash of its value} for every other field
+
+
+def seal(record: dict) -> dict:
+    """The record with its checksums: one per field, so that a later edit names the field it changed."""
+    fields = {k: v for k, v in record.items() if k != CHECKSUMS}
+    return fields | {CHECKSUMS: {name: json_hash(value) for name, value in fields.items()}}
+
+
+def seal_problem(record: dict) -> str:
+    """What shows that a run record is not as its run wrote it ('' when its checksums hold)."""
+    sums = record.get(CHECKSUMS)
+    if not isinstance(sums, dict):
+        return (f"it has no {CHECKSUMS} field (a run writes one with its record, so that an edit can be seen): "
+                "it was written by hand or by another tool")
+    fields = [k for k in record if k != CHECKSUMS]
+    for name in fields:
+        if name not in sums:
+            return f"the field {name!r} was added after the run wrote the record (it has no checksum)"
+        if sums[name] != json_hash(record[name]):
+            return (f"{name}={short_repr(record[name])} is not what the run recorded (its checksum differs): "
+                    "the record was edited")
+    if removed := [name for name in sums if name not in record]:
+        return f"the field {removed[0]!r} was removed after the run wrote the record"
+    return ""

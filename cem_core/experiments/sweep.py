@@ -9,7 +9,8 @@ A sweep folder DIR holds one sweep of one kind (an ``Experiment``):
   otherwise, as the experiment's ``compare`` judges) rewrites it.
 - DIR/results.json (a list of run records, rewritten atomically after every finished run) and DIR/results.csv.
   Every record is checked on load (its fields and their kinds, that its hash is the hash of its identity,
-  that no run appears twice) and again when a worker hands it back (also: that it is a run still to do).
+  that no run appears twice, and its checksums: a record edited by hand is refused naming the field) and
+  when a worker hands it back (also: that it is a run still to do). A run seals its record (``integrity.seal``).
 - DIR/.lock: one sweep writes to a folder at a time (``FolderLock``); a second is refused at once.
 - DIR/cluster-logs/: the job logs, when a cluster engine ran the runs (``cluster``).
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cluster import LOGS
-from .integrity import FolderLock, foreign_files, json_hash, short_repr
+from .integrity import FolderLock, foreign_files, json_hash, seal_problem, short_repr
 from .pool import finished
 from .records import atomic_write_text, load_records, read_json, save_records
 
@@ -82,7 +83,7 @@ class Experiment:
         if json_hash(record[self.identity]) != record["hash"]:
             return (f"hash={record['hash']!r} is invalid: it is not the hash of the record's {self.identity} "
                     "(the record was edited)")
-        return self.check(record)
+        return self.check(record) or seal_problem(record)
 
     def load(self, path) -> list[dict]:
         """The run records in a results.json ([] when there is none), each checked, none twice."""

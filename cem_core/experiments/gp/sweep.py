@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from cem_core.experiments import sweep
-from cem_core.experiments.integrity import describe_differences, identity_differences, short_repr
+from cem_core.experiments.integrity import describe_differences, identity_differences, seal, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import provenance, read_json
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
@@ -77,7 +77,7 @@ def gp_preset_runs(preset: str) -> list[RunSpec]:
 
 def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, progress=None,
              eval_Ts: tuple = GP_EVAL_TS) -> dict:
-    """Train and evaluate one run; return its record for results.json.
+    """Train and evaluate one run; return its record for results.json, sealed with its checksums.
 
     CEM runs are also evaluated at each T in ``eval_Ts`` (test-time scaling), except per-step
     eta, which has exactly T learned step sizes."""
@@ -110,7 +110,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
     if result.model.cem_layers() and eval_Ts and cem.eta_mode != "per_step" and not result.diverged:
         record["rmse_by_eval_T"] = {str(T): v for T, v in
                                     evaluate_at_T(result.model, spec.task, spec.train, eval_Ts).items()}
-    return record
+    return seal(record)
 
 
 def _learned_etas(model) -> list | None:
@@ -130,14 +130,22 @@ GP_RECORD_FIELDS = {
 
 
 def _gp_record_problem(record: dict) -> str:
-    """A GP record's own checks: its config holds task, model and train; its curves are numbers, and finite
-    (with its other numbers) unless the run diverged (a diverged run's RMSE may be nan)."""
+    """A GP record's own checks: its config holds task, model and train; it trained at least one step; its curves
+    are numbers, and finite (with its other numbers) unless the run diverged (a diverged run's RMSE may be nan);
+    its errors are not negative."""
     if not all(isinstance(record["config"].get(k), dict) for k in ("task", "model", "train")):
         return f"config={short_repr(record['config'])} is invalid: must be an object with task, model and train objects"
     for name in ("rmse_by_position", "rmse_gp_by_position"):
         if not all(is_kind(v, float) for v in record[name]):
             return f"{name}={short_repr(record[name])} is invalid: must be a list of numbers"
-    return "" if record["diverged"] else not_finite(record, GP_RECORD_FIELDS)
+    if record["steps"] < 1:
+        return f"steps={record['steps']} is invalid: a run trains at least one step"
+    if record["diverged"]:
+        return ""
+    if problem := not_finite(record, GP_RECORD_FIELDS):
+        return problem
+    errors = [name for name in ("rmse", "rmse_gp", "rmse_zero", "rmse_nearest_neighbour") if record[name] < 0]
+    return f"{errors[0]}={record[errors[0]]!r} is invalid: an error is at least 0" if errors else ""
 
 
 def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
@@ -207,12 +215,12 @@ def run_gp_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cp
 
     ``preset`` names the sweep in its manifest. Records in ``reuse`` (another sweep's, checked) whose hash is
     one of the specs' are the same configuration already trained: they are taken as they are, provenance and
-    all, under this sweep's group. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
+    all, under this sweep's group (sealed anew with it). Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
     groups = {s.hash: s.group for s in specs}
     plan = Plan(specs=specs, key=lambda s: s.hash, manifest=sweep_identity(preset, specs),
                 run=partial(run_spec, device=device, threads=None if jobs == 1 else 1),
-                reuse=[r | {"group": groups[r["hash"]]} for r in reuse if r["hash"] in groups])
+                reuse=[seal(r | {"group": groups[r["hash"]]}) for r in reuse if r["hash"] in groups])
     return sweep.run_plan(GP_SWEEP, out_dir, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
 
 

@@ -12,11 +12,14 @@ Sources (`DataConfig.source`):
   files are read in sorted order. A folder with `train/` and `validation/` subfolders (SlimPajama's
   layout) gives those splits. Record k (k-th non-blank line over all files) goes to rank
   k % world_size. A .jsonl.zst is decompressed as it is read, its concatenated zstd frames in
-  turn (windows up to zstd's limit, 2^31, so `zstd --long` shards read); one that is empty, ends
+  turn (windows up to 2^27 bytes, `zstd --long`'s default: a frame asking for more is refused with a message,
+  since decoding it holds its window, a gigabyte or two for a file of a few kilobytes); one that is empty, ends
   mid-frame (a cut download) or does not decode raises ValueError naming the file, the compressed
   byte where it failed and the lines read before. A run checks every shard whole before it trains
-  (`content`, `check_shards`; each file once, its checksum kept in `shard_cache_file()`). A folder
-  that cannot be read is an error naming it, never skipped.
+  (`content`, `check_shards`; each file once, its checksum kept in `shard_cache_file()` while the file's
+  size, modification and change times and inode stay; a progress bar after two seconds). A folder
+  that cannot be read is an error naming it, never skipped; a run's or sweep's folder inside the data folder
+  (its own metrics.jsonl) is not data and is left out.
 - "demo": the source text and docstrings of the Python standard library installed here (PSF
   licence): sorted module files, test suites, site-packages and the codec tables of
   encodings/ left out, the first `demo_max_bytes` bytes. It is NOT SlimPajama; `DEMO_LABEL`
@@ -74,6 +77,7 @@ import math
 import os
 import random
 import re
+import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -84,7 +88,7 @@ from pathlib import Path
 import torch
 import zstandard
 
-from cem_core.experiments.integrity import json_hash
+from cem_core.experiments.integrity import is_run_folder, json_hash
 from cem_core.experiments.records import and_list, atomic_write_text
 from cem_core.nn.validate import check_choice, check_float, check_int, fail
 
@@ -106,9 +110,11 @@ READ_BYTES = 2 ** 20            # shard bytes read from disk at a time
 # Compressed bytes given to the zstd decompressor at a time. zstd expands at most 32,768-fold (a
 # 4-byte RLE block gives 128 KiB), so one call yields at most 16 MiB, whatever the file holds.
 ZSTD_FEED_BYTES = 512
-# The largest window a frame may ask for: zstd's own limit (frames written with --long=31), not the library's
-# default of 2^27, which refuses valid frames written with `zstd --long`; decoding one holds its window.
-ZSTD_MAX_WINDOW = 2 ** 31
+# The largest window a frame may ask for: `zstd --long`'s default. Decoding a frame holds its window, so a frame
+# written with --long=31 costs 2 GiB of memory however small the file; such a shard is refused with a message.
+ZSTD_MAX_WINDOW = 2 ** 27
+PROGRESS_DELAY = 2.0            # seconds of checking shards whole before a progress bar shows
+BLANK_RUN = re.compile(rb"\n\s*\n")   # blank lines between two line ends: dropped before a piece is split
 OVERSIZED = object()            # stands for a line or record longer than max_document_bytes
 LOCAL_SHARDS_HINT = ("use local shards instead: --data PATH, where PATH is a folder of SlimPajama "
                      "*.jsonl or *.jsonl.zst shards (or one shard file), or --data demo for the "
@@ -366,14 +372,19 @@ def shard_files(root: Path) -> list[Path]:
 
 
 def find_shards(folder: Path) -> list[Path]:
-    """The *.jsonl and *.jsonl.zst files under `folder` (a linked folder inside it is not entered), sorted by
-    their relative path. A folder that cannot be read is an error naming it, never skipped silently."""
+    """The *.jsonl and *.jsonl.zst files under `folder` (a linked folder inside it is not entered, nor a run's or
+    sweep's folder: a run written inside its data folder would otherwise read its own metrics.jsonl as a new
+    shard, and never resume), sorted by their relative path. A folder that cannot be read is an error naming it,
+    never skipped silently."""
     files = []
 
     def unreadable(err: OSError):
         fail("path", str(folder), f"cannot be read: {err.filename}: {err.strerror or err}")
 
-    for parent, _, names in os.walk(folder, onerror=unreadable):
+    for parent, subfolders, names in os.walk(folder, onerror=unreadable):
+        if is_run_folder(names):                     # a run's or sweep's own files (its metrics.jsonl) are not data
+            subfolders.clear()
+            continue
         files += [Path(parent, name) for name in names if name.endswith(SHARD_SUFFIXES)]
     files = [p for p in files if p.is_file()]
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
@@ -416,6 +427,8 @@ def _shard_lines(file: Path, max_bytes: int) -> Iterator[bytearray | object]:
                 n_lines += 1
         except _BadStream as err:
             raise _damaged(file, err, f"{n_lines:,} lines read") from err.__cause__
+        except _WindowTooLarge as err:
+            raise _window_message(file, err) from None
 
 
 def _open_shard(file: Path) -> io.BufferedReader:
@@ -449,6 +462,8 @@ def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
             try:
                 piece = frame.decompress(feed)
             except zstandard.ZstdError as err:
+                if "too much memory" in str(err):
+                    raise _WindowTooLarge(_window_of(feed)) from None
                 raise _BadStream(f"zstd finds it corrupt ({err}) on reading compressed bytes "
                                  f"{consumed - len(feed):,} to {consumed:,}") from err
             yield piece
@@ -459,14 +474,35 @@ def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
         raise _BadStream("it is empty (0 bytes), not a zstd stream")
 
 
+def _window_of(feed: bytes) -> int | None:
+    """The window the frame starting in `feed` asks for (None when its header cannot be read there)."""
+    try:
+        return zstandard.get_frame_parameters(feed).window_size
+    except zstandard.ZstdError:
+        return None
+
+
+class _WindowTooLarge(Exception):
+    """A zstd frame asks for a window larger than ZSTD_MAX_WINDOW (args: its size in bytes, or None)."""
+
+
+def _window_message(file: Path, err: _WindowTooLarge) -> ValueError:
+    asked = f"a window of {err.args[0] / 2 ** 20:,.0f} MiB" if err.args[0] else "a larger window"
+    return ValueError(f"{file} is refused: its zstd frames ask for {asked} (written with `zstd --long=28` or more), "
+                      f"and a shard may use at most {ZSTD_MAX_WINDOW // 2 ** 20} MiB (decoding holds the window in "
+                      f"memory, whatever the file's size); recompress it: zstd -dc {file.name} | zstd --long=27 -o NEW")
+
+
 def _lines(pieces: Iterable[bytes], max_bytes: int) -> Iterator[bytearray | object]:
     """The lines of a byte stream, newline removed; OVERSIZED stands for a line longer than
     `max_bytes`, whose bytes are dropped as they arrive, so no more than max_bytes of a line
-    (besides the piece at hand) is ever held."""
+    (besides the piece at hand) is ever held. Runs of blank lines are dropped with one C-speed pass over each
+    piece (blank lines are not records), so a shard of a few hundred megabytes of newlines costs seconds, not
+    minutes."""
     line = bytearray()      # the line being read
     oversized = False       # that line is already longer than max_bytes (its bytes are dropped)
     for piece in pieces:
-        parts = piece.split(b"\n")        # every part but the last ends a line
+        parts = BLANK_RUN.sub(b"\n", piece).split(b"\n")        # every part but the last ends a line
         for i, part in enumerate(parts):
             oversized = oversized or len(line) + len(part) > max_bytes
             if oversized:
@@ -593,24 +629,33 @@ def check_shards(files: list[Path]) -> dict[Path, dict]:
     """{file: {"bytes": n, "sha256": hex}} of each shard, read to its end first: a .zst is decompressed whole
     (every frame to its end, its checksum verified where the frame has one), so a truncated or corrupt shard is
     a ValueError naming the file however few documents a run needs. Each file is read once: its result is kept
-    in the shard cache (`shard_cache_file`) by resolved path, size and modification time."""
+    in the shard cache (`shard_cache_file`) by resolved path while the file's stamp stays: its size, inode and
+    modification and change times. The change time is the one a user cannot set (``touch -d`` sets the others),
+    so a shard rewritten in place with its size and modification time put back is read again. Shards read
+    take a progress bar on stderr once they take more than two seconds."""
     cache = _read_shard_cache()
-    found, changed = {}, False
+    found, stamps = {}, {}
     for file in files:
         try:
             st = file.stat()
         except OSError as err:
             fail("path", str(file), f"cannot be read ({err.strerror or err})")
-        key, stamp = str(file.resolve()), {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        entry = cache.get(key)
-        if not (isinstance(entry, dict) and {k: entry.get(k) for k in stamp} == stamp
+        stamps[file] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+                        "inode": [st.st_dev, st.st_ino]}
+        entry = cache.get(str(file.resolve()))
+        if (isinstance(entry, dict) and {k: entry.get(k) for k in stamps[file]} == stamps[file]
                 and isinstance(entry.get("sha256"), str)):
-            entry = cache[key] = stamp | {"sha256": _sha256_read_whole(file)}
-            changed = True
-        found[file] = {"bytes": entry["size"], "sha256": entry["sha256"]}
-    if changed:
+            found[file] = {"bytes": entry["size"], "sha256": entry["sha256"]}
+    if todo := [file for file in files if file not in found]:
+        from tqdm import tqdm
+
+        with tqdm(total=sum(stamps[f]["size"] for f in todo), unit="B", unit_scale=True, delay=PROGRESS_DELAY,
+                  desc=f"checking {len(todo)} shard(s) whole", file=sys.stderr) as bar:
+            for file in todo:
+                cache[str(file.resolve())] = stamps[file] | {"sha256": _sha256_read_whole(file, bar.update)}
+                found[file] = {"bytes": stamps[file]["size"], "sha256": cache[str(file.resolve())]["sha256"]}
         _write_shard_cache(cache)
-    return found
+    return {file: found[file] for file in files}
 
 
 def shard_cache_file() -> Path:
@@ -637,27 +682,35 @@ def _write_shard_cache(cache: dict) -> None:
         pass
 
 
-def _sha256_read_whole(file: Path) -> str:
+def _sha256_read_whole(file: Path, progress=lambda n: None) -> str:
+    """The sha256 of the file's bytes, each zstd frame decoded to its end on the way; `progress(n)` after each
+    n bytes read."""
     digest = hashlib.sha256()
     with _open_shard(file) as raw:
-        hashing = _Hashing(raw, digest)
+        hashing = _Hashing(raw, digest, progress)
         try:
             for _ in _zstd_pieces(hashing) if file.name.endswith(".zst") else _pieces(hashing, READ_BYTES):
                 pass
         except _BadStream as err:
             raise _damaged(file, err, "found on checking the whole shard before training") from err.__cause__
+        except _WindowTooLarge as err:
+            raise _window_message(file, err) from None
     return digest.hexdigest()
 
 
 class _Hashing:
     """A reader that feeds what it reads to a hash."""
 
-    def __init__(self, raw: io.BufferedIOBase, digest):
-        self.raw, self.digest = raw, digest
+    def __init__(self, raw: io.BufferedIOBase, digest, progress):
+        self.raw, self.digest, self.progress, self.unreported = raw, digest, progress, 0
 
     def read(self, size: int) -> bytes:
         data = self.raw.read(size)
         self.digest.update(data)
+        self.unreported += len(data)
+        if self.unreported >= READ_BYTES or not data:          # progress a megabyte at a time, and at the end
+            self.progress(self.unreported)
+            self.unreported = 0
         return data
 
 

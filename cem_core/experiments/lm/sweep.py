@@ -31,7 +31,7 @@ import torch
 
 from cem_core.experiments import sweep as runner
 from cem_core.experiments import verdicts
-from cem_core.experiments.integrity import describe_differences, json_hash, short_repr
+from cem_core.experiments.integrity import describe_differences, json_hash, seal, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import and_list, markdown_table, provenance, read_json
 from cem_core.experiments.schedule import OptimConfig
@@ -327,7 +327,8 @@ def default_data(preset: str) -> DataConfig:
 
 
 def run_one(spec: SweepRun, data: DataConfig, out: Path, threads: int | None = None) -> dict:
-    """Train (or resume) one run in out/runs/<folder>; return its record for results.json."""
+    """Train (or resume) one run in out/runs/<folder>; return its record for results.json, sealed with its
+    checksums."""
     if threads:
         torch.set_num_threads(threads)
     cfg = spec.config
@@ -341,13 +342,13 @@ def run_one(spec: SweepRun, data: DataConfig, out: Path, threads: int | None = N
     curve = [[r["step"], r["val_ppl"]] for r in metrics if "val_ppl" in r]
     params = cfg.model_config(vocab_size=257).param_counts()["total"]
     identity = cfg.identity(data)
-    return {"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.optim.lr,
+    return seal({"hash": json_hash(identity), "name": spec.name, "seed": cfg.seed, "lr": cfg.optim.lr,
             "variant": cfg.variant, "params": params, "steps": cfg.steps,
             "tokens": cfg.steps * cfg.batch_size * cfg.seq_len, "diverged": diverged,
             "val_ppl": summary.get("val_ppl", math.nan), "val_loss": summary.get("val_loss", math.nan),
             "val_ppl_by_T": summary.get("val_ppl_by_T", {}),
             "tokens_per_s": summary.get("tokens_per_s", math.nan), "val_curve": curve,
-            "identity": identity, "provenance": provenance()}
+            "identity": identity, "provenance": provenance()})
 
 
 LM_RECORD_FIELDS = {"hash": str, "name": str, "seed": int, "lr": float, "variant": str, "params": int, "steps": int,
