@@ -11,9 +11,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # app_pages importable however the app is started
 
 from app_pages import lesson_mode  # noqa: E402
-from app_pages.common import teacher_mode  # noqa: E402
+from app_pages.common import teacher_mode, warm_up  # noqa: E402
 from cem_core.ui.pages import APP_PAGES  # noqa: E402
 
+warm_up()
 present = lesson_mode.presentation()
 st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide",
                    initial_sidebar_state="collapsed" if present else "auto")

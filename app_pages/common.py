@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -32,6 +33,33 @@ def plain(text: str) -> str:
 def gp_sweep_records() -> list[dict]:
     """The committed GP sweep's records (the GP page's plots, the lesson's GP step)."""
     return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
+
+
+_WARM = threading.Lock()
+
+
+def warm_up() -> None:
+    """Import, once and under a lock, the libraries the pages and Streamlit's tables import lazily. The first page
+    runs of a class arriving at once import them in thirty threads at the same moment, and pandas then came out
+    half-initialised in some ("partially initialized module 'pandas' has no attribute 'Series'"): one thread
+    imports them while the others wait."""
+    with _WARM:
+        import matplotlib.pyplot  # noqa: F401
+        import pandas  # noqa: F401
+        import plotly.graph_objects  # noqa: F401
+        import plotly.io  # noqa: F401
+        import pyarrow  # noqa: F401
+
+        from cem_core.ui import explore, figdata, inside, interactive, plots  # noqa: F401
+
+
+def busy_note():
+    """A short note while this session's new state waits for other sessions' computations (``cache.compute_slot``);
+    returns what removes it once the computation starts."""
+    note = st.empty()
+    note.info("The server is busy with other sessions' new states: yours is queued and computed in a moment "
+              "(busy, retrying).", icon=":material/hourglass_top:")
+    return note.empty
 
 
 def committed(load, what: str, *args) -> list[dict] | None:

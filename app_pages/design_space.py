@@ -5,6 +5,7 @@ import streamlit as st
 import torch
 
 from app_pages.common import (
+    busy_note,
     cem_widget,
     control,
     control_values,
@@ -37,7 +38,7 @@ def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
         eigs = figdata.preconditioner_spectra(d_model=d, rank=rank, init_scale=scale ** 2, seed=seed)
         return {SPECTRUM_LABELS[kind]: values.tolist() for kind, values in eigs.items()}
 
-    return shared("design spectra", SPECTRA_BYTES).get((d, rank, scale, seed), make)
+    return shared("design spectra", SPECTRA_BYTES, busy_note).get((d, rank, scale, seed), make)
 
 
 def body() -> None:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app_pages import common, lesson_mode
 from app_pages.common import (
+    busy_note,
     cem_widget,
     control,
     control_values,
@@ -44,7 +45,7 @@ CACHE_BYTES = 128 * 2 ** 20
 def computed() -> SizedCache:
     """The states computed so far, shared by every session, within CACHE_BYTES: a revisited state costs no
     recomputation and no unpickling (the arrays are never mutated)."""
-    return shared("energy", CACHE_BYTES)
+    return shared("energy", CACHE_BYTES, busy_note)
 
 
 def descent(controls: EnergyControls):

@@ -13,6 +13,7 @@ import streamlit as st
 from app_pages import common, lesson_mode
 from app_pages.common import (
     ROOT,
+    busy_note,
     control,
     control_values,
     explain,
@@ -74,7 +75,7 @@ def model(name: str):
 
 
 def computed():
-    return shared("inside", CACHE_BYTES)
+    return shared("inside", CACHE_BYTES, busy_note)
 
 
 def gp_data(name: str, seed: int, context: int, T: int | None) -> dict:

@@ -55,8 +55,13 @@ def launcher(board: jobs.JobBoard) -> None:
                          + (f" (and {len(skipped) - 4} more)" if len(skipped) > 4 else "") + "."))
     if not HAS_GPU:
         st.caption("No GPU here: the cpu-tiny preset only.")
-    guess = {v: step_estimate(preset, v) for v in variants}
+    guess = None
     if variants:
+        try:
+            guess = step_estimates(preset, tuple(variants))
+        except ValueError as err:                      # the timing's process failed or took too long
+            st.warning(plain(f"No first guess of the run's length: {err}."))
+    if guess:
         seconds = jobs.plan({"preset": preset, "variants": variants}, guess)
         st.caption(f"First guess, from {jobs.GUESS_STEPS} steps of each variant timed on this machine now "
                    f"({jobs.JOB_THREADS} torch thread{'s' * (jobs.JOB_THREADS > 1)}, as the run uses): "
@@ -80,10 +85,10 @@ def data_entries(board: jobs.JobBoard) -> tuple[list[str], list[str]]:
 
 
 @st.cache_data(show_spinner="Timing a few training steps…", ttl=300)
-def step_estimate(preset: str, variant: str) -> float:
-    """Seconds one training step of a variant takes here, timed as the job runs (re-measured after five
-    minutes)."""
-    return jobs.first_guess(preset, variant)
+def step_estimates(preset: str, variants: tuple[str, ...]) -> dict[str, float]:
+    """Seconds one training step of each variant takes here, timed as the job runs, in a process of its own
+    (re-measured after five minutes)."""
+    return jobs.first_guess(preset, variants)
 
 
 @st.fragment(run_every=2.0)

@@ -3,6 +3,7 @@ Starts, a stale or corrupt job record, data paths that escape the data folder, s
 training at once) and asserts the outcome."""
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -335,6 +336,49 @@ def test_sessions_asking_for_one_new_state_at_once_share_one_computation():
     assert errors == ["bad state"] * 4 and cache.computed == 3 and "broken" not in cache._items
 
 
+def test_new_states_are_computed_a_few_at_a_time_and_the_waiting_sessions_are_told(monkeypatch):
+    """Twenty-four distinct links at once were computed all at once, sharing two cores 24 ways (68 s a page, the
+    server at 5,206 MB). Now at most COMPUTE_SLOTS new states are computed at a time over every cache; a session
+    that waits longer than BUSY_AFTER is shown a note (``busy``), removed once its computation starts; a
+    computation inside another (a page's views from its descent) takes no second slot, so it never waits for
+    itself; and a session asking for a state being computed waits for that one without taking a slot."""
+    import threading
+
+    from cem_core.ui import cache
+
+    monkeypatch.setattr(cache, "_SLOTS", threading.BoundedSemaphore(2))
+    shared, other = cache.SizedCache(10_000_000), cache.SizedCache(10_000_000)
+    lock, running, peak, told, cleared = threading.Lock(), [0], [0], [], []
+
+    def make(k):
+        def compute():
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.4)
+            inner = other.get(("inner", k), lambda: k * 10)           # nested: the slot held is kept
+            with lock:
+                running[0] -= 1
+            return k, inner
+        return compute
+
+    def busy():
+        told.append(threading.get_ident())
+        return lambda: cleared.append(threading.get_ident())
+
+    results = {}
+    threads = [threading.Thread(target=lambda k=k: results.__setitem__(k, shared.get(k % 6, make(k % 6), busy)))
+               for k in range(9)]                                       # 6 distinct states, 3 asked twice
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert all(not t.is_alive() for t in threads)
+    assert results == {k: (k % 6, k % 6 * 10) for k in range(9)}
+    assert peak[0] == 2 and shared.computed == 6 and other.computed == 6
+    assert len(told) >= 3 and sorted(told) == sorted(cleared)          # 6 computations, 2 at a time: 4 wait
+
+
 def test_the_design_pages_spectra_cache_is_bounded_in_bytes(monkeypatch):
     """300 links with distinct ds_p_scale values added 4.86 KB each to the design page, never evicted. Its
     spectra now live in a shared cache bounded in bytes."""
@@ -449,3 +493,21 @@ def test_an_edited_committed_record_costs_its_section_not_the_page(board, tmp_pa
     headings = [shown(s.value) for s in at.subheader]
     assert all(any(h.startswith(k) for h in headings) for k in kept), headings
     assert not any(h.startswith("The committed sweep") for h in headings)
+
+
+@pytest.mark.slow                      # a real server and eight clients at once
+def test_a_class_arriving_at_once_on_a_cold_server_gets_its_pages_without_an_error():
+    """The load benchmark's walk at eight students on a fresh server (benchmarks/app_load.py: shared, distinct and
+    moved states of the energy page, then the heavy shared link; then cold loads of the LM page). Thirty browsers
+    arriving at once on a cold server used to get "partially initialized module 'pandas'" on some pages (the first
+    runs imported it in many threads at once); now no page holds an error, and the LM page's later cold loads
+    cost the server almost nothing (its first guess is timed in a process of its own)."""
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "app_load.py"), "--students", "8",
+                           "--lm-loads", "3", "--timeout", "300"], capture_output=True, text=True, timeout=900)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| 8 |"))
+    assert row.split("|")[-2].strip() == "0", done.stdout                 # no error
+    loads = re.search(r"(\d[\d,]*) MB after the first, (\d[\d,]*) MB after the last", done.stdout)
+    first, last = (float(x.replace(",", "")) for x in loads.groups())
+    assert last - first < 20, done.stdout

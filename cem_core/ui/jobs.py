@@ -293,16 +293,37 @@ def progress(job: dict) -> dict:
             "step_seconds": guess, "problems": problems}
 
 
-def first_guess(preset: str, variant: str) -> float:
-    """Seconds one step of `variant` at `preset` takes here now, timed on JOB_THREADS threads as the job will run:
-    the median of GUESS_STEPS timed steps after GUESS_WARMUP untimed ones (a run's first steps are up to 3 times
-    slower than its later ones). The app's own thread count is restored after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(JOB_THREADS)
+GUESS_SCRIPT = "import sys; from cem_core.ui.jobs import time_steps; time_steps(sys.argv[1], sys.argv[2:])"
+GUESS_TIMEOUT = 300                                        # seconds the child timing the steps may take
+
+
+def first_guess(preset: str, variants: tuple[str, ...]) -> dict[str, float]:
+    """Seconds one step of each variant at `preset` takes here now (variant: seconds), timed as the job will run:
+    in a process of its own on JOB_THREADS threads (``time_steps``). The app's server never holds a training
+    step's memory: timed in the server, the two default variants left it 300 MB larger for good (what the
+    allocator keeps), the largest part of the LM page's cold load."""
+    env = {**os.environ, **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))}
     try:
-        return seconds_per_step(LMTrainConfig.from_preset(preset, variant=variant), GUESS_STEPS, warmup=GUESS_WARMUP)
-    finally:
-        torch.set_num_threads(before)
+        done = subprocess.run([sys.executable, "-c", GUESS_SCRIPT, preset, *variants], capture_output=True, text=True,
+                              timeout=GUESS_TIMEOUT, env=env, cwd=Path(__file__).resolve().parents[2])
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"the first guess took more than {GUESS_TIMEOUT} s to time: the machine is very busy; "
+                         "try again later") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"the first guess could not be timed ({last})")
+    measured = json.loads(done.stdout.splitlines()[-1])
+    return {v: measured["seconds"][v] for v in variants}
+
+
+def time_steps(preset: str, variants: list[str]) -> None:
+    """(In the child of ``first_guess``.) Print, as JSON, the seconds a step of each variant takes (the median of
+    GUESS_STEPS timed steps after GUESS_WARMUP untimed ones: a run's first steps are up to 3 times slower than its
+    later ones) and the torch threads they were timed on."""
+    torch.set_num_threads(JOB_THREADS)
+    seconds = {v: seconds_per_step(LMTrainConfig.from_preset(preset, variant=v), GUESS_STEPS, warmup=GUESS_WARMUP)
+               for v in variants}
+    print(json.dumps({"seconds": seconds, "threads": torch.get_num_threads()}))
 
 
 def plan(spec: dict, step_seconds: dict) -> dict:

@@ -215,7 +215,8 @@ def run_gp_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cp
 
     ``preset`` names the sweep in its manifest. Records in ``reuse`` (another sweep's, checked) whose hash is
     one of the specs' are the same configuration already trained: they are taken as they are, provenance and
-    all, under this sweep's group (sealed anew with it). Runs go to ``jobs`` worker processes of one thread each, or to ``executor``."""
+    all, under this sweep's group (sealed anew with it). Runs go to ``jobs`` worker processes of one thread each,
+    or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
     groups = {s.hash: s.group for s in specs}
     plan = Plan(specs=specs, key=lambda s: s.hash, manifest=sweep_identity(preset, specs),
