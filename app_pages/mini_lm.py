@@ -88,7 +88,7 @@ def data_entries(board: jobs.JobBoard) -> tuple[list[str], list[str]]:
 def step_estimates(preset: str, variants: tuple[str, ...]) -> dict[str, float]:
     """Seconds one training step of each variant takes here, timed as the job runs, in a process of its own
     (re-measured after five minutes)."""
-    return jobs.first_guess(preset, variants)
+    return jobs.first_guess(preset, variants, cwd=ROOT)
 
 
 @st.fragment(run_every=2.0)

@@ -60,7 +60,7 @@ class _Flight:
         self.error: BaseException | None = None
 
 
-def _result(flight: _Flight):
+def _flight_value(flight: _Flight):
     """The value of a computation another session runs, once it is done (its error, if it failed)."""
     flight.done.wait()
     if flight.error is not None:
@@ -127,7 +127,7 @@ class SizedCache:
             value = self._items[key][0]
             return lambda: value
         flight = self._flights.get(key)
-        return None if flight is None else partial(_result, flight)
+        return None if flight is None else partial(_flight_value, flight)
 
     def _keep(self, key: Hashable, value) -> None:
         size = nbytes(value)

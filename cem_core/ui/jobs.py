@@ -297,15 +297,16 @@ GUESS_SCRIPT = "import sys; from cem_core.ui.jobs import time_steps; time_steps(
 GUESS_TIMEOUT = 300                                        # seconds the child timing the steps may take
 
 
-def first_guess(preset: str, variants: tuple[str, ...]) -> dict[str, float]:
+def first_guess(preset: str, variants: tuple[str, ...], cwd=None) -> dict[str, float]:
     """Seconds one step of each variant at `preset` takes here now (variant: seconds), timed as the job will run:
-    in a process of its own on JOB_THREADS threads (``time_steps``). The app's server never holds a training
+    in a process of its own on JOB_THREADS threads (``time_steps``), started in `cwd` (the board's workdir, where
+    cem_core is importable however the app was started). The app's server never holds a training
     step's memory: timed in the server, the two default variants left it 300 MB larger for good (what the
     allocator keeps), the largest part of the LM page's cold load."""
     env = {**os.environ, **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))}
     try:
         done = subprocess.run([sys.executable, "-c", GUESS_SCRIPT, preset, *variants], capture_output=True, text=True,
-                              timeout=GUESS_TIMEOUT, env=env, cwd=Path(__file__).resolve().parents[2])
+                              timeout=GUESS_TIMEOUT, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise ValueError(f"the first guess took more than {GUESS_TIMEOUT} s to time: the machine is very busy; "
                          "try again later") from None
