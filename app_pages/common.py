@@ -210,7 +210,7 @@ def control(cls, name: str, key: str, label: str, widget=None, **kwargs) -> None
     repeats them): by default a slider for a number, a select box for a choice, a toggle for a flag."""
     kind, allowed = cls.specs()[name]
     if kind == "choice":
-        (widget or st.selectbox)(label, allowed, key=key, **kwargs)
+        (widget or st.selectbox)(label, tuple(allowed), key=key, **kwargs)     # a registry's names, in order
     elif kind == "bool":
         (widget or st.toggle)(label, key=key, **kwargs)
     else:

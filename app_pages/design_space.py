@@ -96,7 +96,7 @@ def body() -> None:
     layers = (("attention", "CEM attention"), ("mlp", "CEM gated MLP"))
     for layer, title in layers + ((("joint", "cem-full's block as one energy"),) if c.cem.block == "joint" else ()):
         st.markdown(f"**{title}**")
-        for line in update_latex(layer, c.cem):
+        for line in update_latex(layer, c.cem, c.shape.activation):
             st.latex(line)
 
     st.subheader("Eigenvalues of the preconditioner P")

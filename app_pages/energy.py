@@ -268,7 +268,7 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
                 st.caption(name)
                 download_buttons(fig, f"{controls.layer} {name} {index}", f"{name}-{index}")
     st.markdown("**The update**")
-    for line in update_latex(layer, controls.cem):
+    for line in update_latex(layer, controls.cem, controls.activation):
         st.latex(line)
 
 

@@ -33,7 +33,7 @@
 #    `integrate` gives up, and prove the result by differentiating it;
 # 3. show that $-\nabla_x E = U^\top\big(\varphi(Ux) \odot Gc\big)$, so down $= $ up$^\top$;
 # 4. count the parameters: $2\,d\,d_{ff}$ instead of SwiGLU's $3\,d\,d_{ff}$, with the same three matmuls;
-# 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.energy.silu_antiderivative`;
+# 5. check the derivation against `CEMGatedMLP` and `cem_core.nn.activations.silu_antiderivative`;
 # 6. derive the energy's Hessian, show that the energy is **neither convex nor concave** in general,
 #    and give a step size $\eta < 2/L$ under which a step is guaranteed to lower it;
 # 7. explore the step size, the number of steps and the anchor in an interactive explorer and in the app.
@@ -65,7 +65,7 @@ import torch
 from nbhelpers import check_answer, matrix, numeric, proved, report, show, vector
 
 import cem_core
-import cem_core.nn.energy
+import cem_core.nn.activations
 from cem_core.ui import explore, figdata
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
@@ -183,7 +183,7 @@ assert sp.simplify(Phi_silu.subs(z, 0) + sp.pi ** 2 / 12) == 0
 proved(r"\Phi'(z) = z\,\sigma(z), \qquad \Phi(0) = \mathrm{Li}_2(-1) = -\frac{\pi^2}{12}")
 
 # %% [markdown]
-# Torch has no dilogarithm, so `cem_core.nn.energy.silu_antiderivative` evaluates $\Phi$ through a
+# Torch has no dilogarithm, so `cem_core.nn.activations.silu_antiderivative` evaluates $\Phi$ through a
 # stable series and an inversion formula for $z > 0$ (see its docstring). Compare it with the
 # SymPy $\Phi$, evaluated in high precision by mpmath, on $z \in [-30, 30]$.
 # **Tolerance: $10^{-12}$ relative (absolute below 1), float64.**
@@ -191,11 +191,11 @@ proved(r"\Phi'(z) = z\,\sigma(z), \qquad \Phi(0) = \mathrm{Li}_2(-1) = -\frac{\p
 # %% tags=["compare-phi"]
 grid = np.linspace(-30, 30, 121)
 exact = np.array([float(v) for v in map(sp.lambdify(z, Phi_silu, "mpmath"), grid)])
-ours = cem_core.nn.energy.silu_antiderivative(torch.from_numpy(grid)).numpy()
+ours = cem_core.nn.activations.silu_antiderivative(torch.from_numpy(grid)).numpy()
 error = np.abs(ours - exact).max() / np.maximum(1.0, np.abs(exact)).max()
 report(f"`silu_antiderivative` against the SymPy $\\Phi$ on $[-30, 30]$: largest difference relative to "
        f"$\\max(1, |\\Phi|)$ {error:.1e}, tolerance 1e-12.")
-assert error < 1e-12, "cem_core.nn.energy.silu_antiderivative disagrees with the SymPy Phi"
+assert error < 1e-12, "cem_core.nn.activations.silu_antiderivative disagrees with the SymPy Phi"
 
 # %% [markdown]
 # ## 4. The parameter count: two thirds
@@ -405,13 +405,14 @@ assert sp.simplify(silu - silu.subs(z, -z) - z) == 0      # phi(z) - phi(-z) = z
 line = torch.arange(-4000, 4001, dtype=torch.float64) / 100   # x on [-40, 40], step 0.01, through 0 exactly
 far = torch.linspace(-80, 80, 16001, dtype=torch.float64)  # z = u_m x for u_m up to 2
 offsets = {name: float((potential(far) - torch.relu(far) ** 2 / 2).abs().max())
-           for name, potential in (("SiLU", cem_core.nn.energy.silu_antiderivative),
-                                   ("GELU", cem_core.nn.energy.gelu_antiderivative))}
+           for name, potential in (("SiLU", cem_core.nn.activations.silu_antiderivative),
+                                   ("GELU", cem_core.nn.activations.gelu_antiderivative))}
 
 
 def energy_1d(gates) -> torch.Tensor:
     """E(x) = -sum_m (G c)_m Phi(u_m x) on `line`, with d = 1, U = (1, 2)^T and SiLU's Phi."""
-    potentials = cem_core.nn.energy.silu_antiderivative(line[:, None] * torch.tensor([1.0, 2.0], dtype=torch.float64))
+    potentials = cem_core.nn.activations.silu_antiderivative(line[:, None]
+                                                             * torch.tensor([1.0, 2.0], dtype=torch.float64))
     return -(torch.tensor(gates, dtype=torch.float64) * potentials).sum(-1)
 
 
@@ -493,7 +494,7 @@ EnergyExplorer(controls=("T", "eta", "anchor", "seed"), layer="mlp", T=4)
 # `cem_core` also offers GELU, $\varphi(z) = z\,N(z)$ with $N$ the standard normal cdf and $n$ its
 # pdf. **Find an antiderivative $\Phi$ of GELU.** (Hint: integrate by parts twice, using
 # $n'(z) = -z\,n(z)$.) Write it in terms of `z`, `N` and `n`, then run the check: it proves
-# $\Phi' = \varphi$ and compares your $\Phi$ with `cem_core.nn.energy.gelu_antiderivative` up to a constant.
+# $\Phi' = \varphi$ and compares your $\Phi$ with `cem_core.nn.activations.gelu_antiderivative` up to a constant.
 
 # %%
 N = (1 + sp.erf(z / sp.sqrt(2))) / 2                      # standard normal cdf
@@ -506,13 +507,13 @@ answer = None                                             # your answer here
 # %% tags=["check-gelu-antiderivative"]
 def check(answer):
     assert sp.simplify(sp.diff(answer, z) - z * N) == 0, "the derivative of your Phi is not GELU"
-    theirs = cem_core.nn.energy.gelu_antiderivative(torch.from_numpy(grid)).numpy()
+    theirs = cem_core.nn.activations.gelu_antiderivative(torch.from_numpy(grid)).numpy()
     offset = numeric(answer, z)(grid) - theirs
     assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not cem_core's Phi up to a constant"
 
 
 check_answer(answer, check, "gelu-antiderivative",
-             "$\\Phi' = $ GELU, and $\\Phi$ matches `cem_core.nn.energy.gelu_antiderivative` up to a constant.")
+             "$\\Phi' = $ GELU, and $\\Phi$ matches `cem_core.nn.activations.gelu_antiderivative` up to a constant.")
 
 # %% [markdown]
 # ### Exercise 2: ReLU
@@ -520,7 +521,7 @@ check_answer(answer, check, "gelu-antiderivative",
 # The third activation `cem_core` offers is ReLU, $\varphi(z) = \max(z, 0)$. **Find an antiderivative
 # $\Phi$ of ReLU**, as a SymPy expression in `z` (`sp.Piecewise` or `sp.Max` will help), then run the check:
 # it tests $\Phi' = \varphi$ on both sides of 0, that $\Phi$ is continuous at 0 (else it is no
-# antiderivative), and compares your $\Phi$ with `cem_core.nn.energy.relu_antiderivative` up to a constant.
+# antiderivative), and compares your $\Phi$ with `cem_core.nn.activations.relu_antiderivative` up to a constant.
 
 # %% tags=["exercise-relu-antiderivative"]
 answer = None                                             # your answer here
@@ -532,13 +533,14 @@ def check(answer):
     for point in (-2, -sp.Rational(1, 2), sp.Rational(1, 2), 3):
         assert sp.simplify(slope.subs(z, point) - max(point, 0)) == 0, f"Phi'({point}) is not ReLU({point})"
     assert sp.limit(answer, z, 0, "+") == sp.limit(answer, z, 0, "-"), "Phi jumps at 0: not an antiderivative"
-    theirs = cem_core.nn.energy.relu_antiderivative(torch.from_numpy(grid)).numpy()
+    theirs = cem_core.nn.activations.relu_antiderivative(torch.from_numpy(grid)).numpy()
     offset = np.array([float(answer.subs(z, v)) for v in grid]) - theirs
     assert np.ptp(offset) < 1e-9 * np.abs(theirs).max(), "not cem_core's Phi up to a constant"
 
 
 check_answer(answer, check, "relu-antiderivative",
-             "$\\Phi(z) = \\max(z, 0)^2/2$, as in `cem_core.nn.energy.relu_antiderivative`. Then $\\Phi'' = \\varphi'$ "
+             "$\\Phi(z) = \\max(z, 0)^2/2$, as in `cem_core.nn.activations.relu_antiderivative`. "
+             "Then $\\Phi'' = \\varphi'$ "
              "is 1 for $z > 0$ and 0 below: never negative, so with ReLU the signs of the Hessian's terms "
              "$-(Gc)_m \\varphi'(z_m)$ are set by the gates alone.")
 

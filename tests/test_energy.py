@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from scipy.special import spence
 
-from cem_core.nn.energy import ACTIVATION_FUNCTIONS, dilog_neg_exp, silu_antiderivative
+from cem_core.nn.activations import ACTIVATIONS, dilog_neg_exp, silu_antiderivative
 
 
 def test_silu_antiderivative_matches_scipy_spence():
@@ -57,9 +57,9 @@ def test_silu_antiderivative_is_twice_differentiable():
     torch.testing.assert_close(h, s + z.detach() * s * (1 - s))           # silu'(z)
 
 
-@pytest.mark.parametrize("name", sorted(ACTIVATION_FUNCTIONS))
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_every_antiderivative_differentiates_to_its_activation(name):
-    phi, antiderivative = ACTIVATION_FUNCTIONS[name]
+    phi, antiderivative = ACTIVATIONS[name].phi, ACTIVATIONS[name].Phi
     z = torch.linspace(-8, 8, 1601, dtype=torch.float64)
     eps = 1e-6
     fd = (antiderivative(z + eps) - antiderivative(z - eps)) / (2 * eps)

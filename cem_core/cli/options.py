@@ -7,7 +7,8 @@ import argparse
 from dataclasses import fields, replace
 
 from cem_core.experiments.schedule import OptimConfig
-from cem_core.nn.config import ACTIVATIONS, CEMOptions, ModelShape, switches
+from cem_core.nn.activations import ACTIVATIONS
+from cem_core.nn.config import CEMOptions, ModelShape, switches
 
 SHAPE_HELP = {"d_model": "residual width d", "n_layers": "number of blocks", "n_heads": "attention heads H",
               "d_ff": "MLP width d_ff", "activation": "the MLP's nonlinearity phi (its energy uses Phi, Phi' = phi)"}
@@ -49,7 +50,7 @@ def add_part_arguments(parser: argparse.ArgumentParser, kind: type, base=None, w
     title, helps = FLAG_PARTS[kind]
     group = parser.add_argument_group(title)
     for f in fields(kind):
-        extra = {"choices": ACTIVATIONS} if f.name == "activation" else {"type": TYPES.get(f.type, f.type)}
+        extra = {"choices": tuple(ACTIVATIONS)} if f.name == "activation" else {"type": TYPES.get(f.type, f.type)}
         default = getattr(base, f.name) if base is not None else None
         group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=default,
                            help=f"{helps[f.name]} (default {default if base is not None else what})", **extra)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .activations import ACTIVATIONS
 from .attention import AttentionCache, causal_attention, merge_heads, rope_at, split_heads
 from .config import LlamaAttentionConfig, SwiGLUConfig
 from .descent import check_input
-from .energy import ACTIVATION_FUNCTIONS
 from .rope import rotate
 from .validate import check_config
 
@@ -74,7 +74,7 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.config = config
         d, f = config.d_model, config.d_ff
-        self.phi = ACTIVATION_FUNCTIONS[config.activation][0]
+        self.phi = ACTIVATIONS[config.activation].phi
         self.norm = nn.RMSNorm(d, eps=config.norm_eps)                 # HF: post_attention_layernorm
         self.gate_proj = nn.Linear(d, f, bias=False)                   # W_gate, inside phi (CEM's U)
         self.up_proj = nn.Linear(d, f, bias=False)                     # W_up, linear (CEM's G)

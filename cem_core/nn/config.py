@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from .energy import ACTIVATION_FUNCTIONS
+from .activations import ACTIVATIONS
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
@@ -27,7 +27,6 @@ DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x 
 BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
 PRECONDITIONERS = ("none", "dlr", "psd")
 ETA_MODES = ("fixed", "learned", "per_step")
-ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)      # the element-wise energy's phi, one entry each in energy.py
 KINDS = ("llama", "cem")
 MLP_KINDS = (*KINDS, "none")   # "none": attention-only blocks
 
@@ -122,7 +121,7 @@ class ModelShape:
             check_int(name, getattr(self, name), 1)
         if self.d_model % self.n_heads:                                # every block has an attention: d_h = d / H
             fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
-        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("activation", self.activation, tuple(ACTIVATIONS))
 
     def shape_fields(self) -> dict:
         """The shape's fields by name (of a ModelConfig too: only those ModelShape declares)."""
@@ -210,7 +209,7 @@ class GatedConfig(SublayerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int("d_ff", self.d_ff, 1)
-        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("activation", self.activation, tuple(ACTIVATIONS))
 
 
 @dataclass(frozen=True, kw_only=True)

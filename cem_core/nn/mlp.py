@@ -25,9 +25,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .activations import ACTIVATIONS
 from .config import MLPConfig
 from .descent import EnergyDescentLayer
-from .energy import ACTIVATION_FUNCTIONS, mlp_energy, with_anchor
+from .energy import mlp_energy, with_anchor
 from .validate import check_config
 
 
@@ -38,7 +39,7 @@ class ElementwiseTerm:
 
     def _init_elementwise(self, config) -> None:
         d, f = config.d_model, config.d_ff
-        self.phi = ACTIVATION_FUNCTIONS[config.activation][0]
+        self.phi = ACTIVATIONS[config.activation].phi
         self.up_proj = nn.Linear(d, f, bias=False)                     # U, inside phi and tied to the readout
         self.gate_proj = nn.Linear(d, f, bias=False)                   # G, the gate from the conditioning
 

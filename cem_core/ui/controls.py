@@ -17,7 +17,8 @@ from cem_core.experiments.gp.task import KERNELS, GPTaskConfig
 from cem_core.experiments.gp.train import GPTrainConfig
 from cem_core.experiments.gp.trained import GP_MODELS
 from cem_core.experiments.lm.trained import LM_MODELS
-from cem_core.nn.config import ACTIVATIONS, AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
+from cem_core.nn.activations import ACTIVATIONS
+from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.model import VARIANTS, ModelConfig
 from cem_core.nn.readout import TEST_T_FACTOR
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail

@@ -1,6 +1,7 @@
 """LaTeX of the update a CEM layer performs, for the selected options (rendered by the app)."""
 from __future__ import annotations
 
+from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import CEMOptions
 
 PRECONDITIONER_LATEX = {
@@ -47,29 +48,31 @@ def _attention_lines(cem: CEMOptions, name: str = "E") -> list[str]:
             r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)"]
 
 
-def _mlp_lines(name: str = "E") -> list[str]:
-    """E_mlp, Phi and -grad E_mlp (the gradient third)."""
+def _mlp_lines(activation: str, name: str = "E") -> list[str]:
+    """E_mlp, -grad E_mlp (the gradient second), then the activation phi and its energy Phi (Phi' = phi)."""
+    act = ACTIVATIONS[activation]
     return [rf"{name}(x \mid c) = -\sum_m (G c)_m\, \Phi\big((U x)_m\big)",
-            r"\Phi' = \phi = \operatorname{SiLU}",
-            rf"-\nabla_x {name} = U^\top\big(\phi(U x) \odot G c\big)"]
+            rf"-\nabla_x {name} = U^\top\big(\phi(U x) \odot G c\big)",
+            rf"\phi(z) = {act.phi_latex}\ \ (\text{{{act.label}}}), \qquad \Phi' = \phi",
+            rf"\Phi(z) = {act.Phi_latex}"]
 
 
-def update_latex(layer: str, cem: CEMOptions = CEMOptions()) -> list[str]:
+def update_latex(layer: str, cem: CEMOptions = CEMOptions(), activation: str = "silu") -> list[str]:
     """The equations of one CEM layer ("attention", "mlp" or "joint", the block as one energy) with these
-    switches, one LaTeX string per line, each short enough for half a projected page (a display line does not
-    wrap)."""
+    switches and the MLP's activation (a name in ACTIVATIONS), one LaTeX string per line, each short enough for
+    half a projected page (a display line does not wrap)."""
     anchor, T = cem.anchor, cem.T
     anchor_term = r" + \tfrac{\lambda}{2}\lVert x - x^{(0)}\rVert^2" if anchor else ""
     anchor_pull = r" - \lambda (x - x^{(0)})" if anchor else ""
     if layer in ("attention", "mlp"):
-        lines = _attention_lines(cem) if layer == "attention" else _mlp_lines()
+        lines = _attention_lines(cem) if layer == "attention" else _mlp_lines(activation)
         lines[0] += anchor_term
-        lines[2] += anchor_pull
+        lines[2 if layer == "attention" else 1] += anchor_pull
     elif layer == "joint":
         att, mlp = r"E_{\text{att}}", r"E_{\text{mlp}}"
         lines = [rf"E(x \mid c_{{1:i}}) = {att}(x \mid c_{{1:i}}) + {mlp}(x \mid c_i)" + anchor_term
                  + r"\ \ \text{(one energy)}",
-                 *_attention_lines(cem, att), *_mlp_lines(mlp),
+                 *_attention_lines(cem, att), *_mlp_lines(activation, mlp),
                  rf"-\nabla_x E = -\nabla_x {att} - \nabla_x {mlp}" + anchor_pull,
                  r"T = 1:\ h_i' = h_i + \operatorname{Attn}(x^{(0)}) + \operatorname{MLP}(x^{(0)})"
                  r"\ \ \text{(a parallel block)}"]

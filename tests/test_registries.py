@@ -1,0 +1,63 @@
+"""Each design choice is one registered object that carries its mathematics, its label and its equations, and
+everything else iterates the registry: an activation registered here, inside the test, reaches the command
+line's help, config validation, the exactness check, the parameter and FLOP counts and the app's equations with
+no other edit (docs/design.md#12-rules-that-keep-the-layers-honest)."""
+import pytest
+import torch
+from test_exactness import check_mlp_exact
+
+from cem_core.__main__ import main
+from cem_core.nn.activations import ACTIVATIONS, Activation, register
+from cem_core.nn.config import CEMOptions
+from cem_core.nn.flops import model_flops
+from cem_core.nn.model import LanguageModel, ModelConfig
+from cem_core.ui.equations import update_latex
+
+
+def log_cosh(z: torch.Tensor) -> torch.Tensor:
+    """Phi for tanh (Phi' = tanh), stable for large |z|: |z| + softplus(-2|z|) - log 2."""
+    a = z.abs()
+    return a + torch.nn.functional.softplus(-2 * a) - torch.log(torch.tensor(2.0, dtype=z.dtype))
+
+
+@pytest.fixture
+def tanh():
+    """A throwaway activation, registered for the test and removed after."""
+    activation = register(Activation("tanh", "Tanh", torch.tanh, log_cosh, r"\tanh z", r"\log \cosh z"))
+    yield activation
+    del ACTIVATIONS["tanh"]
+
+
+def test_a_new_activation_is_one_registration(tanh, capsys, float64):
+    for command in (["lm", "train"], ["lm", "compare"], ["gp", "train"]):     # a choice of --activation
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert "tanh" in capsys.readouterr().out.split("--activation")[1].split("--")[0], command
+    check_mlp_exact("dlr", 3, 0.7, "tanh")                                    # the exactness grid's check
+    for attention, mlp, block in (("cem", "cem", "sequential"), ("cem", "cem", "joint"), ("llama", "llama", None)):
+        options = {"cem": CEMOptions(block=block)} if block else {}
+        configs = {a: ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24, attention=attention, mlp=mlp,
+                                  activation=a, **options) for a in ("silu", "tanh")}
+        assert configs["tanh"].param_counts() == configs["silu"].param_counts()     # phi adds no parameter
+        assert model_flops(configs["tanh"], 32) == model_flops(configs["silu"], 32)  # nor a matmul
+        model = LanguageModel(configs["tanh"])
+        assert sum(p.numel() for p in model.parameters()) == configs["tanh"].param_counts()["total"]
+        assert model(torch.randint(0, 256, (1, 8))).isfinite().all()
+    lines = "\n".join(update_latex("mlp", CEMOptions(), "tanh"))
+    assert r"\text{Tanh}" in lines and r"\tanh z" in lines and r"\log \cosh z" in lines
+    with pytest.raises(ValueError, match="registered already"):
+        register(tanh)
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_the_equations_show_the_activation_chosen(name):
+    """The app printed "Phi' = phi = SiLU" whatever the activation, so with GELU or ReLU chosen the energy shown
+    was not the one computed. Each activation's equations name it and give its own phi and Phi, in the MLP's
+    lines and in the joint block's, and no other activation's."""
+    activation = ACTIVATIONS[name]
+    for layer in ("mlp", "joint"):
+        lines = "\n".join(update_latex(layer, CEMOptions(block="joint"), name))
+        assert rf"\text{{{activation.label}}}" in lines and activation.phi_latex in lines
+        assert activation.Phi_latex in lines
+        others = [a for a in ACTIVATIONS.values() if a.name != name]
+        assert not any(rf"\text{{{a.label}}}" in lines or a.Phi_latex in lines for a in others), layer
