@@ -319,7 +319,7 @@ SIGN_FLIPS = [  # (notebook, module, attribute whose result is negated, the comp
     ("00_lecture", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-lecture-attention"),
     ("00_lecture", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-lecture-mlp"),
     ("01_attention_from_energy", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-attention"),
-    ("02_gated_mlp_from_energy", "cem_core.nn.energy", "silu_antiderivative", "compare-phi"),
+    ("02_gated_mlp_from_energy", "cem_core.nn.activations", "silu_antiderivative", "compare-phi"),
     ("02_gated_mlp_from_energy", "cem_core.nn.mlp", "CEMGatedMLP._mlp_readout", "compare-mlp"),
     ("03_design_space", "cem_core.nn.attention", "CEMAttention._attention_readout", "compare-dlr-attention"),
     ("04_gp_recursion", "cem_core.experiments.gp.task", "gp_predictive", "compare-gp"),
@@ -335,7 +335,7 @@ DERIVATION_SIGN_FLIPS = {
     # RoPE: R_i^T, which rotates the head outputs back to the query's position
     "rope-unrotate": ("01_attention_from_energy", "cem_core.nn.attention", "unrotate", "True", "compare-rope"),
     # the MLP curvature: Phi' = phi, the backward that autograd differentiates for the Hessian
-    "mlp-curvature": ("02_gated_mlp_from_energy", "cem_core.nn.energy", "_SiLUAntiderivative.backward", "True",
+    "mlp-curvature": ("02_gated_mlp_from_energy", "cem_core.nn.activations", "_SiLUAntiderivative.backward", "True",
                       "compare-mlp-curvature"),
     # D+LR: the diagonal d_k of A_k = diag(d_k) + W_Q,k^T W_K,k
     "dlr-diagonal": ("03_design_space", "cem_core.nn.attention", "CEMAttention.diagonal_matrix", "True",
