@@ -5,7 +5,7 @@ from dataclasses import fields
 
 import pytest
 
-from cem_core.cli import build_parser
+from cem_core.cli import GROUPS, build_parser
 from cem_core.cli.options import cem_options
 from cem_core.nn.config import CEMOptions, switches
 
@@ -18,7 +18,9 @@ def _parsers(parser: argparse.ArgumentParser, path=()):
                 yield from _parsers(sub, (*path, name))
 
 
-PARSERS = dict((" ".join(path) or "(top)", parser) for path, parser in _parsers(build_parser()))
+# every command's parser: each group's as the command line builds it when that group is named
+PARSERS = {" ".join(path) or "(top)": parser for group in GROUPS for path, parser in _parsers(build_parser(group))
+           if not path or path[0] == group}
 
 
 @pytest.mark.parametrize("command", list(PARSERS))
@@ -57,3 +59,34 @@ def test_info_shows_each_variant_with_its_own_switches_unless_told(capsys):
     assert main(["info", *sizes, "--T", "3"]) == 0
     told = capsys.readouterr().out
     assert "cem-full: T=3 diagonal=shared preconditioner=dlr" in told and "cem-attn: T=3" in told
+
+
+@pytest.mark.slow                      # a fresh virtual environment: about a minute of pip
+def test_the_library_install_alone_runs_the_core_commands(tmp_path):
+    """`pip install -e .` (torch, numpy, psutil, tqdm and nothing else) used to fail at `python -m cem_core --help`
+    on a missing zstandard: the command line imported every group, and the LM data reader its packages, at
+    start. Now --help, info, gp train and bench run, and a command that needs an extra says which, in one line."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    torch_pin = next(line.split()[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
+                     if line.startswith("torch=="))             # the CPU wheel, as the README's set-up pins it
+    subprocess.run([*pip, torch_pin], check=True, timeout=900)
+    subprocess.run([*pip, "-e", str(ROOT)], check=True, timeout=900)
+
+    def cem(*args):
+        return subprocess.run([str(venv / "bin" / "python"), "-m", "cem_core", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300)
+
+    for args in (["--help"], ["info"], ["gp", "train", "--steps", "2"], ["bench", "--help"], ["lm", "train", "--help"]):
+        done = cem(*args)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr[-2000:])
+    assert "held-out RMSE" in cem("gp", "train", "--steps", "2").stdout
+    done = cem("figures", "--out", str(tmp_path / "figures"))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: this command needs the package 'matplotlib', which is not installed: pip install -e '.[app]'"]

@@ -17,8 +17,8 @@ from cem_core.nn.validate import check_device
 from .options import add_part_arguments, default_of, part_of
 
 
-def add_bench(sub) -> None:
-    bench = sub.add_parser("bench", help="side-by-side timings: measured time ratios beside FLOP ratios")
+def add_bench(bench) -> None:
+    """The flags of ``bench``, on its parser."""
     add_part_arguments(bench, ModelShape, default_of(BenchConfig, "shape"))
     for name, what in (("seq_len", "sequence length"), ("batch", "batch size"), ("repeats", "timed repeats per row")):
         bench.add_argument(f"--{name.replace('_', '-')}", type=int, default=default_of(BenchConfig, name),

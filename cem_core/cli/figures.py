@@ -9,8 +9,8 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 
 
-def add_figures(sub) -> None:
-    figures = sub.add_parser("figures", help="write the static figures (PNG and SVG) into a folder")
+def add_figures(figures) -> None:
+    """The flags of ``figures``, on its parser."""
     figures.add_argument("--out", default="figures", help="the folder (default figures)")
     figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),
                          help="the LM sweep's results.json (default: the committed sweep, from the repository root)")

@@ -19,9 +19,9 @@ from cem_core.nn.validate import check_device
 from .options import add_cem_arguments, add_part_arguments, cem_options, default_of, part_of
 
 
-def add_gp(sub) -> None:
-    gp_parser = sub.add_parser("gp", help="Gaussian-process in-context regression").add_subparsers(
-        dest="gp_command", required=True)
+def add_gp(group) -> None:
+    """The commands of ``gp``, on its parser."""
+    gp_parser = group.add_subparsers(dest="gp_command", required=True)
     _add_train(gp_parser.add_parser("train", help="train one model and compare it with the GP optimum"))
     sweep = gp_parser.add_parser("sweep", help="run a preset sweep (resumable) into DIR/results.json and .csv")
     sweep.add_argument("--out", required=True, help="the sweep's folder (one preset per folder)")

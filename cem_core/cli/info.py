@@ -12,8 +12,8 @@ INFO_SHAPE = ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048)   # GPT
 KV_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}   # KV-cache formats
 
 
-def add_info(sub) -> None:
-    info = sub.add_parser("info", help="parameter counts and KV-cache size: Llama vs CEM variants")
+def add_info(info) -> None:
+    """The flags of ``info``, on its parser."""
     add_part_arguments(info, ModelShape, INFO_SHAPE)
     info.add_argument("--vocab-size", type=int, default=32000, help="vocabulary size (default 32000)")
     info.add_argument("--max-seq-len", type=int, default=2048, help="context length (default 2048)")

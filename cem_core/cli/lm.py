@@ -19,9 +19,9 @@ from cem_core.nn.model import VARIANTS
 from .options import add_part_arguments, part_overrides
 
 
-def add_lm(sub) -> None:
-    lm = sub.add_parser("lm", help="language models on SlimPajama (or the offline demo corpus)").add_subparsers(
-        dest="lm_command", required=True)
+def add_lm(group) -> None:
+    """The commands of ``lm``, on its parser."""
+    lm = group.add_subparsers(dest="lm_command", required=True)
     lm_train = lm.add_parser("train", help="train one variant (resumes from --out when it holds a checkpoint)")
     lm_train.add_argument("--variant", choices=tuple(VARIANTS), default="cem-full",
                           help="llama, cem-attn, cem-mlp or cem-full (default cem-full)")

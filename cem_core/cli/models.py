@@ -7,9 +7,9 @@ from pathlib import Path
 from cem_core.experiments import checkpoints
 
 
-def add_models(sub) -> None:
-    parser = sub.add_parser("models", help="the trained models kept in models/").add_subparsers(
-        dest="models_command", required=True)
+def add_models(group) -> None:
+    """The commands of ``models``, on its parser."""
+    parser = group.add_subparsers(dest="models_command", required=True)
     listing = parser.add_parser("list", help="each model, its card's metric and whether it is current")
     train = parser.add_parser("train", help="train the models that are missing or stale (resumable, idempotent)")
     train.add_argument("--only", nargs="+", metavar="NAME", help="these models only (default: all)")

@@ -86,7 +86,6 @@ from itertools import count, islice
 from pathlib import Path
 
 import torch
-import zstandard
 
 from cem_core.experiments.integrity import is_run_folder, json_hash
 from cem_core.experiments.records import and_list, atomic_write_text
@@ -451,6 +450,8 @@ def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
     """The decompressed bytes of every zstd frame in the file, in turn, in pieces of at most 16 MiB
     (see ZSTD_FEED_BYTES). Raises _BadStream where the data does not decode, where it ends
     mid-frame, or for an empty file (no frame at all)."""
+    import zstandard  # the lm extra: imported where a shard is decompressed
+
     decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     frame = None        # the decompressor of the frame being read; None between frames
     consumed = 0        # compressed bytes fed so far
@@ -476,6 +477,8 @@ def _zstd_pieces(raw: io.BufferedIOBase) -> Iterator[bytes]:
 
 def _window_of(feed: bytes) -> int | None:
     """The window the frame starting in `feed` asks for (None when its header cannot be read there)."""
+    import zstandard
+
     try:
         return zstandard.get_frame_parameters(feed).window_size
     except zstandard.ZstdError:

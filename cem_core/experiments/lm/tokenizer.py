@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
-
-from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
+from typing import TYPE_CHECKING, Protocol
 
 from cem_core.nn.validate import check_int, fail
+
+if TYPE_CHECKING:                   # `tokenizers` (the lm extra) is imported where a BPE is made or read
+    from tokenizers import Tokenizer as HFTokenizer
 
 EOT_TOKEN = "<|endoftext|>"
 MAX_VOCAB_SIZE = 1 << 20
@@ -77,6 +77,8 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> BPETokenizer:
+        from tokenizers import Tokenizer as HFTokenizer
+
         return cls(HFTokenizer.from_file(str(path)))
 
 
@@ -86,6 +88,9 @@ def train_bpe(documents: Iterable[str], vocab_size: int, max_bytes: int) -> BPET
     fewer ids than asked for: read `vocab_size` from the result."""
     check_int("vocab_size", vocab_size, 257, MAX_VOCAB_SIZE)
     check_int("max_bytes", max_bytes, 1)
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
     tokenizer = HFTokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
