@@ -18,6 +18,7 @@ from app_pages.common import (
     widget_keys,
 )
 from cem_core.nn.model import VARIANTS
+from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.ui import figdata, interactive
 from cem_core.ui.cache import shared
 from cem_core.ui.controls import DesignControls
@@ -25,7 +26,6 @@ from cem_core.ui.equations import update_latex
 
 KEYS = widget_keys(DesignControls, "ds_")
 SPECTRUM_MAX_D = 256
-SPECTRUM_LABELS = {"dlr": "dlr: diag + UV^T + VU^T", "psd": "psd: diag + UU^T"}
 
 
 SPECTRA_BYTES = 8 * 2 ** 20               # the spectra kept, shared by every session: about 1,600 of the largest
@@ -36,7 +36,7 @@ def spectra(d: int, rank: int, scale: float, seed: int) -> dict:
     cache bounded in bytes (every distinct link used to add an entry that was never dropped)."""
     def make():
         eigs = figdata.preconditioner_spectra(d_model=d, rank=rank, init_scale=scale ** 2, seed=seed)
-        return {SPECTRUM_LABELS[kind]: values.tolist() for kind, values in eigs.items()}
+        return {PRECONDITIONERS[kind].label: values.tolist() for kind, values in eigs.items()}
 
     return shared("design spectra", SPECTRA_BYTES, busy_note).get((d, rank, scale, seed), make)
 

@@ -32,6 +32,7 @@ from cem_core import (
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.attention import InteractionTerm
 from cem_core.nn.energy import attention_energy, mlp_energy
+from cem_core.nn.precondition import PRECONDITIONERS
 
 RTOL64, RTOL32 = 1e-9, 1e-4
 
@@ -42,7 +43,7 @@ BLOCKINGS = ("whole", "blocks", "recompute")
 DIAGONAL_FORMS = (("none", "bilinear"), ("per_head", "bilinear"), ("shared", "bilinear"), ("per_head", "distance"),
                   ("shared", "distance"))
 ATTENTION_GRID = [(diagonal, form, *rest, blocking)
-                  for (diagonal, form), *rest in itertools.product(DIAGONAL_FORMS, ("none", "dlr", "psd"),
+                  for (diagonal, form), *rest in itertools.product(DIAGONAL_FORMS, tuple(PRECONDITIONERS),
                                                                    (1, 2, 3, 8), (False, True), (0.0, 0.7))
                   for blocking in (BLOCKINGS if diagonal == "shared" else ("whole",))]
 
@@ -105,7 +106,7 @@ def test_learned_eta_is_exact_forward_and_backward(float64, diagonal, preconditi
     assert gradient_exactness_error(layer, h) <= RTOL64
 
 
-MLP_GRID = list(itertools.product(("none", "dlr", "psd"), (1, 2, 3, 8), (0.0, 0.7), tuple(ACTIVATIONS)))
+MLP_GRID = list(itertools.product(tuple(PRECONDITIONERS), (1, 2, 3, 8), (0.0, 0.7), tuple(ACTIVATIONS)))
 
 
 @pytest.mark.parametrize("preconditioner,T,anchor,activation", covering(MLP_GRID))
@@ -131,7 +132,7 @@ def check_mlp_exact(preconditioner: str, T: int, anchor: float, activation: str)
 # activation, with and without RoPE and the anchor
 BLOCK_GRID = [(diagonal, form, preconditioner, T, rope, anchor, activation)
               for (diagonal, form), preconditioner, (T, rope), anchor in itertools.product(
-                  DIAGONAL_FORMS, ("none", "dlr", "psd"), ((1, False), (3, True)), (0.0, 0.7))
+                  DIAGONAL_FORMS, tuple(PRECONDITIONERS), ((1, False), (3, True)), (0.0, 0.7))
               for activation in (tuple(ACTIVATIONS)[len(form) % len(ACTIVATIONS)],)]
 
 

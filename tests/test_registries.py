@@ -4,14 +4,17 @@ line's help, config validation, the exactness check, the parameter and FLOP coun
 no other edit (docs/design.md#12-rules-that-keep-the-layers-honest)."""
 import pytest
 import torch
-from test_exactness import check_mlp_exact
+from test_exactness import attention, check_mlp_exact
 
+from cem_core import assert_exact, gradient_exactness_error
 from cem_core.__main__ import main
-from cem_core.nn.activations import ACTIVATIONS, Activation, register
+from cem_core.nn.activations import ACTIVATIONS, Activation, register_activation
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.flops import model_flops
 from cem_core.nn.model import LanguageModel, ModelConfig
+from cem_core.nn.precondition import PRECONDITIONERS, Preconditioner, PreconditionerKind, register_preconditioner
 from cem_core.ui.equations import update_latex
+from cem_core.ui.figdata import preconditioner_spectra
 
 
 def log_cosh(z: torch.Tensor) -> torch.Tensor:
@@ -23,7 +26,7 @@ def log_cosh(z: torch.Tensor) -> torch.Tensor:
 @pytest.fixture
 def tanh():
     """A throwaway activation, registered for the test and removed after."""
-    activation = register(Activation("tanh", "Tanh", torch.tanh, log_cosh, r"\tanh z", r"\log \cosh z"))
+    activation = register_activation(Activation("tanh", "Tanh", torch.tanh, log_cosh, r"\tanh z", r"\log \cosh z"))
     yield activation
     del ACTIVATIONS["tanh"]
 
@@ -34,9 +37,9 @@ def test_a_new_activation_is_one_registration(tanh, capsys, float64):
             main([*command, "--help"])
         assert "tanh" in capsys.readouterr().out.split("--activation")[1].split("--")[0], command
     check_mlp_exact("dlr", 3, 0.7, "tanh")                                    # the exactness grid's check
-    for attention, mlp, block in (("cem", "cem", "sequential"), ("cem", "cem", "joint"), ("llama", "llama", None)):
+    for kind, mlp, block in (("cem", "cem", "sequential"), ("cem", "cem", "joint"), ("llama", "llama", None)):
         options = {"cem": CEMOptions(block=block)} if block else {}
-        configs = {a: ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24, attention=attention, mlp=mlp,
+        configs = {a: ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24, attention=kind, mlp=mlp,
                                   activation=a, **options) for a in ("silu", "tanh")}
         assert configs["tanh"].param_counts() == configs["silu"].param_counts()     # phi adds no parameter
         assert model_flops(configs["tanh"], 32) == model_flops(configs["silu"], 32)  # nor a matmul
@@ -46,7 +49,7 @@ def test_a_new_activation_is_one_registration(tanh, capsys, float64):
     lines = "\n".join(update_latex("mlp", CEMOptions(), "tanh"))
     assert r"\text{Tanh}" in lines and r"\tanh z" in lines and r"\log \cosh z" in lines
     with pytest.raises(ValueError, match="registered already"):
-        register(tanh)
+        register_activation(tanh)
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
@@ -61,3 +64,40 @@ def test_the_equations_show_the_activation_chosen(name):
         assert activation.Phi_latex in lines
         others = [a for a in ACTIVATIONS.values() if a.name != name]
         assert not any(rf"\text{{{a.label}}}" in lines or a.Phi_latex in lines for a in others), layer
+
+
+@pytest.fixture
+def diagonal_only():
+    """A throwaway form of P, diag(softplus p) alone, registered for the test and removed after."""
+    kind = register_preconditioner(PreconditionerKind(
+        "diagonal_only", "diagonal only: diag(softplus p)", r"P = \operatorname{diag}(\operatorname{softplus}(p))",
+        (), 0, lambda module, g: torch.zeros_like(g)))
+    yield kind
+    del PRECONDITIONERS["diagonal_only"]
+
+
+def test_a_new_preconditioner_is_one_registration(diagonal_only, capsys, float64):
+    for command in (["gp", "train"], ["info"]):                              # a choice of --preconditioner
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert "diagonal_only" in capsys.readouterr().out.split("--preconditioner")[1].split("--")[0], command
+    for diagonal in ("none", "shared"):                                       # the exactness checks, both paths
+        layer = attention(diagonal, "diagonal_only", 3, True, 0.7)
+        h = 2.0 * torch.randn(2, 7, 16)
+        assert_exact(layer, h, 1e-9)
+        assert gradient_exactness_error(layer, h) <= 1e-9
+    check_mlp_exact("diagonal_only", 3, 0.7, "silu")
+    P = Preconditioner(6, "diagonal_only")
+    torch.testing.assert_close(P.matrix(), torch.diag(torch.nn.functional.softplus(P.p)))
+    counts = {kind: ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24, attention="cem", mlp="cem",
+                                cem=CEMOptions(preconditioner=kind)) for kind in ("none", "diagonal_only")}
+    parts = {kind: config.param_counts() for kind, config in counts.items()}
+    assert parts["diagonal_only"]["total"] - parts["none"]["total"] == 2 * 2 * 16     # p: d, in attention and MLP
+    assert sum(p.numel() for p in LanguageModel(counts["diagonal_only"]).parameters()) == \
+        parts["diagonal_only"]["total"]
+    assert model_flops(counts["diagonal_only"], 32) == model_flops(counts["none"], 32)  # no factor products
+    assert r"P = \operatorname{diag}(\operatorname{softplus}(p))" in update_latex(
+        "attention", CEMOptions(preconditioner="diagonal_only"))
+    assert "diagonal_only" in preconditioner_spectra(d_model=6, rank=2)
+    with pytest.raises(ValueError, match="registered already"):
+        register_preconditioner(diagonal_only)

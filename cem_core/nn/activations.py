@@ -1,10 +1,11 @@
 """The gated MLP's activation phi, one registered object each, with its energy: Phi, its antiderivative
 (Phi' = phi), which the element-wise energy E_mlp(x | c) = -sum_m (G c)_m Phi((U x)_m) uses, and the LaTeX of
 both (the app's equations). Everything else (config validation, the command line's choices, the app's controls
-and equations, the exactness grids) iterates ACTIVATIONS, so a new activation is one `register` call and its test.
+and equations, the exactness grids) iterates ACTIVATIONS, so a new activation is one `register_activation` call
+and its test.
 
     ACTIVATIONS["silu"].phi(z), .Phi(z), .label, .phi_latex, .Phi_latex
-    register(Activation(name, label, phi, Phi, phi_latex, Phi_latex))
+    register_activation(Activation(name, label, phi, Phi, phi_latex, Phi_latex))
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class Activation:
 ACTIVATIONS: dict[str, Activation] = {}
 
 
-def register(activation: Activation) -> Activation:
+def register_activation(activation: Activation) -> Activation:
     """Add an activation to ACTIVATIONS (a ValueError for a name taken)."""
     if activation.name in ACTIVATIONS:
         raise ValueError(f"activation {activation.name!r} is registered already")
@@ -121,8 +122,8 @@ def _gelu(z: torch.Tensor) -> torch.Tensor:
     return F.gelu(z)                                                   # exact (erf) GELU
 
 
-register(Activation("silu", "SiLU", F.silu, silu_antiderivative, r"z\, \sigma(z)",
+register_activation(Activation("silu", "SiLU", F.silu, silu_antiderivative, r"z\, \sigma(z)",
                     r"z \operatorname{softplus}(z) + \operatorname{Li}_2(-e^{z})"))
-register(Activation("gelu", "GELU", _gelu, gelu_antiderivative, r"z\, N(z)",
+register_activation(Activation("gelu", "GELU", _gelu, gelu_antiderivative, r"z\, N(z)",
                     r"\tfrac12\big((z^2 - 1)\, N(z) + z\, n(z)\big)"))
-register(Activation("relu", "ReLU", F.relu, relu_antiderivative, r"\max(0, z)", r"\tfrac12 \max(0, z)^2"))
+register_activation(Activation("relu", "ReLU", F.relu, relu_antiderivative, r"\max(0, z)", r"\tfrac12 \max(0, z)^2"))

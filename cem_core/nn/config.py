@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .activations import ACTIVATIONS
+from .precondition import PRECONDITIONERS
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
 DIAGONALS = ("none", "per_head", "shared")
 DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x - c)^T D (x - c) with D = softplus > 0
 BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
-PRECONDITIONERS = ("none", "dlr", "psd")
 ETA_MODES = ("fixed", "learned", "per_step")
 KINDS = ("llama", "cem")
 MLP_KINDS = (*KINDS, "none")   # "none": attention-only blocks
@@ -243,7 +243,7 @@ class DescentConfig(SublayerConfig):
     learn_eta: bool = False       # learn eta, kept positive through eta = exp(log_eta)
     eta_per_step: bool = False    # with learn_eta: one eta per step t (T scalars) instead of one
     anchor: float = 0.0           # lambda of our (lambda/2)|x - x0|^2 term; 0 = the paper
-    preconditioner: str = "none"  # "none" | "dlr" (paper form) | "psd" (our positive definite form)
+    preconditioner: str = "none"  # a name in PRECONDITIONERS: "none", "dlr" (the paper), "psd" (ours)
     rank: int = 4                 # rank r of the preconditioner's low-rank part
 
     def __post_init__(self) -> None:
@@ -255,13 +255,13 @@ class DescentConfig(SublayerConfig):
         if self.eta_per_step and not self.learn_eta:
             fail("eta_per_step", True, "needs learn_eta=True (a fixed eta is the same at every step)")
         check_float("anchor", self.anchor, 0.0, strict=False)
-        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, tuple(PRECONDITIONERS))
         check_int("rank", self.rank, 1, self.d_model if self.preconditioner != "none" else None)
 
     def _descent_param_counts(self) -> dict[str, int]:
         d, r = self.d_model, self.rank
         return {
-            "preconditioner": {"none": 0, "dlr": d + 2 * d * r, "psd": d + d * r}[self.preconditioner],
+            "preconditioner": PRECONDITIONERS[self.preconditioner].param_count(d, r),
             "eta": (self.T if self.eta_per_step else 1) if self.learn_eta else 0,
             "norm": d,
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import AttentionConfig, BlockConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
+from .precondition import PRECONDITIONERS
 
 CONVENTION = ("matmul FLOPs only (2mkp per (m x k)(k x p) product), causal core counted as half of n^2, "
               "forward+backward = 3x forward; norms, softmax, RoPE and element-wise ops not counted")
@@ -24,9 +25,8 @@ def _matmuls(count: float, m: int, k: int, p: int) -> float:
 
 
 def _preconditioner_flops(cfg, rows: float) -> float:
-    """P applied to `rows` vectors: U (V^T g) + V (U^T g) for dlr, U (U^T g) for psd."""
-    per_row = {"none": 0, "psd": 2 * 2 * cfg.d_model * cfg.rank, "dlr": 4 * 2 * cfg.d_model * cfg.rank}
-    return rows * per_row[cfg.preconditioner]
+    """P applied to `rows` vectors: its form's factor products (U (V^T g) + V (U^T g) for dlr, U (U^T g) for psd)."""
+    return rows * PRECONDITIONERS[cfg.preconditioner].flops_per_row(cfg.d_model, cfg.rank)
 
 
 def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: int = 1) -> dict[str, float]:

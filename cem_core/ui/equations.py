@@ -3,13 +3,7 @@ from __future__ import annotations
 
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import CEMOptions
-
-PRECONDITIONER_LATEX = {
-    "none": r"P = I",
-    "dlr": r"P = \operatorname{diag}(\operatorname{softplus}(p)) + U V^\top + V U^\top"
-           r"\ \ \text{(paper)}",
-    "psd": r"P = \operatorname{diag}(\operatorname{softplus}(p)) + U U^\top \succ 0\ \ \text{(ours)}",
-}
+from cem_core.nn.precondition import PRECONDITIONERS
 
 INTERACTION_LATEX = {
     "none": r"A_k = W_{Q,k}^\top W_{K,k}",
@@ -79,7 +73,7 @@ def update_latex(layer: str, cem: CEMOptions = CEMOptions(), activation: str = "
     else:
         raise ValueError(f"layer={layer!r} is invalid: must be 'attention', 'mlp' or 'joint'")
     return lines + [
-        PRECONDITIONER_LATEX[cem.preconditioner],
+        PRECONDITIONERS[cem.preconditioner].latex,
         r"x^{(0)} = \operatorname{Norm}(h_i), \qquad x^{(t+1)} = x^{(t)} - \eta\, P\, \nabla_x E\big(x^{(t)}\big)",
         steps_latex(T) + rf", \qquad h_i' = h_i + x^{{({T})}} - x^{{(0)}}",
     ]

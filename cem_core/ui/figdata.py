@@ -19,7 +19,7 @@ from cem_core.nn.attention import CEMAttention, InteractionTerm
 from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, ModelShape, switches
 from cem_core.nn.flops import attention_flops, block_flops, mlp_flops, model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
-from cem_core.nn.precondition import Preconditioner
+from cem_core.nn.precondition import PRECONDITIONERS, Preconditioner
 from cem_core.nn.rope import unrotate
 
 
@@ -152,14 +152,15 @@ def energy_landscape(d_model: int = 2, n_heads: int = 1, T: int = 6, eta: float 
 
 
 def preconditioner_spectra(d_model: int = 16, rank: int = 4, init_scale: float = 2.0, seed: int = 0) -> dict:
-    """Sorted eigenvalues of P for the paper's form ("dlr") and ours ("psd"), random factors.
+    """Sorted eigenvalues of P for every registered form but the identity (the paper's "dlr", ours "psd"), random
+    factors.
 
-    Both have softplus(p) = 1 (D = I) and factor entries N(0, init_scale / d): the paper's
+    Each has softplus(p) = 1 (D = I) and factor entries N(0, init_scale / d): the paper's
     U V^T + V U^T has eigenvalues of both signs, so P can be indefinite; U U^T is psd, so ours
     has every eigenvalue >= 1.
     """
     spectra = {}
-    for kind in ("dlr", "psd"):
+    for kind in (name for name, form in PRECONDITIONERS.items() if not form.identity):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             P = Preconditioner(d_model, kind, rank, init_scale).double()

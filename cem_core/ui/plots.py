@@ -6,6 +6,7 @@ cem_core.experiments.lm.sweep (language-model figures).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import sweep as lm_sweep
 from cem_core.experiments.records import atomic_write, refuse_links
+from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.ui import figdata, interactive, static
 
 
@@ -137,13 +139,14 @@ def mpl_energy_explorer(data: dict):
 
 
 def mpl_preconditioner_spectra(data):
-    """Sorted eigenvalues of the paper's P (dlr) and ours (psd)."""
+    """Sorted eigenvalues of each form of P in `data` (figdata.preconditioner_spectra: the paper's dlr, our psd),
+    labelled by its registered label."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for kind, marker, label in (("dlr", "o", "paper: diag(softplus p) + U Vᵀ + V Uᵀ"),
-                                ("psd", "s", "ours: diag(softplus p) + U Uᵀ")):
-        ax.plot(range(1, len(data[kind]) + 1), data[kind], marker, label=label)
+    for (kind, values), marker in zip(data.items(), itertools.cycle("os^vD")):
+        ax.plot(range(1, len(values) + 1), values, marker, label=PRECONDITIONERS[kind].label)
     ax.axhline(0.0, color="k", lw=1)
-    ax.axhspan(min(data["dlr"].min(), 0.0) - 0.5, 0.0, color="red", alpha=0.08, label="negative: a step can raise E")
+    lowest = min(min(values.min() for values in data.values()), 0.0)
+    ax.axhspan(lowest - 0.5, 0.0, color="red", alpha=0.08, label="negative: a step can raise E")
     return _finish(fig, ax, xlabel="eigenvalue index", ylabel="eigenvalue of P",
                    title="Preconditioner spectra (random factors)")
 
