@@ -31,17 +31,41 @@ def test_every_flag_has_help(command):
         assert action.help and len(action.help) > 10, f"{command}: {action.option_strings or action.dest} has no help"
 
 
-@pytest.mark.parametrize("command", ["info", "gp train"])
+@pytest.mark.parametrize("command", ["info", "gp train", "lm train", "lm compare"])
 def test_cem_flags_come_from_cem_options(command):
+    """Every CEMOptions field is a flag of info, gp train, lm train and lm compare (lm train and compare offered
+    only --T), its choices and default from the field; info and the LM commands keep each variant's own."""
     actions = {a.dest: a for a in PARSERS[command]._actions}
     for f in switches():
         action = actions[f.name]
-        assert action.default == (argparse.SUPPRESS if command == "info" else f.default)   # info: each variant's
+        assert action.default == (f.default if command == "gp train" else argparse.SUPPRESS)   # else each variant's
         if f.metadata["kind"] == "choice":
             assert tuple(action.choices) == tuple(f.metadata["allowed"])
     args = PARSERS[command].parse_args(["--T", "3", "--diagonal", "shared", "--eta-mode", "learned"])
     assert cem_options(args) == CEMOptions(T=3, diagonal="shared", eta_mode="learned")
     assert {f.name for f in fields(CEMOptions)} <= set(actions)
+
+
+def test_lm_cem_flags_change_each_cem_variant_and_leave_llama_as_it_is():
+    """`lm train` and `lm compare` take every CEM switch: each CEM variant applies it over its own switches (T
+    keeps its own field, so earlier runs keep their hashes); Llama, in a comparison, is trained as it is, and
+    named alone it refuses them."""
+    from cem_core.cli.lm import _cem_switches, _lm_overrides
+    from cem_core.experiments.lm.train import LMTrainConfig
+
+    args = PARSERS["lm compare"].parse_args(["--T", "3", "--diagonal", "shared", "--preconditioner", "psd"])
+    switches_given, overrides = _cem_switches(args), _lm_overrides(args)
+    assert switches_given == {"diagonal": "shared", "preconditioner": "psd"} and overrides["T"] == 3
+    full = LMTrainConfig.from_preset("cpu-tiny", variant="cem-full", cem_switches=switches_given, **overrides)
+    assert full.cem_options() == CEMOptions(T=3, diagonal="shared", preconditioner="psd")   # cem-full's dlr replaced
+    attn = LMTrainConfig.from_preset("cpu-tiny", variant="cem-attn", cem_switches=switches_given, **overrides)
+    assert attn.cem_options() == CEMOptions(T=3, diagonal="shared", preconditioner="psd")
+    plain = PARSERS["lm train"].parse_args(["--T", "2"])
+    given = LMTrainConfig.from_preset("cpu-tiny", variant="cem-attn", cem_switches=_cem_switches(plain),
+                                      **_lm_overrides(plain))
+    assert given == LMTrainConfig.from_preset("cpu-tiny", variant="cem-attn", T=2)       # the same run, as before
+    with pytest.raises(ValueError, match="applies to CEM layers only"):
+        LMTrainConfig.from_preset("cpu-tiny", variant="llama", cem_switches=switches_given)
 
 
 def test_a_bad_cem_flag_is_refused_by_the_options_object(capsys):

@@ -77,7 +77,7 @@ def diagonal_only():
 
 
 def test_a_new_preconditioner_is_one_registration(diagonal_only, capsys, float64):
-    for command in (["gp", "train"], ["info"]):                              # a choice of --preconditioner
+    for command in (["lm", "train"], ["lm", "compare"], ["gp", "train"], ["info"]):   # --preconditioner choices
         with pytest.raises(SystemExit):
             main([*command, "--help"])
         assert "diagonal_only" in capsys.readouterr().out.split("--preconditioner")[1].split("--")[0], command

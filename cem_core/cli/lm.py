@@ -13,10 +13,10 @@ from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
 from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
 from cem_core.experiments.schedule import OptimConfig
-from cem_core.nn.config import ModelShape
+from cem_core.nn.config import ModelShape, switches
 from cem_core.nn.model import VARIANTS
 
-from .options import add_part_arguments, part_overrides
+from .options import add_cem_arguments, add_part_arguments, part_overrides
 
 
 def add_lm(group) -> None:
@@ -82,7 +82,6 @@ def _add_training_flags(p) -> None:
     p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
     p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
-    p.add_argument("--T", type=int, help="override the CEM layers' T (default: the variant's)")
     p.add_argument("--eval-T", type=int, nargs="*", default=None,
                    help="also report validation perplexity at these T (test-time scaling)")
     p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
@@ -92,6 +91,7 @@ def _add_training_flags(p) -> None:
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     p.add_argument("--seed", type=int, help="initialization and data seed (default 0)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda when present)")
+    add_cem_arguments(p, per_variant=True)
 
 
 def _lm_data(args, **demo):
@@ -125,9 +125,15 @@ def lm_sweep_command(args) -> int:
     return 0
 
 
+def _cem_switches(args) -> dict:
+    """The CEM switches given as flags, T aside (T keeps its own field of a run's configuration, as it always
+    had): each CEM variant applies them over its own (VARIANT_OPTIONS)."""
+    return {f.name: getattr(args, f.name) for f in switches() if f.name != "T" and hasattr(args, f.name)}
+
+
 def _lm_overrides(args) -> dict:
     return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len,
-            "T": args.T, "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
+            "T": getattr(args, "T", None), "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
             "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed,
             **part_overrides(args, ModelShape), **part_overrides(args, OptimConfig)}
 
@@ -137,7 +143,8 @@ def lm_train_command(args) -> int:
     from cem_core.experiments.lm.data import describe
     from cem_core.experiments.lm.train import LMTrainConfig, train
     data = _lm_data(args)
-    cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, **_lm_overrides(args))
+    cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, cem_switches=_cem_switches(args),
+                                    **_lm_overrides(args))
     out = args.out or f"runs/lm/{args.preset}/{args.variant}-{cfg.run_hash(data)[:8]}"
     print(f"training {args.variant} ({args.preset}) on {describe(data)} into {out}", flush=True)
     summary = train(cfg, data, out, device=args.device).summary
@@ -162,7 +169,7 @@ def lm_compare(args) -> int:
     with claim_new_output("json", args.json, **own) if args.json else nullcontext():
         data = _lm_data(args)
         records = compare(args.preset, data, out, variants=tuple(args.variants), device=args.device,
-                          **_lm_overrides(args))
+                          cem_switches=_cem_switches(args), **_lm_overrides(args))
         print(table(records, data))
         if args.json:
             write_json(records, args.json)

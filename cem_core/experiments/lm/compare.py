@@ -14,13 +14,17 @@ from .train import LMTrainConfig, chinchilla_tokens, train
 
 
 def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), progress: bool = True,
-            device: str | None = None, **overrides) -> list[dict]:
+            device: str | None = None, cem_switches: dict | None = None, **overrides) -> list[dict]:
     """Train (or resume) each variant into out_root/<variant>; return one record per variant.
-    The comparison holds out_root for its whole life (each run also holds its own folder)."""
+    The comparison holds out_root for its whole life (each run also holds its own folder). The CEM switches
+    (`cem_switches`, and T and eval_T among `overrides`) apply to the CEM variants; Llama has none."""
     if len(set(variants)) != len(variants) or not variants:
         raise ValueError(f"variants={list(variants)!r} is invalid: name each variant once (they share one folder "
                          "each)")
-    configs = [LMTrainConfig.from_preset(preset, variant=variant, **overrides) for variant in variants]
+    llama = {k: v for k, v in overrides.items() if k not in ("T", "eval_T")}
+    configs = [LMTrainConfig.from_preset(preset, variant=variant, **llama) if variant == "llama" else
+               LMTrainConfig.from_preset(preset, variant=variant, cem_switches=cem_switches, **overrides)
+               for variant in variants]
     if device is not None:
         check_device(device)
     records = []

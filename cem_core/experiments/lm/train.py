@@ -119,10 +119,17 @@ class LMTrainConfig:
         self.model_config(vocab_size=257)   # validate the model sizes now
 
     @classmethod
-    def from_preset(cls, preset: str, **overrides) -> "LMTrainConfig":
-        """The preset's run with `overrides` (None: the preset's): training fields, ModelShape's and OptimConfig's."""
+    def from_preset(cls, preset: str, cem_switches: dict | None = None, **overrides) -> "LMTrainConfig":
+        """The preset's run with `overrides` (None: the preset's): training fields, ModelShape's and OptimConfig's;
+        `cem_switches` (CEMOptions fields, T aside: the command line's CEM flags) change a CEM variant's own
+        switches."""
         check_choice("preset", preset, tuple(TRAIN_PRESETS))
         given = {k: v for k, v in overrides.items() if v is not None}
+        if cem_switches:
+            variant = given.get("variant", "llama")
+            if variant == "llama":
+                fail("cem", cem_switches, "applies to CEM layers only; variant='llama' has none")
+            given["cem"] = replace(VARIANT_OPTIONS[variant], **cem_switches)
         sizes = {k: given.pop(k) for k in SHAPE_FIELDS if k in given}
         rates = {k: given.pop(k) for k in OPTIM_FIELDS if k in given}
         train = TRAIN_PRESETS[preset]["train"]
