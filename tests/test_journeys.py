@@ -175,6 +175,7 @@ def test_playback_runs_in_the_browser_and_a_click_follows_a_token(app, browser, 
     page.goto(f"{app.url}/?T=16")
     settle(page)
     frame = playback(page)
+    assert frame.locator("#plotly-version").count() == 0                 # the plotly.js it was written for
     trajectory = explore(EnergyControls.from_values(T=16))["phases"][0]["landscape"]["trajectory"]
     assert _step_shown(frame)["step"] == 16                              # a new state shows the whole descent
     page.wait_for_timeout(500)

@@ -114,3 +114,49 @@ def test_changes_name_what_differs():
     a, b = EnergyControls.from_values(T=16, anchor=1.0), EnergyControls()
     assert a.changes(b) == "T 16, anchor 1.0" and b.changes(a) == "T 4, anchor 0.0"
     assert a.changes(a) == "the same state"
+
+
+def test_the_playback_script_names_the_plotly_js_it_was_written_for_and_that_is_the_one_installed():
+    """The playback reads Plotly's drawing beyond its public API (an axis's c2p through _fullLayout, the
+    .scatterlayer and .heatmaplayer nodes), so a Plotly upgrade could break it in silence. The script names the
+    plotly.js it was written against and, on another, says so above the plots; this test fails when the installed
+    plotly package brings another plotly.js, so the upgrade is checked before it ships."""
+    import re
+    from pathlib import Path
+
+    import plotly
+
+    root = Path(__file__).resolve().parents[1]
+    script = (root / "app_pages" / "playback" / "playback.js").read_text()
+    written_for = re.search(r'const PLOTLY_WRITTEN_FOR = "([\d.]+)";', script).group(1)
+    bundled = (Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js").read_text()[:300]
+    assert re.search(r"plotly\.js v([\d.]+)", bundled).group(1) == written_for
+    assert "Plotly.version !== PLOTLY_WRITTEN_FOR" in script
+
+
+@pytest.mark.slow                      # a browser
+def test_on_another_plotly_js_the_playback_says_so_above_the_plots(tmp_path):
+    """The component's page, opened with its script expecting another plotly.js: a warning above the plots names
+    both versions (the installed one is what the page runs)."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from appdriver import chromium
+
+    from app_pages.playback import FRONTEND, PLOTLY_JS
+
+    folder = tmp_path / "playback"
+    shutil.copytree(FRONTEND, folder, ignore=shutil.ignore_patterns("plotly.min.js"))
+    shutil.copyfile(PLOTLY_JS, folder / "plotly.min.js")
+    script = folder / "playback.js"
+    written_for = re.search(r'const PLOTLY_WRITTEN_FOR = "([\d.]+)";', script.read_text()).group(1)
+    script.write_text(script.read_text().replace(f'"{written_for}";', '"0.0.1";', 1))
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(Path(folder / "index.html").as_uri())
+        warning = page.locator("#plotly-version")
+        warning.wait_for(timeout=10000)
+        version = page.evaluate("Plotly.version")
+        assert version == written_for
+        assert f"written for plotly.js 0.0.1 and this page runs {written_for}" in warning.inner_text()

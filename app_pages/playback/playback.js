@@ -4,6 +4,12 @@
 // nothing to the server. A click on a line or a heatmap row sends the token to follow (one rerun).
 "use strict";
 
+// Written and tested against this plotly.js. movePoints and heatmapImage read Plotly's drawing beyond its public
+// API (an axis's c2p through _fullLayout, the .scatterlayer and .heatmaplayer nodes). On another version the page
+// says so above the plots (and in the console), and tests/test_playback.py fails, instead of drawing a step wrong
+// in silence; check those two functions against the new version, then change this line.
+const PLOTLY_WRITTEN_FOR = "4.1.1";
+
 const send = (type, payload) => window.parent.postMessage({isStreamlitMessage: true, type, ...payload}, "*");
 const $ = id => document.getElementById(id);
 
@@ -307,4 +313,14 @@ window.addEventListener("message", event => {
   if (event.data && event.data.type === "streamlit:render") renderLatest(event.data.args);
 });
 window.addEventListener("resize", height);
+if (Plotly.version !== PLOTLY_WRITTEN_FOR) {
+  const warning = document.createElement("p");
+  warning.id = "plotly-version";
+  warning.setAttribute("role", "alert");
+  warning.style.cssText = "margin: 0 0 0.5rem; padding: 0.4rem 0.6rem; background: #fde8e8; color: #8a1c1c;";
+  warning.textContent = `The step playback was written for plotly.js ${PLOTLY_WRITTEN_FOR} and this page runs ` +
+    `${Plotly.version}: moved markers and heatmap steps may be drawn wrong. Install the plotly of requirements.txt.`;
+  document.body.prepend(warning);
+  console.error(warning.textContent);
+}
 send("streamlit:componentReady", {apiVersion: 1});
