@@ -105,19 +105,18 @@ class SizedCache:
                 if found is None:
                     flight = self._flights[key] = _Flight()
                     self.computed += 1
-            if found is not None:
-                return found()
-            try:
-                flight.value = make()                 # outside the lock: other keys are not held up
-                self._keep(key, flight.value)
-            except BaseException as error:
-                flight.error = error
-                raise
-            finally:
-                with self._lock:
-                    del self._flights[key]
-                flight.done.set()
-        return flight.value
+            if found is None:
+                try:
+                    flight.value = make()             # outside the lock: other keys are not held up
+                    self._keep(key, flight.value)
+                except BaseException as error:
+                    flight.error = error
+                    raise
+                finally:
+                    with self._lock:
+                        del self._flights[key]
+                    flight.done.set()
+        return flight.value if found is None else found()     # another's computation: waited for without a slot
 
     def _found(self, key: Hashable) -> Callable[[], object] | None:
         """(Under the lock.) What gives the key's value without computing it: the kept value, or the wait for the
