@@ -112,7 +112,7 @@ def test_train_a_small_model_now():
     assert_clean(at)
     assert any("held-out RMSE" in s.value for s in at.success)
     result = next(s.value for s in at.success if "held-out RMSE" in s.value)
-    # issue 38: the live ratio beside the sweep's, with the settings that differ read from both configs
+    # the live ratio beside the sweep's, with the settings that differ read from both configs
     from cem_core.experiments.gp import sweep as gp_sweep
 
     live = GPControls(steps=50)
@@ -124,7 +124,7 @@ def test_train_a_small_model_now():
 
 
 def test_the_study_images_say_what_they_show():
-    """Each study figure has a caption and an alt text (issue 38: none had either)."""
+    """Each study figure has a caption and an alt text (none had either)."""
     from cem_core.ui import plots
 
     at = run_page("gp")
@@ -263,7 +263,7 @@ def test_the_study_figures_are_drawn_once_not_on_every_rerun(monkeypatch):
 
 
 def test_the_lm_estimate_is_called_a_first_guess_timed_as_the_run_runs():
-    """Issue 38: the estimate said 3 min and the run's progress 6 to 11. The page calls it a first guess, timed on
+    """The estimate said 3 min and the run's progress 6 to 11. The page calls it a first guess, timed on
     the threads the run uses, and says that the progress bar goes by the measured speed."""
     from cem_core.ui import jobs
 

@@ -1,4 +1,4 @@
-"""Controls that cannot reach an invalid state (issue 38): random sequences of control changes, made the way a
+"""Controls that cannot reach an invalid state: random sequences of control changes, made the way a
 person makes them (one widget at a time, each followed by the page's rerun), never end in an error box or a
 traceback. The energy and design pages' controls depend on each other (heads divide the width, RoPE needs even
 head widths, the diagonal's form needs a diagonal); the only refusal left is a state too large for an

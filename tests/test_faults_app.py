@@ -168,7 +168,7 @@ def test_a_link_naming_a_data_folder_that_is_not_there_gives_a_message(board):
     assert at.session_state["lm_data"] == "demo"
 
 
-# -- issue 25: one bad entry, file or value never takes the page down -----------------------------------
+# -- one bad entry, file or value never takes the page down -----------------------------------
 
 
 def test_a_shard_folder_whose_splits_link_outside_is_refused(board, tmp_path):

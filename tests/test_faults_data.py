@@ -239,7 +239,7 @@ def test_skip_counts_count_each_record_once_however_many_passes(tmp_path):
     assert per_pass > 0 and (stats.malformed, stats.documents) == (2, 40)
 
 
-# --- issue 25: inputs that used to end in a traceback ------------------------------------------
+# --- inputs that used to end in a traceback ------------------------------------------
 
 def test_a_line_nested_too_deep_to_parse_is_a_malformed_record(tmp_path):
     """A line nested 100,000 deep used to end the run with a RecursionError traceback."""

@@ -362,7 +362,7 @@ def test_a_split_folder_without_shards_is_refused_before_run_json(tmp_path, caps
 
 
 def test_a_sweep_pointed_at_another_kind_of_sweeps_folder_says_so(tmp_path, capsys):
-    """`gp sweep --out <an LM sweep folder>` said "the field 'group' is missing; fix it" (issue 42)."""
+    """`gp sweep --out <an LM sweep folder>` said "the field 'group' is missing; fix it"."""
     import shutil
 
     from conftest import ROOT

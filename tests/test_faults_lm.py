@@ -307,7 +307,7 @@ def test_a_refused_torchrun_job_ends_every_rank_with_the_message(tmp_path):
     assert "barrier" not in done.stderr                                   # nobody was left waiting
 
 
-# -- divergence is divergence, and a record says what it holds (issue 42) -----------------------------------------
+# -- divergence is divergence, and a record says what it holds ---------------------------------------------------
 
 
 @pytest.mark.slow                      # trains twice

@@ -1,4 +1,4 @@
-"""Issue 42's writers: every command that writes refuses links, never deletes what it did not make, and two
+"""The writers: every command that writes refuses links, never deletes what it did not make, and two
 commands naming the same new output file cannot both train and lose a record. Each attack below was reported
 against the code before the fix (publish.py removed a user's OUT/mathjax and wrote through a planted link,
 `figures` wrote through a link with exit 0, two `gp train --out T/rec.json` both said "record written")."""

@@ -120,7 +120,7 @@ def test_parameter_counts_match_the_built_models():
 
 
 def test_the_design_page_says_how_its_defaults_relate_to_make_info(capsys):
-    """The design page's table at its defaults differs from `make info`'s without a word (issue 38): same sizes,
+    """The design page's table at its defaults differs from `make info`'s without a word: same sizes,
     other CEM switches. Its note names the sizes and both switch sets, and every total and KV ratio it quotes
     for `make info` is the one `make info` prints (its command read from the Makefile)."""
     import shlex
@@ -167,7 +167,7 @@ def test_the_design_tables_keep_every_column():
 
 
 def test_log2_axes_label_their_ticks_with_the_numbers():
-    """Issue 38: the test-time scaling plot's last tick read "2x10" for T = 16 (Plotly's power-of-ten labels at
+    """The test-time scaling plot's last tick read "2x10" for T = 16 (Plotly's power-of-ten labels at
     dtick log10(2)). Every log2 axis of the GP page labels a tick at each power of two of its data as the number."""
     from cem_core.ui import interactive
 
@@ -183,7 +183,7 @@ def test_log2_axes_label_their_ticks_with_the_numbers():
 
 
 def test_the_app_s_study_figures_have_legible_text():
-    """Issue 38: the study figures' legends were about 7 px as the GP page shows them. In the app's form every text
+    """The study figures' legends were about 7 px as the GP page shows them. In the app's form every text
     is at least APP_TEXT_PX when the figure is APP_IMAGE_PX wide (a browser test checks the page shows them at
     least that wide); the wide form (figures/) would not be."""
     import matplotlib

@@ -1,4 +1,4 @@
-"""Issue 40's width ladder at the paper's budget: the staged rate choice, each seed's own data order, the rule
+"""The width ladder at the paper's budget: the staged rate choice, each seed's own data order, the rule
 fixed before the runs, and the committed records against the preset (docs/design.md#55-the-language-model-sweep)."""
 import json
 import math

@@ -1,4 +1,4 @@
-"""Issue 26's evidence: each variant at its own learning rate, and the width ladder with its fitted trend
+"""The referee's evidence: each variant at its own learning rate, and the width ladder with its fitted trend
 (docs/design.md#55-the-language-model-sweep)."""
 import json
 import math
@@ -424,7 +424,7 @@ def documents() -> dict[str, str]:
 
 
 def test_no_document_calls_a_gap_that_grows_in_size_closing_or_narrowing():
-    """Issue 40: the quarter ladder's recorded rule called gaps that grew from -17% to +25-35% "closing". Every
+    """The quarter ladder's recorded rule called gaps that grew from -17% to +25-35% "closing". Every
     document a reader sees (README, docs, figure captions, notebooks and the lecture, the app's pages) and every
     sentence the ladders generate is checked against the records: a variant whose mean gap is larger in size at the
     largest width than at the smallest is never called closing or narrowing."""

@@ -167,7 +167,7 @@ def test_the_colab_cell_installs_the_project_where_cem_core_is_missing(tmp_path)
                                    str(clone / "notebooks")]
 
 
-# The set-up cell as it was before issue 41: skipped wherever cem_core imports, so after a kernel restart on Colab
+# The earlier set-up cell: skipped wherever cem_core imports, so after a kernel restart on Colab
 # (the package installed, the working folder and the path reset) the next cell could not import nbhelpers
 OLD_SETUP_CELL = """import importlib.util
 import os
@@ -193,7 +193,7 @@ def test_the_set_up_cell_survives_a_kernel_restart(tmp_path, cell, works):
     """Colab after a restart: cem_core installed, the working folder elsewhere (Colab's /content, here a
     temporary folder), the clone beside it from the first session. The set-up cell runs twice in one kernel,
     then the lecture's next cells (its parameters and its imports, nbhelpers among them); then a new kernel (the
-    restart) runs the set-up cell and the same cells again. Today's cell passes; the cell before issue 41 fails
+    restart) runs the set-up cell and the same cells again. Today's cell passes; the cell before the rewrite fails
     at the imports."""
     import colab
 

@@ -1,4 +1,4 @@
-"""Smaller breaks a class sees (issue 38), checked in Debian's headless Chromium (tests/appdriver.py): the design
+"""Smaller breaks a class sees, checked in Debian's headless Chromium (tests/appdriver.py): the design
 page's tables whole at 1280 x 720, and the GP page's tick labels, subscripts and study images as displayed.
 
 Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set."""

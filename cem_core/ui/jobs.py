@@ -61,8 +61,8 @@ TABLE_FIELDS = {"variant", "params", "tokens_per_s", "val_ppl", "sample"}   # th
 JOB_THREADS = max(1, (os.cpu_count() or 1) // 2)
 """The torch threads of a job, and of the timed steps that estimate it: half the cores, so that the app's server
 and the browser keep the rest. With a thread per core, anything else running makes the threads wait for each
-other: on 2 cores beside one busy process, cpu-tiny trained at 1,400 tokens/s on 2 threads and 16,800 on 1 (issue
-38: the estimate, timed on the app's one thread, said 3 minutes and the run then took 6 to 11)."""
+other: on 2 cores beside one busy process, cpu-tiny trained at 1,400 tokens/s on 2 threads and 16,800 on 1 (an
+estimate timed on the app's one thread said 3 minutes, and the run then took 6 to 11)."""
 GUESS_STEPS, GUESS_WARMUP = 5, 2                           # the timed steps of a first guess
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")        # read by torch when the job's process starts
 

@@ -67,7 +67,7 @@ def plateau_runs() -> list[RunSpec]:
     return _runs("plateau", GPTaskConfig(), _BASE_MODEL, train, Ts=(1,), seeds=(0,))
 
 
-# The learning-rate check per T (issue 40): is the study's one rate (GP_OPTIM's 3e-3) as good for CEM attention
+# The learning-rate check per T: is the study's one rate (GP_OPTIM's 3e-3) as good for CEM attention
 # at T = 8 as at T = 1? Fixed before its runs trained, and recorded in its sweep.json.
 RATE_CHECK_LRS = (1e-3, 3e-3, 1e-2)
 RATE_CHECK_TS = (1, 8)

@@ -1,5 +1,5 @@
 """``lm sweep``: the paper's language-model claims in miniature, eleven variants (nine for the paper's claims, two
-of ours) x three seeds, resumable; and, for issue 26, each variant's own learning rate (``--preset rates``: the nine
+of ours) x three seeds, resumable; and each variant's own learning rate (``--preset rates``: the nine
 and two with learned per-step step sizes, on a grid of rates under RATE_RULE, ``own_rates``).
 
 Every variant is trained on the same tokens (the data stream does not depend on the seed), with one
@@ -47,10 +47,10 @@ from .train import LMTrainConfig, train
 PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
-COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate (issue 26) ...
+COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate ...
 COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
 COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder at a quarter of the budget
-COMMITTED_BUDGET_LADDER = Path("results") / "lm-budget-ladder"   # and at the paper's budget (issue 40)
+COMMITTED_BUDGET_LADDER = Path("results") / "lm-budget-ladder"   # and at the paper's budget
 
 # name -> (model variant, CEM switches): the nine variants the paper's claims compare, and two of ours
 SWEEP_VARIANTS = {
@@ -66,7 +66,7 @@ SWEEP_VARIANTS = {
     # ours (docs/design.md#214-the-block-as-one-energy): the distance-form diagonal, and cem-full as one energy
     "attn T=2, diag shared, distance": ("cem-attn", CEMOptions(T=2, diagonal="shared", diagonal_form="distance")),
     "cem-full, joint": ("cem-full", replace(VARIANT_OPTIONS["cem-full"], block="joint")),
-    # learned step sizes, one eta per step (issue 26: is the preconditioner's gain step-size control?)
+    # learned step sizes, one eta per step (is the preconditioner's gain step-size control?)
     "attn T=2, diag shared, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", eta_mode="per_step")),
     "attn T=2, diag shared, P dlr, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", preconditioner="dlr",
                                                                          eta_mode="per_step")),
@@ -115,7 +115,7 @@ class SweepPreset:
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst
 # perplexity relative to each probed variant's best was lowest (see the README).
 DEFAULT_LR = 1e-3
-# Each variant's own rate, fixed before its grid ran (issue 26) and recorded in the rates sweep's manifest
+# Each variant's own rate, fixed before its grid ran and recorded in the rates sweep's manifest
 RATE_GRID = (3e-4, 6e-4, 1e-3, 2e-3, 4e-3, 8e-3)
 RATE_RULE = ("Each variant's own learning rate is the rate of the grid with the lowest validation perplexity at a "
              "quarter of the budget (seed 0). It must lie strictly inside the grid: a best rate at an edge extends "
@@ -126,7 +126,7 @@ OWN_RATES = {"llama": 2e-3, "attn T=1": 4e-3, "attn T=2": 4e-3, "attn T=2, diag 
              "attn T=2, diag shared": 4e-3, "attn T=2, diag shared, P dlr": 4e-3, "mlp T=1": 2e-3, "mlp T=2": 2e-3,
              "cem-full": 1e-3, "attn T=2, diag shared, eta per step": 4e-3,
              "attn T=2, diag shared, P dlr, eta per step": 4e-3}
-# The width ladder (issue 26): four variants at three widths spanning 4x, a fixed head width of 16, two layers,
+# The width ladder: four variants at three widths spanning 4x, a fixed head width of 16, two layers,
 # each at the same fraction of 20 tokens per Llama parameter of its width, on a grid around its own d = 96 rate
 LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
 LADDER_VARIANTS = ("llama", "attn T=1", "attn T=2", "cem-full")
@@ -152,7 +152,7 @@ LADDER_RULE = ("At each width each variant's rate is the rate of its grid (1/2, 
                "trend shown' otherwise. The line's value at the paper's smallest scale (Llama 85.2M), with the "
                "95% confidence interval of the line there, is a projection, not a result: it holds only if the "
                "line stays straight that far.")
-# The width ladder at the paper's budget (issue 40): 20 tokens per Llama parameter of each width, three seeds that
+# The width ladder at the paper's budget: 20 tokens per Llama parameter of each width, three seeds that
 # vary the data order as well as the initialisation, each variant's rate chosen on seed 0 from a grid around its
 # best rate at that width in the quarter-budget ladder (results/lm-ladder, LADDER_RULE: ladder.best_rates)
 BUDGET_LADDER_BASE = ((32, "llama", 4e-3), (32, "attn T=1", 3.2e-2), (32, "attn T=2", 1.6e-2), (32, "cem-full", 4e-3),
@@ -179,7 +179,7 @@ _CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256),
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
     "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=SWEPT),
-    # each variant's own learning rate (issue 26): a grid at a quarter of the budget, under RATE_RULE
+    # each variant's own learning rate: a grid at a quarter of the budget, under RATE_RULE
     "rates": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=RATE_GRID, seeds=(0,),
                          variants=(*PAPER_VARIANTS, *tuple(SWEEP_VARIANTS)[len(SWEPT):])),
     "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
