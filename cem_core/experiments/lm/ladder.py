@@ -204,10 +204,15 @@ def trend_rows(records: list[dict], preset: str = "ladder") -> list[dict]:
                                                                       if t["diverged"] else ""),
                     SLOPE_COLUMN: f"{line['b']:+.4f} [{line['b_low']:+.4f}, {line['b_high']:+.4f}], {line['dof']}"
                     if fitted else "– (a line needs 2 widths of 2 seeds)",
-                    LOF_COLUMN: f"{line['lof_p']:.3f}" if math.isfinite(line["lof_p"]) else "– (needs 3 widths)",
+                    LOF_COLUMN: p_value(line["lof_p"]) if math.isfinite(line["lof_p"]) else "– (needs 3 widths)",
                     "trend of the gap's size": t["verdict"],
                     reach_column(): pct(t["reach"], 0) if fitted else "–"})
     return out
+
+
+def p_value(p: float, equals: str = "") -> str:
+    """A p-value as the tables print it: three decimals, or "< 0.001" (never a p of 0.000)."""
+    return "< 0.001" if p < 0.001 else f"{equals}{p:.3f}"
 
 
 def corpus(records: list[dict]) -> str:
@@ -239,7 +244,7 @@ def variant_sentence(name: str, t: dict) -> str:
     if not math.isfinite(line["b"]):
         at = ", ".join(f"{pct(math.expm1(w['mean']))} at d = {w['width']}" for w in t["widths"])
         return f"{name} is {at} (no line yet: it needs 2 widths of at least 2 seeds{left})"
-    lof = (f"; lack-of-fit p = {line['lof_p']:.3f}" + (": the straight line misdescribes the width means"
+    lof = (f"; lack-of-fit p {p_value(line['lof_p'], '= ')}" + (": the straight line misdescribes the width means"
                                                         if line["lof_p"] < LACK_OF_FIT else "")
            if math.isfinite(line["lof_p"]) else "")
     return (f"{name} goes from {pct(math.expm1(first['mean']))} at d = {first['width']} to "
