@@ -9,8 +9,10 @@ from test_exactness import attention, check_mlp_exact
 from cem_core import assert_exact, gradient_exactness_error
 from cem_core.__main__ import main
 from cem_core.nn.activations import ACTIVATIONS, Activation, register_activation
-from cem_core.nn.config import CEMOptions
-from cem_core.nn.flops import model_flops
+from cem_core.nn.attention import CEMAttention
+from cem_core.nn.config import AttentionConfig, CEMOptions
+from cem_core.nn.diagonals import DIAGONALS
+from cem_core.nn.flops import attention_flops, model_flops
 from cem_core.nn.model import LanguageModel, ModelConfig
 from cem_core.nn.precondition import PRECONDITIONERS, Preconditioner, PreconditionerKind, register_preconditioner
 from cem_core.ui.equations import update_latex
@@ -101,3 +103,21 @@ def test_a_new_preconditioner_is_one_registration(diagonal_only, capsys, float64
     assert "diagonal_only" in preconditioner_spectra(d_model=6, rank=2)
     with pytest.raises(ValueError, match="registered already"):
         register_preconditioner(diagonal_only)
+
+
+@pytest.mark.parametrize("name", sorted(DIAGONALS))
+def test_each_diagonal_carries_its_count_its_core_width_and_its_equation(name):
+    """The diagonal D is one registered object too (nn/diagonals.py): the layer's parameters, the FLOP count's core
+    and the app's equation come from it."""
+    diagonal = DIAGONALS[name]
+    d, H = 16, 4
+    cfg = AttentionConfig(d_model=d, n_heads=H, diagonal=name)
+    layer = CEMAttention(cfg)
+    assert cfg.param_counts()["diagonal"] == diagonal.params(d, H)
+    assert sum(p.numel() for p in layer.parameters()) == sum(cfg.param_counts().values())
+    core = attention_flops(cfg, 32)["core"]
+    assert core == 2 * 32 * diagonal.core_width(d, H) * 32                     # q k'^T and a v', the causal half
+    forms = ("bilinear",) if diagonal.D is None else ("bilinear", "distance")
+    for form in forms:
+        lines = update_latex("attention", CEMOptions(diagonal=name, diagonal_form=form))
+        assert (diagonal.interaction_latex if form == "bilinear" else diagonal.distance_latex()) in "\n".join(lines)

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .activations import ACTIVATIONS
+from .diagonals import DIAGONALS
 from .precondition import PRECONDITIONERS
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
-DIAGONALS = ("none", "per_head", "shared")
 DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x - c)^T D (x - c) with D = softplus > 0
 BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
 ETA_MODES = ("fixed", "learned", "per_step")
@@ -272,12 +272,12 @@ class AttentionConfig(DescentConfig, HeadsConfig):
     """CEM attention: T steps on the log-sum-exp interaction energy
     (docs/design.md#23-interaction-energy-and-attention)."""
 
-    diagonal: str = "none"        # "none" | "per_head" | "shared": D in A_k = diag(d_k) + W_Q,k^T W_K,k
+    diagonal: str = "none"        # a name in DIAGONALS: D in A_k = diag(d_k) + W_Q,k^T W_K,k
     diagonal_form: str = "bilinear"   # "bilinear": x^T D c; "distance": -(1/2)(x - c)^T D (x - c), D = softplus > 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_choice("diagonal", self.diagonal, DIAGONALS)
+        check_choice("diagonal", self.diagonal, tuple(DIAGONALS))
         check_choice("diagonal_form", self.diagonal_form, DIAGONAL_FORMS)
         if self.diagonal_form == "distance" and self.diagonal == "none":
             fail("diagonal_form", self.diagonal_form, "needs a diagonal (diagonal='per_head' or 'shared')")
@@ -288,7 +288,7 @@ class AttentionConfig(DescentConfig, HeadsConfig):
                 **self._descent_param_counts()}
 
     def _diagonal_count(self) -> int:
-        return {"none": 0, "per_head": self.n_heads * self.d_model, "shared": self.d_model}[self.diagonal]
+        return DIAGONALS[self.diagonal].params(self.d_model, self.n_heads)
 
     @property
     def query_space(self) -> bool:

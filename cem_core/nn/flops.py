@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import AttentionConfig, BlockConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
+from .diagonals import DIAGONALS
 from .precondition import PRECONDITIONERS
 
 CONVENTION = ("matmul FLOPs only (2mkp per (m x k)(k x p) product), causal core counted as half of n^2, "
@@ -43,7 +44,7 @@ def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: 
     if isinstance(cfg, LlamaAttentionConfig):
         steps, projections, width = 1, 4, d                            # q, k, v, o; one core d_h per head
     else:
-        steps, width = cfg.T, {"none": d, "shared": 2 * d, "per_head": d + cfg.n_heads * d}[cfg.diagonal]
+        steps, width = cfg.T, DIAGONALS[cfg.diagonal].core_width(d, cfg.n_heads)
         if cfg.query_space:
             projections = cfg.T + 2                                    # k, q, (T - 1) o M, one readout
             weights = (_matmuls(1, d, d, d) + _preconditioner_flops(cfg, d)) / batch   # M = W_Q P W_Q^T

@@ -3,13 +3,8 @@ from __future__ import annotations
 
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import CEMOptions
+from cem_core.nn.diagonals import DIAGONALS
 from cem_core.nn.precondition import PRECONDITIONERS
-
-INTERACTION_LATEX = {
-    "none": r"A_k = W_{Q,k}^\top W_{K,k}",
-    "per_head": r"A_k = \operatorname{diag}(d_k) + W_{Q,k}^\top W_{K,k}",
-    "shared": r"A_k = \operatorname{diag}(d) + W_{Q,k}^\top W_{K,k}\ \ \text{(one d, all heads)}",
-}
 
 
 def steps_latex(T: int) -> str:
@@ -17,27 +12,19 @@ def steps_latex(T: int) -> str:
     return "t = 0" if T == 1 else "t = 0, 1" if T == 2 else rf"t = 0, \dots, {T - 1}"
 
 
-DISTANCE_LATEX = {
-    "per_head": r"s^k_{ij} = x^\top W_{Q,k}^\top W_{K,k} c_j - \tfrac12 (x - c_j)^\top D_k (x - c_j), "
-                r"\ D_k = \operatorname{diag}(\operatorname{softplus}(p_k))",
-    "shared": r"s^k_{ij} = x^\top W_{Q,k}^\top W_{K,k} c_j - \tfrac12 (x - c_j)^\top D (x - c_j), "
-              r"\ D = \operatorname{diag}(\operatorname{softplus}(p))",
-}
-
-
 def _attention_lines(cem: CEMOptions, name: str = "E") -> list[str]:
     """E_att's energy, its interaction, -grad E_att and the weights (the gradient third)."""
+    diagonal = DIAGONALS[cem.diagonal]
     if cem.diagonal_form == "distance":
-        D = "D_k" if cem.diagonal == "per_head" else "D"
         return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
                 r"e^{\beta\, s^k_{ij}}",
-                DISTANCE_LATEX[cem.diagonal],
+                diagonal.distance_latex(),
                 rf"-\nabla_x {name} = \sum_k \Big(W_{{Q,k}}^\top W_{{K,k}} \sum_{{j \le i}} a^k_{{ij}} c_j + "
-                rf"{D} \big(\textstyle\sum_{{j \le i}} a^k_{{ij}} c_j - x\big)\Big)",
+                rf"{diagonal.D} \big(\textstyle\sum_{{j \le i}} a^k_{{ij}} c_j - x\big)\Big)",
                 r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, s^k_{ij}\big), \qquad \beta = 1/\sqrt{d_h}"]
     return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
             r"e^{\beta\, x^\top A_k c_j}",
-            INTERACTION_LATEX[cem.diagonal] + r", \qquad \beta = 1/\sqrt{d_h}",
+            diagonal.interaction_latex + r", \qquad \beta = 1/\sqrt{d_h}",
             rf"-\nabla_x {name} = \sum_k A_k \sum_{{j \le i}} a^k_{{ij}} c_j",
             r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)"]
 
