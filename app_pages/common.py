@@ -29,7 +29,7 @@ def plain(text: str) -> str:
     return AUTOLINKED.sub("\u2060", MARKDOWN_PUNCTUATION.sub(r"\\\1", text))
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=1)
 def gp_sweep_records() -> list[dict]:
     """The committed GP sweep's records (the GP page's plots, the lesson's GP step)."""
     return gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")

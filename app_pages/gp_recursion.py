@@ -38,13 +38,13 @@ from cem_core.ui.jobs import duration
 KEYS = widget_keys(GPControls, "gp_")
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=256)       # a few KB each: 10,000 seeds x 3 kernels
 def sampled_function(kernel: str, seed: int):
     xs, ys, grid, f = gp_task.sample_function_on_grid(gp_task.GPTaskConfig(kernel=kernel), seed)
     return xs.numpy(), ys.numpy(), grid.numpy(), f.numpy()
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=1024)      # a few KB each: x 33 points seen
 def posterior(kernel: str, seed: int, k: int):
     xs, ys, grid, _ = sampled_function(kernel, seed)
     to = lambda a: torch.from_numpy(a)[None, :, None]  # noqa: E731
@@ -76,12 +76,12 @@ def sweep_section(records) -> None:
             "retraining. A flat or rising curve means the extra steps do not refine the prediction.")
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=1)
 def study_records():
     return gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=8)
 def study_figure(name: str) -> bytes:
     """A figure of the committed study (plots.GP_STUDY_FIGURES) as PNG, drawn once per app process, not on every
     rerun of the page (the three take seconds to draw; the records do not change while the app runs)."""
@@ -156,7 +156,7 @@ def demo_section(controls: GPControls) -> None:
         st.success(st.session_state.gp_result)
 
 
-@st.cache_data(show_spinner="Timing a few training steps…", ttl=120)
+@st.cache_data(show_spinner="Timing a few training steps…", ttl=120, max_entries=64)
 def training_estimate(controls: GPControls) -> float:
     """Seconds to train this model here, from a few timed steps (re-measured after two minutes: the load changes).
     The caller passes only what sets the speed (kernel, switches, steps), so moving the demo's seed or points

@@ -100,7 +100,7 @@ def measured(name: str) -> dict:
     return computed().get(("test-time", name, stamp(name)), lambda: trained_models.test_time(name, models_root()))
 
 
-@st.cache_data(show_spinner="Reading the validation text…")
+@st.cache_data(show_spinner="Reading the validation text…", max_entries=1)
 def samples() -> list[str]:
     from cem_core.experiments.lm.data import iter_documents
 

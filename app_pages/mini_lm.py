@@ -77,14 +77,14 @@ def launcher(board: jobs.JobBoard) -> None:
         st.rerun()
 
 
-@st.cache_data(show_spinner="Listing the shard folders…", ttl=60, hash_funcs={jobs.JobBoard: repr})
+@st.cache_data(show_spinner="Listing the shard folders…", ttl=60, max_entries=4, hash_funcs={jobs.JobBoard: repr})
 def data_entries(board: jobs.JobBoard) -> tuple[list[str], list[str]]:
     """The board's data choices and the entries left out, listed once a minute: every shard a folder's run would
     read is checked, and a large data folder takes seconds to walk (Start checks the chosen folder again)."""
     return board.data_entries()
 
 
-@st.cache_data(show_spinner="Timing a few training steps…", ttl=300)
+@st.cache_data(show_spinner="Timing a few training steps…", ttl=300, max_entries=32)
 def step_estimates(preset: str, variants: tuple[str, ...]) -> dict[str, float]:
     """Seconds one training step of each variant takes here, timed as the job runs, in a process of its own
     (re-measured after five minutes)."""
@@ -153,7 +153,7 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
 
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=8)
 def sweep_records(folder=sweep.COMMITTED_SWEEP):
     return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
 

@@ -511,3 +511,16 @@ def test_a_class_arriving_at_once_on_a_cold_server_gets_its_pages_without_an_err
     loads = re.search(r"(\d[\d,]*) MB after the first, (\d[\d,]*) MB after the last", done.stdout)
     first, last = (float(x.replace(",", "")) for x in loads.groups())
     assert last - first < 20, done.stdout
+
+
+def test_every_cache_of_the_pages_is_bounded():
+    """A class moving the GP page's seed (10,000 values, 3 kernels, 33 points seen) filled its posterior cache
+    without bound: every st.cache_data or st.cache_resource of the pages now states its max_entries (the computed
+    states live in the byte-bounded caches of cem_core/ui/cache.py)."""
+    from conftest import ROOT
+
+    found = []
+    for path in sorted((ROOT / "app_pages").glob("*.py")):
+        for decorator in re.findall(r"@st\.cache_(?:data|resource)(?:\((.*?)\))?\n", path.read_text(), re.S):
+            found.append((path.name, "max_entries=" in decorator))
+    assert len(found) >= 10 and all(bounded for _, bounded in found), found
