@@ -27,7 +27,7 @@ def _widgets(at):
 def _random_value(rng, widget, numbers: dict, name: str, cls):
     kind, allowed = cls.specs().get(name, (None, None))
     if kind == "choice":
-        return rng.choice(allowed)                      # the values, whatever labels the widget shows
+        return rng.choice(tuple(allowed))               # the values (a registry's names), whatever labels it shows
     if hasattr(widget, "options") and widget.options:
         options = list(widget.options)
         value = rng.choice(options)

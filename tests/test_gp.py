@@ -382,5 +382,7 @@ def test_a_sweep_reuses_runs_of_the_same_configuration(tmp_path, monkeypatch, ca
     assert calls == [new.hash]
     records = {r["hash"]: r for r in gp_sweep.GP_SWEEP.load(tmp_path / "b" / "results.json")}
     source = {r["hash"]: r for r in gp_sweep.GP_SWEEP.load(tmp_path / "a" / "results.json")}
-    assert records[other.hash] == source[other.hash] | {"group": "elsewhere"}
+    unsealed = lambda record: {k: v for k, v in record.items() if k != "checksums"}  # noqa: E731
+    assert unsealed(records[other.hash]) == unsealed(source[other.hash]) | {"group": "elsewhere"}
+    assert gp_sweep.GP_SWEEP.problem(records[other.hash]) == ""                # sealed anew under its group
     assert first[0].hash not in records
