@@ -76,6 +76,7 @@ def test_closing_the_sweep_cancels_the_jobs_still_running(tmp_path):
         time.sleep(0.2)
 
 
+@pytest.mark.slow                      # trains a run
 def test_a_record_a_worker_hands_back_is_checked_before_it_is_saved(tmp_path):
     """The runner's rule for every executor: a record that is not sound (here: a bare dict with a hash, as a job
     of another version might return), or that is not a run still to do, ends the sweep and is not saved."""

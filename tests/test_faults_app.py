@@ -336,6 +336,7 @@ def test_sessions_asking_for_one_new_state_at_once_share_one_computation():
     assert errors == ["bad state"] * 4 and cache.computed == 3 and "broken" not in cache._items
 
 
+@pytest.mark.slow                      # threads that sleep
 def test_new_states_are_computed_a_few_at_a_time_and_the_waiting_sessions_are_told(monkeypatch):
     """Twenty-four distinct links at once were computed all at once, sharing two cores 24 ways (68 s a page, the
     server at 5,206 MB). Now at most COMPUTE_SLOTS new states are computed at a time over every cache; a session
@@ -379,6 +380,7 @@ def test_new_states_are_computed_a_few_at_a_time_and_the_waiting_sessions_are_to
     assert len(told) >= 3 and sorted(told) == sorted(cleared)          # 6 computations, 2 at a time: 4 wait
 
 
+@pytest.mark.slow                      # 300 spectra
 def test_the_design_pages_spectra_cache_is_bounded_in_bytes(monkeypatch):
     """300 links with distinct ds_p_scale values added 4.86 KB each to the design page, never evicted. Its
     spectra now live in a shared cache bounded in bytes."""

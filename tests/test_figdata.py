@@ -182,6 +182,7 @@ def test_log2_axes_label_their_ticks_with_the_numbers():
     assert list(interactive.gp_scaling_figure(records).layout.xaxis.ticktext) == ["1", "2", "4", "8", "16"]
 
 
+@pytest.mark.slow                      # draws the three study figures
 def test_the_app_s_study_figures_have_legible_text():
     """The study figures' legends were about 7 px as the GP page shows them. In the app's form every text
     is at least APP_TEXT_PX when the figure is APP_IMAGE_PX wide (a browser test checks the page shows them at

@@ -166,6 +166,7 @@ def test_the_first_guess_is_timed_in_a_process_of_its_own_and_leaves_the_server_
         jobs.first_guess("cpu-tiny", ("no-such-variant",))
 
 
+@pytest.mark.slow                      # starts a job's process
 def test_job_runs_on_the_threads_its_first_guess_is_timed_on(board, monkeypatch, capsys):
     """The cause of a class's 3 minutes estimated and 6 to 11 shown: the guess was timed on the app's one thread,
     the run used one per core and slowed 10-fold beside the app. Now both use JOB_THREADS, and the record keeps

@@ -92,6 +92,7 @@ def test_a_gp_model_stopped_after_step_t_equals_the_model_run_with_t_steps():
 
 # -- the prose corpus ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow                      # reads the whole prose corpus twice
 def test_the_prose_corpus_is_english_prose_without_interactive_examples_and_is_deterministic():
     docs = prose_corpus(1 << 30)
     text = "\n".join(docs)
