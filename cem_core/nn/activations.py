@@ -17,6 +17,8 @@ from fractions import Fraction
 import torch
 import torch.nn.functional as F
 
+from .registry import Registry
+
 
 @dataclass(frozen=True)
 class Activation:
@@ -33,15 +35,8 @@ class Activation:
             raise ValueError(f"name={self.name!r} is invalid: an activation's name is a lower-case identifier")
 
 
-ACTIVATIONS: dict[str, Activation] = {}
-
-
-def register_activation(activation: Activation) -> Activation:
-    """Add an activation to ACTIVATIONS (a ValueError for a name taken)."""
-    if activation.name in ACTIVATIONS:
-        raise ValueError(f"activation {activation.name!r} is registered already")
-    ACTIVATIONS[activation.name] = activation
-    return activation
+ACTIVATIONS: Registry = Registry("activation")
+register_activation = ACTIVATIONS.register            # add an Activation (a ValueError for a name taken)
 
 
 # -- SiLU: Phi through the dilogarithm ---------------------------------------------------------------------------

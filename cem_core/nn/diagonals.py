@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .registry import Registry
+
 
 @dataclass(frozen=True)
 class Diagonal:
@@ -30,15 +32,8 @@ class Diagonal:
                 rf"\ {self.D} = \operatorname{{diag}}(\operatorname{{softplus}}({p}))")
 
 
-DIAGONALS: dict[str, Diagonal] = {}
-
-
-def register_diagonal(diagonal: Diagonal) -> Diagonal:
-    """Add a diagonal to DIAGONALS (a ValueError for a name taken)."""
-    if diagonal.name in DIAGONALS:
-        raise ValueError(f"diagonal {diagonal.name!r} is registered already")
-    DIAGONALS[diagonal.name] = diagonal
-    return diagonal
+DIAGONALS: Registry = Registry("diagonal")
+register_diagonal = DIAGONALS.register                # add a Diagonal (a ValueError for a name taken)
 
 
 register_diagonal(Diagonal("none", "none", lambda d, H: 0, lambda d, H: d, r"A_k = W_{Q,k}^\top W_{K,k}", None))

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .registry import Registry
+
 _SOFTPLUS_INV_ONE = math.log(math.e - 1.0)   # softplus(p) = 1
 
 
@@ -49,15 +51,8 @@ class PreconditionerKind:
         return 0 if self.identity else self.factor_products * 2 * d * r
 
 
-PRECONDITIONERS: dict[str, PreconditionerKind] = {}
-
-
-def register_preconditioner(kind: PreconditionerKind) -> PreconditionerKind:
-    """Add a form of P to PRECONDITIONERS (a ValueError for a name taken)."""
-    if kind.name in PRECONDITIONERS:
-        raise ValueError(f"preconditioner {kind.name!r} is registered already")
-    PRECONDITIONERS[kind.name] = kind
-    return kind
+PRECONDITIONERS: Registry = Registry("preconditioner")
+register_preconditioner = PRECONDITIONERS.register    # add a PreconditionerKind (a ValueError for a name taken)
 
 
 register_preconditioner(PreconditionerKind("none", "identity: P = I", r"P = I", (), 0, None))
