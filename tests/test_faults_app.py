@@ -84,10 +84,7 @@ def test_a_verified_job_is_running_and_stop_ends_it(board, monkeypatch):
     assert board.current()["status"] == "running"
     record = json.loads((board.jobs_dir / "job.json").read_text())
     assert record["token"] and record["create_time"] == pytest.approx(psutil.Process(job["pid"]).create_time())
-    board.stop()
-    deadline = time.time() + 20
-    while board.current()["running"] and time.time() < deadline:
-        time.sleep(0.1)
+    _stop_and_wait(board)
     assert board.current()["status"] == "ended"
 
 
