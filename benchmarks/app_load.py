@@ -124,6 +124,13 @@ class Student:
         self.interact("large shared", {"query_params": LARGE})
 
 
+def server_env(timeout: float) -> dict:
+    """The server's environment: as `make app` runs it (MALLOC_ARENA_MAX=2), with the agent API on."""
+    return {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | {
+        "MALLOC_ARENA_MAX": "2", "STREAMLIT_SERVER_ENABLE_AGENT_API": "true",
+        "STREAMLIT_SERVER_AGENT_WAIT_TIMEOUT": str(int(timeout))}
+
+
 def p95(values: list[float]) -> float:
     """The 95th percentile, nearest rank."""
     ordered = sorted(values)
@@ -131,9 +138,7 @@ def p95(values: list[float]) -> float:
 
 
 def measure(n: int, timeout: float) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | {
-        "MALLOC_ARENA_MAX": "2", "STREAMLIT_SERVER_ENABLE_AGENT_API": "true",
-        "STREAMLIT_SERVER_AGENT_WAIT_TIMEOUT": str(int(timeout))}
+    env = server_env(timeout)
     load = os.getloadavg()[0]
     with serve_app(env) as server:
         peak = Peak(server.proc.pid)
@@ -153,9 +158,7 @@ def measure(n: int, timeout: float) -> dict:
 
 def lm_loads(n: int, timeout: float) -> list[float]:
     """The server's memory (MB) before any session, then after each of `n` cold loads of the LM page."""
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | {
-        "MALLOC_ARENA_MAX": "2", "STREAMLIT_SERVER_ENABLE_AGENT_API": "true",
-        "STREAMLIT_SERVER_AGENT_WAIT_TIMEOUT": str(int(timeout))}
+    env = server_env(timeout)
     with serve_app(env) as server:
         process = psutil.Process(server.proc.pid)
         sizes = [process.memory_info().rss / 2 ** 20]

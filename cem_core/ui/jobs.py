@@ -67,6 +67,11 @@ GUESS_STEPS, GUESS_WARMUP = 5, 2                           # the timed steps of 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")        # read by torch when the job's process starts
 
 
+def job_env(**extra: str) -> dict:
+    """The environment of a job's process and of its first guess's: this one, on JOB_THREADS torch threads."""
+    return {**os.environ, **extra, **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))}
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobSpec(Controls):
     """One ``lm compare`` run; round-trips through the URL like the other pages' controls. `data`
@@ -191,8 +196,7 @@ class JobBoard:
             out.mkdir(parents=True)
             with (out / "log.txt").open("w") as log:
                 proc = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, env={**os.environ, TOKEN_ENV: token,
-                                                                     **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))})
+                                        start_new_session=True, env=job_env(**{TOKEN_ENV: token}))
             job = {"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "token": token,
                    "out": str(out), "spec": asdict(spec), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
             if step_seconds:
@@ -303,10 +307,9 @@ def first_guess(preset: str, variants: tuple[str, ...], cwd=None) -> dict[str, f
     cem_core is importable however the app was started). The app's server never holds a training
     step's memory: timed in the server, the two default variants left it 300 MB larger for good (what the
     allocator keeps), the largest part of the LM page's cold load."""
-    env = {**os.environ, **dict.fromkeys(THREAD_ENV, str(JOB_THREADS))}
     try:
         done = subprocess.run([sys.executable, "-c", GUESS_SCRIPT, preset, *variants], capture_output=True, text=True,
-                              timeout=GUESS_TIMEOUT, env=env, cwd=cwd)
+                              timeout=GUESS_TIMEOUT, env=job_env(), cwd=cwd)
     except subprocess.TimeoutExpired:
         raise ValueError(f"the first guess took more than {GUESS_TIMEOUT} s to time: the machine is very busy; "
                          "try again later") from None

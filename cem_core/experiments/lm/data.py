@@ -637,7 +637,7 @@ def check_shards(files: list[Path]) -> dict[Path, dict]:
     so a shard rewritten in place with its size and modification time put back is read again. Shards read
     take a progress bar on stderr once they take more than two seconds."""
     cache = _read_shard_cache()
-    found, stamps = {}, {}
+    found, stamps, keys = {}, {}, {}
     for file in files:
         try:
             st = file.stat()
@@ -645,7 +645,8 @@ def check_shards(files: list[Path]) -> dict[Path, dict]:
             fail("path", str(file), f"cannot be read ({err.strerror or err})")
         stamps[file] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
                         "inode": [st.st_dev, st.st_ino]}
-        entry = cache.get(str(file.resolve()))
+        keys[file] = str(file.resolve())
+        entry = cache.get(keys[file])
         if (isinstance(entry, dict) and {k: entry.get(k) for k in stamps[file]} == stamps[file]
                 and isinstance(entry.get("sha256"), str)):
             found[file] = {"bytes": entry["size"], "sha256": entry["sha256"]}
@@ -655,8 +656,8 @@ def check_shards(files: list[Path]) -> dict[Path, dict]:
         with tqdm(total=sum(stamps[f]["size"] for f in todo), unit="B", unit_scale=True, delay=PROGRESS_DELAY,
                   desc=f"checking {len(todo)} shard(s) whole", file=sys.stderr) as bar:
             for file in todo:
-                cache[str(file.resolve())] = stamps[file] | {"sha256": _sha256_read_whole(file, bar.update)}
-                found[file] = {"bytes": stamps[file]["size"], "sha256": cache[str(file.resolve())]["sha256"]}
+                cache[keys[file]] = stamps[file] | {"sha256": _sha256_read_whole(file, bar.update)}
+                found[file] = {"bytes": stamps[file]["size"], "sha256": cache[keys[file]]["sha256"]}
         _write_shard_cache(cache)
     return {file: found[file] for file in files}
 
