@@ -118,7 +118,7 @@ def test_configs_refuse_what_does_not_exist():
         AttentionConfig(d_model=8, n_heads=2, diagonal_form="distance")
     with pytest.raises(ValueError, match="^diagonal_form='euclid' is invalid"):
         CEMOptions(diagonal="shared", diagonal_form="euclid")
-    with pytest.raises(ValueError, match="^block='joint' is invalid: descends E_att \\+ E_mlp and needs"):
+    with pytest.raises(ValueError, match=r"^block='joint' is invalid: needs attention='cem' and mlp='cem' \(joint: T "):
         ModelConfig(attention="cem", mlp="llama", cem=CEMOptions(block="joint"))
     with pytest.raises(ValueError, match="^block='stacked' is invalid"):
         CEMOptions(block="stacked")

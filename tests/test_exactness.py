@@ -31,6 +31,8 @@ from cem_core import (
 )
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.attention import InteractionTerm
+from cem_core.nn.diagonals import DIAGONAL_FORMS as FORMS
+from cem_core.nn.diagonals import DIAGONALS
 from cem_core.nn.energy import attention_energy, mlp_energy
 from cem_core.nn.precondition import PRECONDITIONERS
 
@@ -39,9 +41,9 @@ RTOL64, RTOL32 = 1e-9, 1e-4
 # how the shared diagonal's core runs over the 7 queries: whole, in blocks of 3 (3, 3, 1), or in
 # blocks of 3 recomputed in backward
 BLOCKINGS = ("whole", "blocks", "recompute")
-# the diagonals with their forms: none, and per head / shared in the bilinear and the distance form
-DIAGONAL_FORMS = (("none", "bilinear"), ("per_head", "bilinear"), ("shared", "bilinear"), ("per_head", "distance"),
-                  ("shared", "distance"))
+# every registered diagonal in every registered form that it allows (a form may need a diagonal)
+DIAGONAL_FORMS = tuple((diagonal, form) for diagonal in DIAGONALS for form, kind in FORMS.items()
+                       if not (kind.needs_diagonal and diagonal == "none"))
 ATTENTION_GRID = [(diagonal, form, *rest, blocking)
                   for (diagonal, form), *rest in itertools.product(DIAGONAL_FORMS, tuple(PRECONDITIONERS),
                                                                    (1, 2, 3, 8), (False, True), (0.0, 0.7))

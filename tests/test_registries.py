@@ -10,8 +10,9 @@ from cem_core import assert_exact, gradient_exactness_error
 from cem_core.__main__ import main
 from cem_core.nn.activations import ACTIVATIONS, Activation, register_activation
 from cem_core.nn.attention import CEMAttention
+from cem_core.nn.block_modes import BLOCK_MODES, BlockMode, register_block_mode
 from cem_core.nn.config import AttentionConfig, CEMOptions
-from cem_core.nn.diagonals import DIAGONALS
+from cem_core.nn.diagonals import DIAGONAL_FORMS, DIAGONALS
 from cem_core.nn.flops import attention_flops, model_flops
 from cem_core.nn.model import LanguageModel, ModelConfig
 from cem_core.nn.precondition import PRECONDITIONERS, Preconditioner, PreconditionerKind, register_preconditioner
@@ -121,3 +122,55 @@ def test_each_diagonal_carries_its_count_its_core_width_and_its_equation(name):
     for form in forms:
         lines = update_latex("attention", CEMOptions(diagonal=name, diagonal_form=form))
         assert (diagonal.interaction_latex if form == "bilinear" else diagonal.distance_latex()) in "\n".join(lines)
+
+
+@pytest.mark.parametrize("form", sorted(DIAGONAL_FORMS))
+def test_each_diagonal_form_carries_its_score_its_validation_and_its_equations(form, float64):
+    """The diagonal's form is one registered object (nn/diagonals.py): the reference energy's score term, the refusal
+    of a form that needs a diagonal without one, the parameter's start and the app's equations come from it."""
+    kind = DIAGONAL_FORMS[form]
+    for diagonal in DIAGONALS:
+        if kind.needs_diagonal and diagonal == "none":
+            with pytest.raises(ValueError, match=f"^diagonal_form='{form}' is invalid: needs a diagonal"):
+                CEMOptions(diagonal=diagonal, diagonal_form=form)
+            continue
+        lines = update_latex("attention", CEMOptions(diagonal=diagonal, diagonal_form=form))
+        assert lines[:4] == kind.lines(DIAGONALS[diagonal], "E")
+    x, c, diag = torch.randn(1, 3, 4), torch.randn(1, 5, 4), torch.rand(2, 4)
+    expected = torch.einsum("bid,hd,bjd->bhij", x, diag, c)                   # x_i^T D_k c_j, by hand
+    if kind.centred:                                                          # -(1/2)(x_i - c_j)^T D_k (x_i - c_j)
+        diff = x[:, None, :, None, :] - c[:, None, None, :, :]
+        expected = -0.5 * (diff * diag[None, :, None, None, :] * diff).sum(-1)
+    torch.testing.assert_close(kind.term(x, c, diag), expected, rtol=1e-12, atol=1e-12)
+    layer = CEMAttention(AttentionConfig(d_model=8, n_heads=2, diagonal="shared", diagonal_form=form))
+    torch.testing.assert_close(layer.diagonal_matrix()[0], kind.matrix(torch.full((8,), kind.start(4, 8))))
+    assert (layer.diagonal_matrix() > 0).all() if kind.centred else (layer.diagonal_matrix() == 0).all()
+
+
+@pytest.fixture
+def interleaved():
+    """A throwaway block mode laid out as "sequential" is, registered for the test and removed after."""
+    mode = register_block_mode(BlockMode("interleaved", "interleaved: a test's copy of sequential", False, None,
+                                         BLOCK_MODES["sequential"].sections))
+    yield mode
+    del BLOCK_MODES["interleaved"]
+
+
+def test_a_new_block_mode_is_one_registration(interleaved, capsys):
+    """A block mode is one registered object (nn/block_modes.py): the command line's choices, the configs' validation,
+    the parameter and FLOP counts and the model's blocks read its sections, so a new mode needs no other edit."""
+    for command in (["lm", "train"], ["gp", "train"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert "interleaved" in capsys.readouterr().out.split("--block")[1].split("--")[0], command
+    configs = {mode: ModelConfig(d_model=16, n_layers=2, n_heads=2, d_ff=24, attention="llama", mlp="cem",
+                                 cem=CEMOptions(T=2, block=mode)) for mode in ("sequential", "interleaved")}
+    assert configs["interleaved"].param_counts() == configs["sequential"].param_counts()
+    assert model_flops(configs["interleaved"], 32) == model_flops(configs["sequential"], 32)
+    model = LanguageModel(configs["interleaved"])
+    assert sum(p.numel() for p in model.parameters()) == configs["interleaved"].param_counts()["total"]
+    with pytest.raises(ValueError, match=r"^block='joint' is invalid: needs attention='cem' and mlp='cem'"):
+        ModelConfig(attention="llama", mlp="cem", cem=CEMOptions(block="joint"))
+    assert ModelConfig.variant("cem-mlp", cem=CEMOptions(block="joint")).cem.block == "sequential"   # dropped
+    with pytest.raises(ValueError, match="registered already"):
+        register_block_mode(interleaved)

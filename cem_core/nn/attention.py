@@ -37,7 +37,6 @@ Shapes along the forward path: B batch, n tokens (n_k keys with a cache), H head
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -47,6 +46,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import AttentionConfig
 from .descent import EnergyDescentLayer, check_input
+from .diagonals import DIAGONAL_FORMS
 from .energy import attention_energy, with_anchor
 from .rope import rope_angles, rotate, unrotate
 from .validate import check_config
@@ -184,11 +184,6 @@ class AttentionContext:
     key_bias: torch.Tensor | None = None  # distance form: -(1/2) c_j^T D_k c_j, (B, H, n_k), or (B, n_k) shared
 
 
-def softplus_inverse(y: float) -> float:
-    """p with softplus(p) = y > 0."""
-    return y + math.log(-math.expm1(-y))
-
-
 class InteractionTerm:
     """The interaction energy E_att as a term of a descent layer (mixed into ``CEMAttention`` and ``CEMBlock``):
     its weights W_Q, W_K = W_V and the diagonal, its fixed context (keys, once for all T steps), -grad E_att
@@ -202,16 +197,14 @@ class InteractionTerm:
         self.k_proj = nn.Linear(d, d, bias=False)                      # W_K = W_V
         if config.diagonal != "none":
             rows = H if config.diagonal == "per_head" else 1
-            # bilinear: d_k itself, from 0 (plain attention); distance: d_k = softplus(p_k) > 0, from
-            # sqrt(d_h)/d, where beta d_k |x - c|^2 / 2 is about one score unit for normalized x and c
-            start = 0.0 if config.diagonal_form == "bilinear" else softplus_inverse(config.head_dim ** 0.5 / d)
+            start = DIAGONAL_FORMS[config.diagonal_form].start(config.head_dim, d)   # bilinear: 0, plain attention
             self.diag = nn.Parameter(torch.full((rows, d), start))      # d_k (one row shared by all heads)
 
     def diagonal_matrix(self) -> torch.Tensor | None:
         """The diagonals d_k as an (H, d) tensor, or None without D+LR."""
         if self.config.diagonal == "none":
             return None
-        diag = self.diag if self.config.diagonal_form == "bilinear" else F.softplus(self.diag)  # D_k = softplus(p_k)
+        diag = DIAGONAL_FORMS[self.config.diagonal_form].matrix(self.diag)   # d_k, or D_k = softplus(p_k)
         return diag.expand(self.n_heads, -1)
 
     def _interaction_context(self, c: torch.Tensor, cache: AttentionCache | None = None) -> AttentionContext:
@@ -228,7 +221,7 @@ class InteractionTerm:
             if self.config.diagonal != "none":
                 c = cache.append("inputs", c, dim=1)                   # c_j: (B, n_k, d)
         key_bias = None
-        if self.config.diagonal_form == "distance":
+        if DIAGONAL_FORMS[self.config.diagonal_form].centred:
             key_bias = -0.5 * ((c * c) @ self.diagonal_matrix().T).transpose(1, 2)  # -(1/2) c_j^T D_k c_j: (B, H, n_k)
         if self.config.diagonal == "shared":
             return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, inputs=c,

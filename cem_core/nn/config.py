@@ -20,15 +20,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .activations import ACTIVATIONS
-from .diagonals import DIAGONALS
+from .block_modes import BLOCK_MODES
+from .diagonals import DIAGONAL_FORMS, DIAGONALS
 from .precondition import PRECONDITIONERS
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
-DIAGONAL_FORMS = ("bilinear", "distance")   # x^T D c in the score, or -(1/2)(x - c)^T D (x - c) with D = softplus > 0
-BLOCK_MODES = ("sequential", "joint")       # attention then MLP, or one descent on E_att + E_mlp
 ETA_MODES = ("fixed", "learned", "per_step")
 KINDS = ("llama", "cem")
 MLP_KINDS = (*KINDS, "none")   # "none": attention-only blocks
+
+
+def check_diagonal_form(diagonal: str, diagonal_form: str) -> None:
+    """A form that needs a diagonal (DiagonalForm.needs_diagonal) with none is refused."""
+    if DIAGONAL_FORMS[diagonal_form].needs_diagonal and diagonal == "none":
+        others = " or ".join(repr(name) for name in DIAGONALS if name != "none")
+        fail("diagonal_form", diagonal_form, f"needs a diagonal (diagonal={others})")
 
 
 def switch(default, kind: str, allowed, app, label: str, help: str, *, attention_only: bool = False,
@@ -60,14 +66,12 @@ class CEMOptions:
                            "D+LR diagonal of attention: none, one per head, or one shared by all heads",
                            attention_only=True)
     diagonal_form: str = switch("bilinear", "choice", DIAGONAL_FORMS, DIAGONAL_FORMS, "diagonal form",
-                                "bilinear: x^T D c in the score; distance: -(1/2)(x - c)^T D (x - c) with D > 0, an "
-                                "RBF-like score and an energy bounded below (needs a diagonal)", attention_only=True)
+                                "; ".join(form.label for form in DIAGONAL_FORMS.values()), attention_only=True)
     preconditioner: str = switch("none", "choice", PRECONDITIONERS, PRECONDITIONERS, "preconditioner",
                                  "dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
     rank: int = switch(4, "int", (1, None), (1, 8), "preconditioner rank", "rank of the preconditioner's low-rank part")
     block: str = switch("sequential", "choice", BLOCK_MODES, BLOCK_MODES, "block energy",
-                        "sequential: attention, then the MLP, each its own T steps; joint: T steps on "
-                        "E_att + E_mlp together (needs CEM attention and the CEM MLP)")
+                        "; ".join(mode.label for mode in BLOCK_MODES.values()))
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -79,8 +83,7 @@ class CEMOptions:
                 check_float(f.name, value, allowed[0], strict=allowed[1])
             else:
                 check_choice(f.name, value, allowed)
-        if self.diagonal_form == "distance" and self.diagonal == "none":
-            fail("diagonal_form", self.diagonal_form, "needs a diagonal (diagonal='per_head' or 'shared')")
+        check_diagonal_form(self.diagonal, self.diagonal_form)
 
     def recorded(self) -> dict:
         """The switches as run records and hashes hold them: a switch added after the first committed
@@ -278,9 +281,8 @@ class AttentionConfig(DescentConfig, HeadsConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("diagonal", self.diagonal, tuple(DIAGONALS))
-        check_choice("diagonal_form", self.diagonal_form, DIAGONAL_FORMS)
-        if self.diagonal_form == "distance" and self.diagonal == "none":
-            fail("diagonal_form", self.diagonal_form, "needs a diagonal (diagonal='per_head' or 'shared')")
+        check_choice("diagonal_form", self.diagonal_form, tuple(DIAGONAL_FORMS))
+        check_diagonal_form(self.diagonal, self.diagonal_form)
 
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts: W_Q and W_K = W_V (2d^2), the diagonal, the descent's extras."""

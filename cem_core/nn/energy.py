@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .activations import ACTIVATIONS
+from .diagonals import DIAGONAL_FORMS
 from .rope import rope_angles, rotate
 
 # ---------------------------------------------------------------------------------------------
@@ -45,11 +46,8 @@ def attention_scores(x, c, w_q, w_k, n_heads, diag=None, rope_base=None, positio
             cos, sin = rope_angles(positions, dh, rope_base, x.dtype)
         q = rotate(q, cos[:n], sin[:n])                                # R_i q_i
     s = q @ k.transpose(-1, -2)                                        # (W_Q,k x_i)^T (W_K,k c_j)
-    if diag is not None:
-        s = s + torch.einsum("bid,hd,bjd->bhij", x, diag, c)           # + x_i^T diag(d_k) c_j
-    if diag is not None and diagonal_form == "distance":               # -(1/2)(x_i - c_j)^T D_k (x_i - c_j), expanded:
-        s = s - 0.5 * ((x * x) @ diag.T).transpose(1, 2)[..., None]    # - (1/2) x_i^T D_k x_i
-        s = s - 0.5 * ((c * c) @ diag.T).transpose(1, 2)[..., None, :]  # - (1/2) c_j^T D_k c_j
+    if diag is not None:                                               # + x_i^T D_k c_j, or -(1/2)(x_i - c_j)^T D_k (.)
+        s = s + DIAGONAL_FORMS[diagonal_form].term(x, c, diag)
     return s
 
 

@@ -79,13 +79,18 @@ def block_flops(cfg: BlockConfig, n: int) -> dict[str, float]:
             "total": float(projections + attention["core"] + extra)}
 
 
+def _sublayer_flops(config, n: int, batch: int) -> dict[str, float]:
+    """One sublayer's forward over n tokens, by what its config says it is."""
+    if isinstance(config, BlockConfig):
+        return block_flops(config, n)
+    if isinstance(config, (AttentionConfig, LlamaAttentionConfig)):
+        return attention_flops(config, n, batch)
+    return mlp_flops(config, n)
+
+
 def model_flops(cfg, n: int, batch: int = 1) -> dict[str, float]:
     """One forward pass of a ModelConfig's language model over n tokens, per sequence of a batch of
     `batch`: a block (attention and MLP), all blocks, and the output head (d x vocabulary per token)."""
-    if cfg.joint:
-        block = block_flops(cfg.block_config(), n)["total"]
-    else:
-        mlp = cfg.mlp_config()
-        block = attention_flops(cfg.attention_config(), n, batch)["total"] + (mlp_flops(mlp, n)["total"] if mlp else 0)
+    block = sum(_sublayer_flops(config, n, batch)["total"] for _, config in cfg.sections() if config is not None)
     head = _matmuls(1, n, cfg.d_model, cfg.vocab_size)                  # the LM head, d x vocabulary per token
     return {"block": block, "blocks": cfg.n_layers * block, "head": head, "total": cfg.n_layers * block + head}

@@ -20,6 +20,7 @@ from torch import nn
 from .attention import AttentionCache, CEMAttention
 from .baselines import LlamaAttention, SwiGLU
 from .block import CEMBlock
+from .block_modes import BLOCK_MODES
 from .config import (
     KINDS,
     MLP_KINDS,
@@ -75,9 +76,10 @@ class ModelConfig(ModelShape):
             fail("diagonal", self.cem.diagonal, "applies to CEM attention only (attention='llama')")
         if self.attention == "llama" and self.mlp != "cem" and self.cem != CEMOptions():
             fail("cem", self.cem, f"applies to CEM layers only; attention is 'llama' and mlp {self.mlp!r}")
-        if self.cem.block == "joint" and (self.attention, self.mlp) != ("cem", "cem"):
-            fail("block", self.cem.block, f"descends E_att + E_mlp and needs attention='cem' and mlp='cem'; got "
-                                          f"attention={self.attention!r}, mlp={self.mlp!r}")
+        mode = BLOCK_MODES[self.cem.block]
+        if not mode.fits(self.attention, self.mlp):
+            fail("block", self.cem.block, f"needs attention={mode.needs[0]!r} and mlp={mode.needs[1]!r} "
+                                          f"({mode.label}); got attention={self.attention!r}, mlp={self.mlp!r}")
         check_bool("rope", self.rope)
         check_bool("tie_embeddings", self.tie_embeddings)
         check_float("init_std", self.init_std, 0.0, strict=True)
@@ -93,16 +95,19 @@ class ModelConfig(ModelShape):
         check_choice("variant", name, tuple(VARIANTS))
         attention, mlp = VARIANTS[name]
         cem = VARIANT_OPTIONS[name] if cem is None else cem
-        if (attention, mlp) != ("cem", "cem"):
-            cem = replace(cem, block="sequential")
-        if attention == "llama":
-            cem = replace(cem, diagonal="none", diagonal_form="bilinear") if mlp == "cem" else CEMOptions()
+        default = CEMOptions()
+        if not BLOCK_MODES[cem.block].fits(attention, mlp):
+            cem = replace(cem, block=default.block)
+        if attention == "llama" and mlp == "cem":
+            cem = replace(cem, diagonal=default.diagonal, diagonal_form=default.diagonal_form)
+        elif attention == "llama":
+            cem = default
         return cls(attention=attention, mlp=mlp, cem=cem, **(shape.shape_fields() if shape else {}), **kwargs)
 
     @property
     def joint(self) -> bool:
         """Whether each block is one CEMBlock (T steps on E_att + E_mlp) rather than attention, then MLP."""
-        return self.cem.block == "joint"
+        return BLOCK_MODES[self.cem.block].one_energy
 
     def attention_config(self) -> AttentionConfig | LlamaAttentionConfig:
         """The config of every block's attention: Llama's, or CEM attention's with the model's switches."""
@@ -128,6 +133,11 @@ class ModelConfig(ModelShape):
         return BlockConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
                            d_ff=self.d_ff, activation=self.activation, **self.cem.attention_fields())
 
+    def sections(self) -> tuple:
+        """Every block's sublayers as ((name, config), ...), as its block mode lays them out (``BlockMode``):
+        ("attention", ...), ("mlp", ... or None), or ("block", BlockConfig) for one energy."""
+        return BLOCK_MODES[self.cem.block].sections(self)
+
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts by part (the model's ``param_breakdown`` must equal these): each
         sublayer's config counts its own parts (a baseline has no diagonal, preconditioner or eta); a joint
@@ -137,9 +147,7 @@ class ModelConfig(ModelShape):
         counts["embedding"] = self.vocab_size * d
         counts["head"] = 0 if self.tie_embeddings else self.vocab_size * d
         counts["norms"] = d                                            # the final norm; each sublayer adds its own
-        sections = ((("block", self.block_config()),) if self.joint
-                    else (("attention", self.attention_config()), ("mlp", self.mlp_config())))
-        for section, config in sections:
+        for section, config in self.sections():
             for part, count in (config.param_counts() if config is not None else {}).items():
                 key = "norms" if part == "norm" else part if "." in part else f"{section}.{part}"
                 counts[key] += L * count

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import CEMOptions
-from cem_core.nn.diagonals import DIAGONALS
+from cem_core.nn.diagonals import DIAGONAL_FORMS, DIAGONALS
 from cem_core.nn.precondition import PRECONDITIONERS
 
 
@@ -14,19 +14,7 @@ def steps_latex(T: int) -> str:
 
 def _attention_lines(cem: CEMOptions, name: str = "E") -> list[str]:
     """E_att's energy, its interaction, -grad E_att and the weights (the gradient third)."""
-    diagonal = DIAGONALS[cem.diagonal]
-    if cem.diagonal_form == "distance":
-        return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
-                r"e^{\beta\, s^k_{ij}}",
-                diagonal.distance_latex(),
-                rf"-\nabla_x {name} = \sum_k \Big(W_{{Q,k}}^\top W_{{K,k}} \sum_{{j \le i}} a^k_{{ij}} c_j + "
-                rf"{diagonal.D} \big(\textstyle\sum_{{j \le i}} a^k_{{ij}} c_j - x\big)\Big)",
-                r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, s^k_{ij}\big), \qquad \beta = 1/\sqrt{d_h}"]
-    return [rf"{name}(x \mid c_{{1:i}}) = -\sum_{{k=1}}^{{H}} \frac{{1}}{{\beta}} \log \sum_{{j \le i}} "
-            r"e^{\beta\, x^\top A_k c_j}",
-            diagonal.interaction_latex + r", \qquad \beta = 1/\sqrt{d_h}",
-            rf"-\nabla_x {name} = \sum_k A_k \sum_{{j \le i}} a^k_{{ij}} c_j",
-            r"a^k_{ij} = \operatorname{softmax}_j\big(\beta\, x^\top A_k c_j\big)"]
+    return DIAGONAL_FORMS[cem.diagonal_form].lines(DIAGONALS[cem.diagonal], name)
 
 
 def _mlp_lines(activation: str, name: str = "E") -> list[str]:

@@ -12,6 +12,7 @@ import torch
 
 from cem_core.nn.attention import CEMAttention
 from cem_core.nn.block import CEMBlock
+from cem_core.nn.diagonals import DIAGONAL_FORMS
 from cem_core.nn.mlp import CEMGatedMLP
 
 from .controls import LANDSCAPE_GRID, EnergyControls
@@ -38,7 +39,7 @@ def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
             for _, layer in layers:
                 if getattr(layer, "diag", None) is not None:   # a visible diagonal (it starts at zero in training);
                     # in distance form D = softplus(p) about 0.2, a pull -eta sum_k D x that does not overshoot at eta 1
-                    layer.diag.normal_(-1.5 if c.cem.diagonal_form == "distance" else 0.0, 0.5)
+                    layer.diag.normal_(-1.5 if DIAGONAL_FORMS[c.cem.diagonal_form].centred else 0.0, 0.5)
                 for name in ("U", "V"):                          # U, V ~ N(0, p_scale^2 / d)
                     if hasattr(layer.preconditioner, name):
                         getattr(layer.preconditioner, name).normal_(0.0, c.p_scale / c.width ** 0.5)
@@ -149,7 +150,7 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
 
 def _distance(c: EnergyControls, name: str) -> bool:
     """Whether the phase's attention term is in distance form (bounded below)."""
-    return c.cem.diagonal_form == "distance" and name != "mlp"
+    return DIAGONAL_FORMS[c.cem.diagonal_form].centred and name != "mlp"
 
 
 def _rise_notes(c: EnergyControls, name: str, rises: tuple, negative: int, overshoot: float) -> list[str]:

@@ -17,6 +17,7 @@ from cem_core.experiments.lm.trained import LM_MODELS
 from cem_core.experiments.models import test_time
 from cem_core.nn.attention import CEMAttention, InteractionTerm
 from cem_core.nn.config import AttentionConfig, CEMOptions, MLPConfig, ModelShape, switches
+from cem_core.nn.diagonals import DIAGONAL_FORMS
 from cem_core.nn.flops import attention_flops, block_flops, mlp_flops, model_flops
 from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.precondition import PRECONDITIONERS, Preconditioner
@@ -104,7 +105,7 @@ def key_tips(layer: CEMAttention, h: torch.Tensor, token: int) -> torch.Tensor:
     diag = layer.diagonal_matrix()
     if diag is not None:
         v = v + diag[:, None, :] * c[0, None, : token + 1]             # + d_k * c_j
-    if layer.config.diagonal_form == "distance":
+    if DIAGONAL_FORMS[layer.config.diagonal_form].centred:
         v = v - diag[:, None, :] * c[0, token]                         # - d_k * x^(0): the pull of -(1/2)|x - c|_D^2
     return c[0, token] + layer.step_size_values()[0] * layer.preconditioner(v)   # x^(0) + eta P v
 
