@@ -6,7 +6,8 @@ after the other in one process, side by side. Kaleido is not a dependency of the
     PYTHONPATH=/tmp/kaleido BROWSER_PATH=$(which chromium) python benchmarks/static_export.py [--repeats 3] [--server]
 
 Prints, per figure, the median seconds of a PNG by each route (Kaleido's first figure, which starts the browser,
-apart) and their ratio; --server keeps one Kaleido browser for every figure. The decision it informs: docs/design.md#74-static-plotly-export-needs-chrome.
+apart) and their ratio; --server keeps one Kaleido browser for every figure. The decision it informs:
+docs/design.md#74-static-plotly-export-needs-chrome.
 """
 from __future__ import annotations
 

@@ -122,6 +122,38 @@ def test_sigkilled_sweep_leaves_no_workers_behind(tmp_path):
         kill_all(proc, family)
 
 
+def test_a_worker_watches_its_parent_before_it_imports_torch():
+    """A spawned worker's first code is its watcher (pool._start_worker), imported with cem_core.experiments.pool.
+    Old: importing it imported the whole package and torch first (3 to 14 s under load), so a sweep killed while
+    its workers started left them running that long. Now the package's names are imported on first use."""
+    done = subprocess.run([sys.executable, "-c", "import sys, cem_core.experiments.pool; "
+                           "print(sorted({'torch', 'numpy'} & set(sys.modules)))"],
+                          env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_while_its_workers_start_leaves_none_behind(tmp_path):
+    """Attack: SIGKILL the real `python -m cem_core gp sweep --jobs 2` the moment its two workers exist, before they
+    have imported anything. Every process it started ends within 10 s (the README's promise)."""
+    proc = subprocess.Popen([sys.executable, "-m", "cem_core", "gp", "sweep", "--preset", "quick", "--jobs", "2",
+                             "--out", str(tmp_path / "sweep")], cwd=ROOT, env=child_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "w"))
+    family = []
+    try:
+        def workers():
+            return [p for p in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(p.cmdline())]
+        wait_for(lambda: len(workers()) == 2, proc, tmp_path)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        left, seconds = wait_until_gone(family, timeout=10)
+        print(f"workers gone {seconds:.2f} s after the SIGKILL during their start-up")
+        assert not left, f"still running 10 s after the sweep was killed: {[p.cmdline() for p in left]}"
+    finally:
+        kill_all(proc, family)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs,to", [("1", "group"), ("2", "group"), ("2", "parent")])
 def test_ctrl_c_stops_at_once_and_keeps_finished_runs(tmp_path, jobs, to, monkeypatch, capsys):
