@@ -778,7 +778,7 @@ assert error < 1e-10, "CEMBlock (T = 1) is not the parallel block of its two ter
 # "needs the app: run make app first"));
 # the distance form [settles where the bilinear one runs off](http://localhost:8501/?layer=attention&p_scale=0.3&heads=2&width=8&seq_len=8&seed=0&rope=false&token=255&heat_head=0&T=16&eta=1.0&anchor=0.0&diagonal=shared&diagonal_form=distance&preconditioner=none&rank=2
 # "needs the app: run make app first").
-# The GP factor study (README) measures both.
+# The GP factor study (docs/results-gp.md) measures both.
 #
 # ## 6. Explore
 #

@@ -29,8 +29,8 @@
 # Bayes-optimal one, the exact GP posterior mean. Our factor study found one condition where they do: **the
 # block descended as one energy** (attention and MLP in one energy, $T$ steps on their sum), trained long
 # (12,000 steps), by the rule recorded before it ran; under the project's t-based reading (a 95% interval at 3
-# seeds) that condition too is inconclusive (README, the factor study). Here you watch that model's prediction
-# move, step by step, against the posterior, beside CEM
+# seeds) that condition too is inconclusive (docs/results-gp.md, the factor study). Here you watch that model's
+# prediction move, step by step, against the posterior, beside CEM
 # attention trained at the same $T = 8$; then ask the question that the ICML 2025 associative-memory tutorial
 # asks of its pretrained Energy Transformer: **the energy is still falling: do more steps help?**
 #

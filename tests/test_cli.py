@@ -99,7 +99,7 @@ def test_the_library_install_alone_runs_the_core_commands(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     torch_pin = next(line.split()[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
-                     if line.startswith("torch=="))             # the CPU wheel, as the README's set-up pins it
+                     if line.startswith("torch=="))             # the CPU wheel, as docs/setup.md pins it
     subprocess.run([*pip, torch_pin], check=True, timeout=900)
     subprocess.run([*pip, "-e", str(ROOT)], check=True, timeout=900)
 

@@ -266,15 +266,99 @@ def test_plain_text_is_not_flagged(line):
     assert legacy_problems(line) == [], line
 
 
-def test_readme_walkthrough_is_the_lesson():
-    """The README's classroom walkthrough is generated from the lesson definition (cem_core.ui.lesson): it fails
-    when either changes alone."""
+def test_the_app_page_walkthrough_is_the_lesson():
+    """The classroom walkthrough of docs/app.md is generated from the lesson definition (cem_core.ui.lesson): it
+    fails when either changes alone."""
     from cem_core.experiments.gp import sweep as gp_sweep
     from cem_core.ui import lesson
 
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "app.md").read_text()
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
-    assert lesson.readme_section(readme) == lesson.markdown(records), (
-        "the README's lesson differs from cem_core.ui.lesson: paste lesson.markdown(records) between its markers")
+    assert lesson.doc_section(page) == lesson.markdown(records), (
+        "docs/app.md's lesson differs from cem_core.ui.lesson: paste lesson.markdown(records) between its markers")
     for index in range(len(lesson.STEPS)):
-        assert lesson.link(index) in readme
+        assert lesson.link(index) in page
+
+
+# -- the README as a front door, and the links of every page ------------------------------------
+
+README_MAX_LINES = 250
+LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.IGNORECASE)          # http:, https:, mailto:
+
+
+def pages() -> list[Path]:
+    """The README and every page of docs/: the markdown a reader walks through."""
+    return [ROOT / "README.md", *sorted((ROOT / DOCS).glob("*.md"))]
+
+
+def prose_lines(markdown: str) -> list[tuple[int, str]]:
+    """(number, line) of every line outside fenced code blocks."""
+    found, fence = [], None
+    for number, line in enumerate(markdown.splitlines(), 1):
+        marker = re.match(r" {0,3}(`{3,}|~{3,})", line)
+        if marker and (fence is None or line.strip() == marker.group(1)[0] * len(line.strip())):
+            fence = marker.group(1) if fence is None else None
+        elif fence is None:
+            found.append((number, line))
+    return found
+
+
+def link_problems(path: Path) -> list[tuple[int, str, str]]:
+    """(line, target, why) for every relative link of a markdown file that does not resolve to an existing
+    file, or to a heading of a markdown file when it names an anchor."""
+    problems = []
+    for number, line in prose_lines(path.read_text(encoding="utf-8")):
+        for m in LINK.finditer(line):
+            target = m.group("target")
+            if SCHEME.match(target):
+                continue
+            name, _, anchor = target.partition("#")
+            linked = (path.parent / name).resolve() if name else path
+            if not linked.exists():
+                problems.append((number, target, "no such file"))
+            elif anchor and linked.suffix != ".md":
+                problems.append((number, target, "an anchor into a file that is not markdown"))
+            elif anchor and anchor not in anchors(linked.read_text(encoding="utf-8")):
+                problems.append((number, target, "no heading of that file has this anchor"))
+    return problems
+
+
+def test_every_link_of_the_readme_and_the_docs_resolves():
+    rows = [f"{path.relative_to(ROOT)}:{line}: {target}  ({why})"
+            for path in pages() for line, target, why in link_problems(path)]
+    assert not rows, _report(rows)
+
+
+def test_the_link_checker_flags_what_it_should(tmp_path):
+    (tmp_path / "other.md").write_text("# A heading\n")
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n[ok](other.md#a-heading) [ok](#page) [web](https://example.org/x#y)\n"
+                    "```\n[in code](missing.md)\n```\n"
+                    "[gone](missing.md) [bad](other.md#nothing) ![img](other.png) [self](#nowhere)\n")
+    assert [(line, target) for line, target, _ in link_problems(page)] == [
+        (6, "missing.md"), (6, "other.md#nothing"), (6, "other.png"), (6, "#nowhere")]
+
+
+def test_the_readme_is_a_front_door_to_every_page_of_docs():
+    """At most 250 lines; a link to every page of docs/, and each page a title and a link back."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_MAX_LINES, len(readme.splitlines())
+    linked = {(ROOT / m.group("target").partition("#")[0]).resolve() for m in LINK.finditer(readme)}
+    unlinked = [p.name for p in pages()[1:] if p.resolve() not in linked]
+    assert not unlinked, f"pages of docs/ the README does not link to: {unlinked}"
+    for path in pages()[1:]:
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("# "), f"{path.name} has no title"
+        below_title = text.split("\n\n", 2)[1]
+        assert "](../README.md)" in below_title, f"{path.name} has no link back to the README below its title"
+
+
+def test_the_readme_keeps_its_set_up_commands_and_the_quick_loop():
+    """The two commands, the quick loop, and the test command CI runs (.ci/run) is the README's."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^make app\s+#", readme, re.MULTILINE) and re.search(r"^make test\s+#", readme, re.MULTILINE)
+    assert 'python -m pytest -m "not slow"' in readme
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == "make test"

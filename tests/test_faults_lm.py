@@ -351,8 +351,8 @@ def test_a_sweep_run_that_diverges_is_recorded_as_diverged_and_the_record_is_sou
 ])
 def test_a_sweep_record_with_impossible_numbers_is_refused_with_one_line(tmp_path, edit, message):
     """NaN, a negative perplexity, a string among the test-time perplexities, zero steps, a perplexity made better
-    by hand: each used to be accepted (or to end in a traceback in the tables) although the README says a damaged
-    record is refused."""
+    by hand: each used to be accepted (or to end in a traceback in the tables) although docs/reliability.md says a
+    damaged record is refused."""
     from cem_core.experiments.lm import sweep
 
     record = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")[0] | edit

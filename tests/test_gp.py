@@ -238,7 +238,7 @@ def test_run_hash_covers_every_setting():
 
 def test_committed_results_match_the_default_sweep():
     """results/gp-default/results.json must hold exactly the default preset's runs (by config hash),
-    so a change to the task, models or training cannot leave stale results in the app and README."""
+    so a change to the task, models or training cannot leave stale results in the app and docs/."""
     records = gp_sweep.GP_SWEEP.load(COMMITTED_SWEEP / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun the default sweep"

@@ -155,7 +155,7 @@ def test_the_committed_study_holds_every_run_of_the_current_configuration():
 
 
 @pytest.mark.slow                      # a whole app page
-def test_the_app_and_the_readme_show_the_committed_study():
+def test_the_app_and_the_docs_show_the_committed_study():
     from conftest import page_tables, row_values
 
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
@@ -163,7 +163,7 @@ def test_the_app_and_the_readme_show_the_committed_study():
     assert row_values(gp_study.table_rows(records)) in [row_values(f) for f in frames]
     assert any(gp_study.STUDY_RULE in caption.value for caption in at.caption)
     assert len(at.get("image")) >= 3                  # the conditions map, the step diagnostics, the forms
-    assert gp_study.study_markdown(records) in (ROOT / "README.md").read_text()
+    assert gp_study.study_markdown(records) in (ROOT / "docs" / "results-gp.md").read_text()
 
 
 def _rate_record(T, lr, seed, ratio, diverged=False):
@@ -187,15 +187,15 @@ def test_the_rate_check_names_a_better_rate_only_when_its_interval_says_so():
     assert rows[(8, 1e-2)]["ratio at 3e-3"] == pytest.approx(1.30) and rows[(8, 1e-2)]["seeds"] == 3
 
 
-def test_the_committed_rate_check_holds_every_run_its_rule_and_the_readme_its_table():
+def test_the_committed_rate_check_holds_every_run_its_rule_and_the_docs_its_table():
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_RATE_CHECK / "results.json")
     missing, extra = gp_sweep.stale_hashes(records, "rates")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: run `make gp-rates`"
     manifest = gp_sweep.read_manifest(ROOT / gp_study.COMMITTED_RATE_CHECK / sweep.SWEEP_MANIFEST)
     assert manifest["verdict_rule"] == gp_study.RATE_CHECK_RULE
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index(gp_study.RATES_START) + len(gp_study.RATES_START) + 1
-    assert readme[start:readme.index(gp_study.RATES_END)] == gp_study.rate_check_markdown(records)
+    page = (ROOT / "docs" / "results-gp.md").read_text()
+    start = page.index(gp_study.RATES_START) + len(gp_study.RATES_START) + 1
+    assert page[start:page.index(gp_study.RATES_END)] == gp_study.rate_check_markdown(records)
 
 
 def test_the_study_is_read_with_the_t_interval_beside_the_recorded_rule_and_holm_counts_what_survives(monkeypatch):

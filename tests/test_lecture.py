@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow          # builds the deck and the handout, starts
 
 CHROMIUM = shutil.which("chromium")
 PDFTOPPM = shutil.which("pdftoppm")
-SHOWN = {4: "lecture-slide-derivation.png", 9: "lecture-slide-figure.png"}      # slides the README shows
+SHOWN = {4: "lecture-slide-derivation.png", 9: "lecture-slide-figure.png"}      # slides docs/notebooks.md shows
 
 
 def screenshots(tmp_path: Path) -> Path:

@@ -166,9 +166,9 @@ def test_the_committed_budget_ladder_matches_its_preset_and_every_chosen_rate_li
         assert all(r["lr"] == b["lr"] for r in records if r["seed"] > 0 and r["name"] == name
                    and r["identity"]["config"]["d_model"] == width)          # other seeds only at the chosen rate
     done = len(sweep.SWEEP_PRESETS[PRESET].widths) * 4 - len(ladder.unfinished(records, PRESET))
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "results-lm.md").read_text()
     note = ladder.progress_note(records, PRESET)
-    assert (note in readme) if note else (done == 12 and not missing)
-    start, end = ladder.readme_markers(PRESET)
-    block = readme[readme.index(start) + len(start) + 1:readme.index(end)]
-    assert block == ladder.readme_block(records, PRESET) + "\n"
+    assert (note in page) if note else (done == 12 and not missing)
+    start, end = ladder.doc_markers(PRESET)
+    block = page[page.index(start) + len(start) + 1:page.index(end)]
+    assert block == ladder.doc_block(records, PRESET) + "\n"

@@ -317,11 +317,11 @@ def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
 
 
 @pytest.mark.slow                      # a whole app page and the notebook's committed outputs
-def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
+def test_the_docs_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
     common, own = _committed(sweep.COMMITTED_SWEEP), _committed(sweep.COMMITTED_OWN)
     ladders = {"budget-ladder": _committed(sweep.COMMITTED_BUDGET_LADDER), "ladder": _committed(sweep.COMMITTED_LADDER)}
-    readme = (ROOT / "README.md").read_text()
-    assert sweep.own_markdown(common, own) in readme
+    page = (ROOT / "docs" / "results-lm.md").read_text()
+    assert sweep.own_markdown(common, own) in page
     at, frames = page_tables("lm")
     shown = [row_values(f) for f in frames]
     for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own)):
@@ -331,7 +331,7 @@ def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_nu
     warnings = " ".join(w.value for w in at.warning)
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
     for preset, rungs in ladders.items():
-        assert ladder.ladder_markdown(rungs, preset) in readme
+        assert ladder.ladder_markdown(rungs, preset) in page
         assert row_values(ladder.trend_rows(rungs, preset)) in shown and row_values(ladder.rows(rungs, preset)) in shown
         assert ladder.summary(rungs, preset) in text and ladder.progress_note(rungs, preset) in warnings
         assert json.dumps(ladder.summary(rungs, preset), ensure_ascii=False)[1:-1] in notebook

@@ -216,13 +216,13 @@ def test_committed_sweep_matches_the_current_configuration():
 
 
 @pytest.mark.slow                      # a whole app page
-def test_the_app_and_the_readme_show_the_committed_sweep():
+def test_the_app_and_the_docs_show_the_committed_sweep():
     records = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")
     _, frames = page_tables("lm")
     assert frames[0] == sweep.variant_rows(records)
     assert row_values(sweep.claim_rows(records)) in [row_values(f) for f in frames]
-    readme = (ROOT / "README.md").read_text()
-    assert sweep.markdown_tables(records) in readme and sweep.reading_summary(records) in readme
+    page = (ROOT / "docs" / "results-lm.md").read_text()
+    assert sweep.markdown_tables(records) in page and sweep.reading_summary(records) in page
     at = run_page("lm")
     assert any(sweep.reading_summary(records) in c.value for c in at.caption)
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()

@@ -1,6 +1,6 @@
 """What every result file records and how it is written: provenance, atomic writes (a temporary
 file, then a rename, so a crash never leaves a half-written file behind), and the Markdown tables
-the README shows."""
+the results pages of docs/ show."""
 from __future__ import annotations
 
 import csv

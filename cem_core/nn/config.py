@@ -13,7 +13,7 @@ once for the models, the app and the command line.
 Every invalid setting raises ``ValueError`` naming the field, the value and what is allowed,
 at construction time, so nothing fails half-way through a forward pass or a training run.
 Defaults that the paper leaves open (docs/paper-notes.md#choices-the-paper-leaves-open) are
-listed in the README's choices table.
+listed in docs/choices.md.
 """
 from __future__ import annotations
 

@@ -264,8 +264,8 @@ def info_comparison(configs: dict, cache_dtype: torch.dtype = torch.bfloat16) ->
     caches = [f"{name}'s KV cache is {here[name]['KV x llama']:.2f}× Llama's here, {there[name]['KV x llama']:.2f}× "
               "there" for name in cem if here[name]["KV x llama"] != there[name]["KV x llama"]]
     return (f"The page's defaults: d_model {llama.d_model}, {llama.n_layers} layers, {llama.n_heads} heads, "
-            f"d_ff {llama.d_ff}, vocabulary {llama.vocab_size:,}; `make info` (the README's parameter table) uses "
-            "the same sizes. "
+            f"d_ff {llama.d_ff}, vocabulary {llama.vocab_size:,}; `make info` (the parameter table of "
+            "docs/parameters.md) uses the same sizes. "
             "Here every CEM variant takes the sidebar's CEM switches (by default "
             + "; ".join(sorted(page_switches)) + "); `make info` gives each variant its own ("
             + "; ".join(f"{name}: {switches_text(VARIANT_OPTIONS[name])}" for name in cem) + "). "

@@ -125,7 +125,7 @@ RATES_END = "<!-- /gp rates -->"
 
 
 def rate_check_markdown(records: list[dict]) -> str:
-    """The rate check's table as the README shows it (between RATES_START and RATES_END)."""
+    """The rate check's table as docs/results-gp.md shows it (between RATES_START and RATES_END)."""
     rows = [{"T": str(r["T"]), "other rate": f"{r['lr']:g}", "seeds": str(r["seeds"]),
              "ratio at 3e-3": f"{r['ratio at 3e-3']:.3f}", "ratio at the other rate": f"{r['ratio at lr']:.3f}",
              "3e-3 minus other, 95% t-interval": f"{r['mean']:+.4f} [{r['low']:+.4f}, {r['high']:+.4f}]",
@@ -265,7 +265,7 @@ def study_multiplicity(records: list[dict]) -> dict:
 
 
 def holm_sentence(records: list[dict]) -> str:
-    """One sentence on multiplicity, as the README and the app's GP page say it."""
+    """One sentence on multiplicity, as docs/results-gp.md and the app's GP page say it."""
     found = study_multiplicity(records)
     named = "; ".join(f"{condition}: {pair['a'][0]} T={pair['a'][1]} vs {pair['b'][0]} T={pair['b'][1]} "
                       f"({pair['mean']:+.4f})" for condition, pair in found["survivors"])
@@ -339,7 +339,7 @@ def _difference(pair: dict) -> str:
 
 
 def table_rows(records: list[dict]) -> list[dict]:
-    """The conditions table as displayed (README, app): one row of strings per condition."""
+    """The conditions table as displayed (docs/results-gp.md, app): one row of strings per condition."""
     def compared(pair):
         (group_a, T_a), (group_b, T_b) = pair["a"], pair["b"]
         return f"T={T_a} vs T={T_b}" if group_a == group_b else f"{group_a} T={T_a} vs {group_b} T={T_b}"
@@ -353,7 +353,7 @@ def table_rows(records: list[dict]) -> list[dict]:
 
 
 def study_markdown(records: list[dict]) -> str:
-    """The conditions table (verdicts in bold), as the README shows it."""
+    """The conditions table (verdicts in bold), as docs/results-gp.md shows it."""
     rows = [r | {"verdict": f"**{r['verdict']}**", "t-based reading (95%)": f"**{r['t-based reading (95%)']}**"}
             for r in table_rows(records)]
     return markdown_table(rows, ("ratio(A) − ratio(B), mean ± se", "seeds"))

@@ -38,7 +38,7 @@ COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository kee
 
 
 def gp_preset_runs(preset: str) -> list[RunSpec]:
-    """The runs of a preset (see the README's GP section for what each one answers)."""
+    """The runs of a preset (docs/results-gp.md says what each one answers)."""
     check_choice("preset", preset, GP_PRESETS)
     if preset in ("plateau", "study", "rates"):       # the factor study (gp_study) and its rate check
         return {"plateau": gp_study.plateau_runs, "study": gp_study.study_runs,
