@@ -135,7 +135,7 @@ def test_a_worker_watches_its_parent_before_it_imports_torch():
 @pytest.mark.slow
 def test_a_sweep_killed_while_its_workers_start_leaves_none_behind(tmp_path):
     """Attack: SIGKILL the real `python -m cem_core gp sweep --jobs 2` the moment its two workers exist, before they
-    have imported anything. Every process it started ends within 10 s (the README's promise)."""
+    have imported anything. Every process it started ends within 10 s (docs/reliability.md's promise)."""
     proc = subprocess.Popen([sys.executable, "-m", "cem_core", "gp", "sweep", "--preset", "quick", "--jobs", "2",
                              "--out", str(tmp_path / "sweep")], cwd=ROOT, env=child_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "w"))
