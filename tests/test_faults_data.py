@@ -282,10 +282,10 @@ def test_a_flood_of_blank_lines_is_read_in_a_few_passes_not_one_per_line(tmp_pat
     line was split out and looked at in Python, one by one. Runs of blank lines are now dropped per piece in one
     C-speed pass, so the lines handed on are the records and a few blanks per decompressed piece, not one per
     newline (counted here, not timed: 64 MiB of newlines, four 16 MiB pieces)."""
-    from cem_core.experiments.lm import shard_lines
+    from cem_core.experiments.lm import shard_reader
 
     pieces = [_record("first") + b"\n" * 2 ** 24, b"\n" * 2 ** 24, b" \n" * 2 ** 23, b"\n" * 2 ** 24 + _record("last")]
-    lines = list(shard_lines._lines(iter(pieces), 2 ** 20))
+    lines = list(shard_reader._lines(iter(pieces), 2 ** 20))
     assert [json.loads(bytes(line))["text"] for line in lines if line.strip()] == ["first", "last"]
     assert len(lines) <= 2 * len(pieces) + 2, len(lines)
     shard = tmp_path / "flood.jsonl.zst"
@@ -299,7 +299,7 @@ def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeyp
     shard checked once is not read again while its size and modification time stay (the shard cache)."""
     import os
 
-    from cem_core.experiments.lm import shard_cache, shard_lines
+    from cem_core.experiments.lm import shard_cache, shard_reader
 
     monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     whole = _zstd(b"".join(_record(t) for t in _texts(100)), write_checksum=True)
@@ -315,7 +315,7 @@ def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeyp
     def unread(file):
         raise AssertionError(f"{file} read again")
 
-    monkeypatch.setattr(shard_lines, "_open_shard", unread)
+    monkeypatch.setattr(shard_reader, "_open_shard", unread)
     assert shard_cache.check_shards([shard])[shard] == first                   # from the cache
     os.utime(shard, ns=(1, 10 ** 18 + 1))                                      # touched: read again
     with pytest.raises(AssertionError, match="read again"):
@@ -391,7 +391,7 @@ def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, m
     import builtins
     import os
 
-    from cem_core.experiments.lm import shard_lines
+    from cem_core.experiments.lm import shard_reader
 
     (tmp_path / "ok").mkdir()
     (tmp_path / "ok" / "a.jsonl").write_bytes(_record("readable"))
@@ -414,7 +414,7 @@ def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, m
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(shard_lines, "open", unreadable, raising=False)
+    monkeypatch.setattr(shard_reader, "open", unreadable, raising=False)
     with pytest.raises(ValueError, match=r"b\.jsonl.* cannot be read \(Permission denied\)"):
         _read_all(_local(tmp_path))
 

@@ -15,6 +15,9 @@ import torch.distributed as dist
 
 @dataclass
 class Dist:
+    """This process's place in a torchrun job: its rank, the number of ranks and its GPU (one rank of one
+    without torchrun)."""
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.validate import fail
 
-from .shard_lines import sha256_read_whole
+from .shard_reader import sha256_read_whole
 
 PROGRESS_DELAY = 2.0            # seconds of checking shards whole before a progress bar shows
 

@@ -19,7 +19,7 @@ from cem_core.nn.validate import fail
 
 from .data_config import SHARD_SUFFIXES, SPLITS, DataConfig, DataStats
 from .filters import OVERSIZED, select_texts
-from .shard_lines import shard_lines
+from .shard_reader import shard_lines
 
 
 def local_documents(config: DataConfig, split: str, rank: int, world_size: int,

@@ -7,7 +7,7 @@ the data, and what the data holds (part of a run's identity).
     content_sha256(config) -> str | None
 
 The sources themselves: `hub` (Hugging Face streaming), `shards` (local SlimPajama shards, read by
-`shard_lines` and checked whole by `shard_cache`) and `stdlib_corpus` (the demo and prose corpora); the
+`shard_reader` and checked whole by `shard_cache`) and `stdlib_corpus` (the demo and prose corpora); the
 packing into token blocks and batches: `packing`.
 """
 from __future__ import annotations
