@@ -102,7 +102,7 @@ def measured(name: str) -> dict:
 
 @st.cache_data(show_spinner="Reading the validation text…", max_entries=1)
 def samples() -> list[str]:
-    from cem_core.experiments.lm.data import iter_documents
+    from cem_core.experiments.lm.sources import iter_documents
 
     return inside.sample_sentences(iter_documents(PROSE, "validation"))
 

@@ -21,8 +21,8 @@ from app_pages.common import (
 )
 from cem_core.experiments.lm import ladder, sweep
 from cem_core.experiments.lm.compare import data_line
-from cem_core.experiments.lm.data import DEMO_LABEL, PROSE_LABEL
-from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig
+from cem_core.experiments.lm.stdlib_corpus import DEMO_LABEL, PROSE_LABEL
+from cem_core.experiments.lm.train_config import TRAIN_PRESETS, LMTrainConfig
 from cem_core.nn.model import VARIANTS
 from cem_core.ui import interactive, jobs
 

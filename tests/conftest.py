@@ -114,7 +114,7 @@ def pytest_terminal_summary(terminalreporter):
 
 def shard_corpus(folder: Path, n_docs: int = 300, name: str = "shard.jsonl"):
     """A SlimPajama-format shard of simple, learnable text, as a DataConfig."""
-    from cem_core.experiments.lm.data import DataConfig
+    from cem_core.experiments.lm.data_config import DataConfig
 
     lines = [json.dumps({"text": f"the cat number {i % 7} sat on mat {i % 5}. " * 3,
                          "meta": {"redpajama_set_name": "RedPajamaC4"}}) for i in range(n_docs)]

@@ -51,7 +51,7 @@ def test_lm_cem_flags_change_each_cem_variant_and_leave_llama_as_it_is():
     keeps its own field, so earlier runs keep their hashes); Llama, in a comparison, is trained as it is, and
     named alone it refuses them."""
     from cem_core.cli.lm import _cem_switches, _lm_overrides
-    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.experiments.lm.train_config import LMTrainConfig
 
     args = PARSERS["lm compare"].parse_args(["--T", "3", "--diagonal", "shared", "--preconditioner", "psd"])
     switches_given, overrides = _cem_switches(args), _lm_overrides(args)

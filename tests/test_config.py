@@ -223,7 +223,7 @@ def test_the_model_shape_is_one_object_that_every_model_config_holds():
     from cem_core.experiments.bench import BenchConfig
     from cem_core.experiments.gp.model import GPModelConfig
     from cem_core.experiments.lm.sweep import SWEEP_PRESETS
-    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.nn.config import SHAPE_FIELDS, ModelShape, as_shape
     from cem_core.ui.controls import DesignControls, GPControls
 
@@ -265,8 +265,8 @@ def test_run_hashes_keep_the_flat_form_and_count_the_activation_only_off_its_def
     from cem_core.experiments.gp.model import GPModelConfig
     from cem_core.experiments.gp.task import GPTaskConfig
     from cem_core.experiments.gp.train import GPTrainConfig, RunSpec
-    from cem_core.experiments.lm.data import DataConfig
-    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.experiments.lm.data_config import DataConfig
+    from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.nn.config import ModelShape
 
     data = DataConfig(source="demo")
@@ -294,8 +294,8 @@ def test_both_trainers_hold_one_optimizer_config_and_record_its_fields_flat():
     from cem_core.experiments.gp.model import GPModelConfig
     from cem_core.experiments.gp.task import GPTaskConfig
     from cem_core.experiments.gp.train import GP_OPTIM, GPTrainConfig, RunSpec
-    from cem_core.experiments.lm.data import DataConfig
-    from cem_core.experiments.lm.train import LMTrainConfig
+    from cem_core.experiments.lm.data_config import DataConfig
+    from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.experiments.schedule import OPTIM_FIELDS, OptimConfig
 
     lm, gp = LMTrainConfig(), GPTrainConfig()

@@ -256,7 +256,7 @@ def test_a_zst_asking_for_a_window_past_the_bound_is_refused_with_a_message(tmp_
     a 96 KB shard holding one 2.3 GB line cost 2.4 GB of memory (the bound was zstd's own limit, 2^31). Frames
     may now ask for at most 2^27 bytes (`zstd --long`'s default), which still read; past it, the reader and the
     whole-shard check refuse the shard naming its window and how to recompress it."""
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_cache
 
     monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     texts = _texts(50)
@@ -266,7 +266,7 @@ def test_a_zst_asking_for_a_window_past_the_bound_is_refused_with_a_message(tmp_
     assert zstandard.get_frame_parameters(shard.read_bytes()).window_size == 2 ** window_log
     if window_log == 27:
         assert sorted(_read_all(_local(shard))) == sorted(texts)
-        assert data.check_shards([shard])[shard]["bytes"] == shard.stat().st_size
+        assert shard_cache.check_shards([shard])[shard]["bytes"] == shard.stat().st_size
         return
     message = (f"{shard} is refused: its zstd frames ask for a window of {2 ** (window_log - 20):,} MiB (written "
                "with `zstd --long=28` or more), and a shard may use at most 128 MiB")
@@ -274,7 +274,7 @@ def test_a_zst_asking_for_a_window_past_the_bound_is_refused_with_a_message(tmp_
         _read_all(_local(shard))
     assert "zstd -dc long.jsonl.zst | zstd --long=27 -o NEW" in str(err.value)
     with pytest.raises(ValueError, match=re.escape(message)):
-        data.check_shards([shard])
+        shard_cache.check_shards([shard])
 
 
 def test_a_flood_of_blank_lines_is_read_in_a_few_passes_not_one_per_line(tmp_path):
@@ -282,10 +282,10 @@ def test_a_flood_of_blank_lines_is_read_in_a_few_passes_not_one_per_line(tmp_pat
     line was split out and looked at in Python, one by one. Runs of blank lines are now dropped per piece in one
     C-speed pass, so the lines handed on are the records and a few blanks per decompressed piece, not one per
     newline (counted here, not timed: 64 MiB of newlines, four 16 MiB pieces)."""
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_reader
 
     pieces = [_record("first") + b"\n" * 2 ** 24, b"\n" * 2 ** 24, b" \n" * 2 ** 23, b"\n" * 2 ** 24 + _record("last")]
-    lines = list(data._lines(iter(pieces), 2 ** 20))
+    lines = list(shard_reader._lines(iter(pieces), 2 ** 20))
     assert [json.loads(bytes(line))["text"] for line in lines if line.strip()] == ["first", "last"]
     assert len(lines) <= 2 * len(pieces) + 2, len(lines)
     shard = tmp_path / "flood.jsonl.zst"
@@ -299,27 +299,27 @@ def test_a_checksum_mismatch_is_found_by_the_whole_shard_check(tmp_path, monkeyp
     shard checked once is not read again while its size and modification time stay (the shard cache)."""
     import os
 
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_cache, shard_reader
 
     monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     whole = _zstd(b"".join(_record(t) for t in _texts(100)), write_checksum=True)
     shard = tmp_path / "sum.jsonl.zst"
     shard.write_bytes(whole[:-4] + bytes(b ^ 0xFF for b in whole[-4:]))      # the checksum, flipped
     with pytest.raises(ValueError, match=re.escape(f"{shard} is truncated or corrupt")):
-        data.check_shards([shard])
+        shard_cache.check_shards([shard])
     shard.write_bytes(whole)
     os.utime(shard, ns=(1, 10 ** 18))
-    first = data.check_shards([shard])[shard]
+    first = shard_cache.check_shards([shard])[shard]
     assert first["bytes"] == len(whole) and (tmp_path / "cache" / "shards.json").is_file()
 
     def unread(file):
         raise AssertionError(f"{file} read again")
 
-    monkeypatch.setattr(data, "_open_shard", unread)
-    assert data.check_shards([shard])[shard] == first                          # from the cache
+    monkeypatch.setattr(shard_reader, "_open_shard", unread)
+    assert shard_cache.check_shards([shard])[shard] == first                   # from the cache
     os.utime(shard, ns=(1, 10 ** 18 + 1))                                      # touched: read again
     with pytest.raises(AssertionError, match="read again"):
-        data.check_shards([shard])
+        shard_cache.check_shards([shard])
 
 
 def test_a_shard_rewritten_with_its_size_and_time_put_back_is_read_again(tmp_path, monkeypatch):
@@ -329,20 +329,20 @@ def test_a_shard_rewritten_with_its_size_and_time_put_back_is_read_again(tmp_pat
     tool sets, so the rewrite is read again and the new checksum differs."""
     import os
 
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_cache
 
     monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
     shard = tmp_path / "a.jsonl"
     shard.write_bytes(b"".join(_record(t) for t in _texts(100)))
     before = shard.stat()
-    first = data.check_shards([shard])[shard]
-    assert data.check_shards([shard])[shard] == first                           # unchanged: from the cache
+    first = shard_cache.check_shards([shard])[shard]
+    assert shard_cache.check_shards([shard])[shard] == first                    # unchanged: from the cache
     time.sleep(0.01)
     with open(shard, "r+b") as f:                                               # in place: the same inode
         f.write(b"{\"text\": \"R")
     os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert (shard.stat().st_size, shard.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-    again = data.check_shards([shard])[shard]
+    again = shard_cache.check_shards([shard])[shard]
     assert again["bytes"] == first["bytes"] and again["sha256"] != first["sha256"]
 
 
@@ -350,16 +350,16 @@ def test_checking_shards_whole_shows_progress(tmp_path, monkeypatch, capsys):
     """A run checks every shard whole before it trains, which for large shards took minutes with no output. A
     progress bar (stderr) now shows the bytes checked once the check takes longer than two seconds; its delay is
     set to zero here instead of writing a shard that takes two seconds."""
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_cache
 
     monkeypatch.setenv("CEM_LAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(data, "PROGRESS_DELAY", 0)
+    monkeypatch.setattr(shard_cache, "PROGRESS_DELAY", 0)
     for name in ("a.jsonl", "b.jsonl"):
         (tmp_path / name).write_bytes(b"".join(_record(t) for t in _texts(200)))
-    data.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    shard_cache.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
     err = capsys.readouterr().err
     assert "checking 2 shard(s) whole" in err and "100%" in err, err
-    data.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    shard_cache.check_shards([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
     assert "checking" not in capsys.readouterr().err                            # both from the cache: no bar
 
 
@@ -370,7 +370,7 @@ def test_a_run_folder_inside_its_data_folder_is_not_read_as_data(tmp_path, capsy
     from conftest import shard_corpus
 
     from cem_core.__main__ import main
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shards
 
     folder = tmp_path / "data"
     folder.mkdir()
@@ -379,7 +379,7 @@ def test_a_run_folder_inside_its_data_folder_is_not_read_as_data(tmp_path, capsy
             "--steps", "2", "--batch-size", "4", "--seq-len", "16"]
     assert main(args) == 0
     assert (folder / "run" / "metrics.jsonl").is_file()
-    assert data.find_shards(folder) == [folder / "a.jsonl"]
+    assert shards.find_shards(folder) == [folder / "a.jsonl"]
     capsys.readouterr()
     assert main(args) == 0, capsys.readouterr().err                            # the same command again
 
@@ -391,7 +391,7 @@ def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, m
     import builtins
     import os
 
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import shard_reader
 
     (tmp_path / "ok").mkdir()
     (tmp_path / "ok" / "a.jsonl").write_bytes(_record("readable"))
@@ -414,7 +414,7 @@ def test_an_unreadable_shard_or_subfolder_is_a_message_never_skipped(tmp_path, m
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(data, "open", unreadable, raising=False)
+    monkeypatch.setattr(shard_reader, "open", unreadable, raising=False)
     with pytest.raises(ValueError, match=r"b\.jsonl.* cannot be read \(Permission denied\)"):
         _read_all(_local(tmp_path))
 

@@ -169,7 +169,7 @@ def lm_train(capsys, data: str, out: Path) -> tuple[int, str]:
 def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatch, capsys, one_thread):
     """Another Python build's standard library is another demo corpus: a resume used to go on silently on it,
     so one metrics.jsonl held two corpora. The demo text's sha256 is now recorded and compared."""
-    from cem_core.experiments.lm import data
+    from cem_core.experiments.lm import stdlib_corpus
 
     def stdlib(version: str) -> Path:                # a standard library of this build: its module files
         root = tmp_path / f"python-{version}"
@@ -179,8 +179,8 @@ def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatc
         return root
 
     def run_on(version: str) -> tuple[int, str]:
-        monkeypatch.setattr(data, "_stdlib_root", lambda: stdlib(version))
-        data.demo_corpus.cache_clear()
+        monkeypatch.setattr(stdlib_corpus, "stdlib_root", lambda: stdlib(version))
+        stdlib_corpus.demo_corpus.cache_clear()
         return lm_train(capsys, "demo", tmp_path / "run")
 
     try:
@@ -191,7 +191,7 @@ def test_a_resume_on_another_pythons_demo_corpus_is_refused(tmp_path, monkeypatc
         assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
         assert run_on("3.11.7")[0] == 0                  # the same corpus again resumes
     finally:
-        data.demo_corpus.cache_clear()
+        stdlib_corpus.demo_corpus.cache_clear()
 
 
 @pytest.mark.slow

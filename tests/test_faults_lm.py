@@ -18,7 +18,8 @@ from cem_core.__main__ import main
 from cem_core.experiments.gp.sweep import run_gp_sweep
 from cem_core.experiments.integrity import FolderLock, file_sha256, json_hash
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import LMTrainConfig, train
+from cem_core.experiments.lm.train import train
+from cem_core.experiments.lm.train_config import LMTrainConfig
 from cem_core.nn.config import ModelShape
 
 TINY = dict(shape=ModelShape(d_model=16, n_layers=1, n_heads=2, d_ff=32), seq_len=16, batch_size=4, eval_batches=1,

@@ -9,11 +9,12 @@ from itertools import islice
 import pytest
 from conftest import ROOT
 
-from cem_core.experiments.lm import data as lm_data
 from cem_core.experiments.lm import ladder, sweep
-from cem_core.experiments.lm.data import DataConfig
+from cem_core.experiments.lm.data_config import DataConfig
+from cem_core.experiments.lm.packing import batches, shuffled
+from cem_core.experiments.lm.sources import iter_documents
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
-from cem_core.experiments.lm.train import LMTrainConfig
+from cem_core.experiments.lm.train_config import LMTrainConfig
 from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
@@ -66,18 +67,18 @@ def test_the_staged_grid_extends_at_an_edge_until_its_best_is_inside(ppl, grid, 
 def test_each_seed_draws_its_own_order_of_the_same_documents_and_replays_it_on_resume():
     data = DataConfig(source="demo", demo_max_bytes=300_000)
     tok = ByteTokenizer()
-    docs = list(lm_data.iter_documents(data, "train"))
-    orders = [list(lm_data.shuffled(docs, seed=k)) for k in (0, 1)]
+    docs = list(iter_documents(data, "train"))
+    orders = [list(shuffled(docs, seed=k)) for k in (0, 1)]
     assert all(sorted(o) == sorted(docs) for o in orders) and orders[0] != orders[1] != docs
-    small = list(lm_data.shuffled(range(100), seed=3, buffer=8))           # a buffer smaller than the stream
+    small = list(shuffled(range(100), seed=3, buffer=8))           # a buffer smaller than the stream
     assert sorted(small) == list(range(100)) and small != list(range(100))
 
     def first(order, n=40):
-        return [b.tolist() for b in islice(lm_data.batches(data, tok, "train", 32, 4, order=order), n)]
+        return [b.tolist() for b in islice(batches(data, tok, "train", 32, 4, order=order), n)]
     assert first(1) == first(1) and first(1) != first(2) and first(None) != first(1)
-    assert first(None) == [b.tolist() for b in islice(lm_data.batches(data, tok, "train", 32, 4), 40)]
+    assert first(None) == [b.tolist() for b in islice(batches(data, tok, "train", 32, 4), 40)]
     with pytest.raises(ValueError, match="order=1 is invalid: applies to the train split only"):
-        lm_data.batches(data, tok, "validation", 32, 4, order=1)
+        batches(data, tok, "validation", 32, 4, order=1)
     with pytest.raises(ValueError, match="data_order=-1 is invalid"):
         LMTrainConfig(data_order=-1)
     plain = LMTrainConfig()

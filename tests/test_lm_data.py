@@ -29,7 +29,7 @@ from cem_core.experiments.lm import (
     train_bpe,
     validation_blocks,
 )
-from cem_core.experiments.lm.data import DEMO_SKIPPED_DIRS, _stdlib_modules, _stdlib_root, demo_corpus
+from cem_core.experiments.lm.stdlib_corpus import DEMO_SKIPPED_DIRS, _stdlib_modules, demo_corpus, stdlib_root
 from cem_core.experiments.lm.tokenizer import first_bytes
 
 TRICKY = [
@@ -231,7 +231,7 @@ def test_demo_corpus_is_deterministic_labelled_and_split():
     assert "not SlimPajama" in DEMO_LABEL and DEMO_LABEL in describe(config)
     assert "SlimPajama" not in describe(config).replace("not SlimPajama", "")
 
-    root = _stdlib_root()
+    root = stdlib_root()
     modules = _stdlib_modules(root)
     assert modules == sorted(modules, key=lambda p: p.relative_to(root).as_posix())
     assert not any(DEMO_SKIPPED_DIRS & set(p.relative_to(root).parts) for p in modules)

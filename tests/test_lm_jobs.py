@@ -80,7 +80,8 @@ def test_progress_reads_the_run_folder(board, monkeypatch):
 def test_standing_counts_what_is_left_at_the_measured_speed():
     """Steps, speed and time left, against the sums written out here: cpu-tiny has 300 steps of 16 x 128 tokens
     and an evaluation of 8 batches (a third of a step each) every 100 steps."""
-    from cem_core.experiments.lm.train import LMTrainConfig, train_flops_per_token
+    from cem_core.experiments.lm.cost import train_flops_per_token
+    from cem_core.experiments.lm.train_config import LMTrainConfig
 
     spec = {"preset": "cpu-tiny", "variants": ["llama", "cem-full"]}
     assert jobs.standing(spec, {}) is None
@@ -206,7 +207,8 @@ def test_time_estimates_scale_timed_steps(monkeypatch):
     from dataclasses import replace
 
     from cem_core.experiments.gp import train as gp_train
-    from cem_core.experiments.lm.train import LMTrainConfig, run_seconds, seconds_per_step
+    from cem_core.experiments.lm.cost import run_seconds, seconds_per_step
+    from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.ui.controls import GPControls
 
     c = GPControls()

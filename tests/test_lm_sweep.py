@@ -11,7 +11,8 @@ from cem_core.__main__ import main
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import json_hash
 from cem_core.experiments.lm import sweep
-from cem_core.experiments.lm.data import DataConfig, content_sha256
+from cem_core.experiments.lm.data_config import DataConfig
+from cem_core.experiments.lm.sources import content_sha256
 from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 

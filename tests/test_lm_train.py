@@ -13,7 +13,8 @@ from conftest import shard_corpus as corpus
 
 from cem_core.__main__ import main
 from cem_core.experiments.lm.run_folder import read_metrics
-from cem_core.experiments.lm.train import TRAIN_PRESETS, LMTrainConfig, train
+from cem_core.experiments.lm.train import train
+from cem_core.experiments.lm.train_config import TRAIN_PRESETS, LMTrainConfig
 from cem_core.nn.config import ModelShape
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel
 
@@ -41,9 +42,10 @@ def test_short_run_lowers_validation_perplexity(tmp_path, one_thread):
 RUN_SCRIPT = """
 import sys, torch
 torch.set_num_threads(1)
-from cem_core.experiments.lm.data import DataConfig
+from cem_core.experiments.lm.data_config import DataConfig
 from cem_core.cli import exit_process
-from cem_core.experiments.lm.train import LMTrainConfig, train
+from cem_core.experiments.lm.train import train
+from cem_core.experiments.lm.train_config import LMTrainConfig
 from cem_core.nn.config import ModelShape
 cfg = LMTrainConfig(**{cfg})
 train(cfg, DataConfig(source="path", path={path!r}, validation_fraction=0.1), sys.argv[1], progress=False)

@@ -16,7 +16,9 @@ from cem_core.experiments.gp import trained as gp_trained
 from cem_core.experiments.gp.model import GPTransformer
 from cem_core.experiments.lm import inspect as lm_inspect
 from cem_core.experiments.lm import trained as lm_trained
-from cem_core.experiments.lm.data import DataConfig, iter_documents, prose_corpus
+from cem_core.experiments.lm.data_config import DataConfig
+from cem_core.experiments.lm.sources import iter_documents
+from cem_core.experiments.lm.stdlib_corpus import prose_corpus
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
 from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import LanguageModel, ModelConfig, recursion_depth

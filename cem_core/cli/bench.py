@@ -8,7 +8,7 @@ from dataclasses import asdict
 import torch
 
 from cem_core.experiments.bench import CONVENTION, BenchConfig, format_table, run
-from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
+from cem_core.experiments.lm.train_config import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.records import atomic_write_text, claim_new_output, provenance
 from cem_core.nn.attention import AttentionConfig
 from cem_core.nn.config import ModelShape

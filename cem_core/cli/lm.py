@@ -7,10 +7,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from cem_core.experiments import cluster
-from cem_core.experiments.lm import data as lm_data
 from cem_core.experiments.lm import sweep as lm_sweep
-from cem_core.experiments.lm.train import DTYPES as TRAIN_DTYPES
-from cem_core.experiments.lm.train import TRAIN_PRESETS as LM_PRESETS
+from cem_core.experiments.lm.data_config import DEFAULT_DATASET_ID, DEFAULT_MAX_DOCUMENT_BYTES
+from cem_core.experiments.lm.sources import describe
+from cem_core.experiments.lm.train_config import DTYPES as TRAIN_DTYPES
+from cem_core.experiments.lm.train_config import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
 from cem_core.experiments.schedule import OptimConfig
 from cem_core.nn.config import ModelShape, switches
@@ -60,11 +61,11 @@ def add_lm(group) -> None:
 
 def _add_data_flags(p) -> None:
     """The data flags of every lm command."""
-    p.add_argument("--dataset-id", default=lm_data.DEFAULT_DATASET_ID,
-                   help=f"the Hub dataset of --data slimpajama (default {lm_data.DEFAULT_DATASET_ID})")
+    p.add_argument("--dataset-id", default=DEFAULT_DATASET_ID,
+                   help=f"the Hub dataset of --data slimpajama (default {DEFAULT_DATASET_ID})")
     p.add_argument("--source-filter", nargs="+", metavar="NAME",
                    help="keep only records whose meta.redpajama_set_name is one of these")
-    p.add_argument("--max-document-bytes", type=int, default=lm_data.DEFAULT_MAX_DOCUMENT_BYTES,
+    p.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX_DOCUMENT_BYTES,
                    help="skip (and count) documents longer than this many bytes (default 16 MiB)")
 
 
@@ -95,7 +96,7 @@ def _add_training_flags(p) -> None:
 
 
 def _lm_data(args, **demo):
-    from cem_core.experiments.lm.data import DataConfig
+    from cem_core.experiments.lm.data_config import DataConfig
     common = dict(source_filter=tuple(args.source_filter) if args.source_filter else None,
                   max_document_bytes=args.max_document_bytes)
     if args.data in ("demo", "prose"):
@@ -119,7 +120,7 @@ def lm_sweep_command(args) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
         return 130
-    print(f"data: {lm_data.describe(data)}")
+    print(f"data: {describe(data)}")
     print(lm_sweep.markdown_tables(records))
     print(f"\nverdict rule: {lm_sweep.RULES.get(args.preset, lm_sweep.VERDICT_RULE)}\nresults: {out / 'results.json'}")
     return 0
@@ -140,8 +141,8 @@ def _lm_overrides(args) -> dict:
 
 def lm_train_command(args) -> int:
     from cem_core.experiments.lm.compare import data_line
-    from cem_core.experiments.lm.data import describe
-    from cem_core.experiments.lm.train import LMTrainConfig, train
+    from cem_core.experiments.lm.train import train
+    from cem_core.experiments.lm.train_config import LMTrainConfig
     data = _lm_data(args)
     cfg = LMTrainConfig.from_preset(args.preset, variant=args.variant, cem_switches=_cem_switches(args),
                                     **_lm_overrides(args))

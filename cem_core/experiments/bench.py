@@ -31,7 +31,8 @@ from cem_core.nn.mlp import CEMGatedMLP
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, Block, LanguageModel, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
 
-from .lm.train import TRAIN_PRESETS, LMTrainConfig, train_step
+from .lm.step import train_step
+from .lm.train_config import TRAIN_PRESETS, LMTrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,16 +37,11 @@ import psutil
 import torch
 
 from cem_core.experiments.integrity import TEMPORARY_MARK, FolderLock
-from cem_core.experiments.lm.data import shard_files
+from cem_core.experiments.lm.cost import run_seconds, seconds_per_step, train_flops_per_token
 from cem_core.experiments.lm.run_folder import read_metrics
+from cem_core.experiments.lm.shards import shard_files
 from cem_core.experiments.lm.tokenizer import ByteTokenizer
-from cem_core.experiments.lm.train import (
-    TRAIN_PRESETS,
-    LMTrainConfig,
-    run_seconds,
-    seconds_per_step,
-    train_flops_per_token,
-)
+from cem_core.experiments.lm.train_config import TRAIN_PRESETS, LMTrainConfig
 from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 

@@ -9,8 +9,11 @@ from cem_core.experiments.records import atomic_write_text
 from cem_core.nn.model import VARIANTS
 from cem_core.nn.validate import check_device
 
-from .data import DataConfig, DataStats, describe
-from .train import LMTrainConfig, chinchilla_tokens, train
+from .cost import chinchilla_tokens
+from .data_config import DataConfig, DataStats
+from .sources import describe
+from .train import train
+from .train_config import LMTrainConfig
 
 
 def compare(preset: str, data: DataConfig, out_root, variants=tuple(VARIANTS), progress: bool = True,

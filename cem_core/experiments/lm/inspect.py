@@ -17,7 +17,7 @@ from cem_core.nn.model import LanguageModel, full_precision, recursion_depth
 from cem_core.nn.readout import TEST_T_FACTOR, read_output, read_steps
 from cem_core.nn.validate import check_int
 
-from .train import evaluate
+from .step import evaluate
 
 TOP = 5
 

@@ -18,8 +18,8 @@ from cem_core.experiments.records import markdown_table
 from cem_core.nn.model import ModelConfig
 
 from . import sweep
-from .data import DEMO_LABEL, PROSE_LABEL
-from .train import TRAIN_PRESETS
+from .stdlib_corpus import DEMO_LABEL, PROSE_LABEL
+from .train_config import TRAIN_PRESETS
 
 REFERENCE = "llama"
 TRENDS = ("narrowing", "growing", "no trend shown")

@@ -2,7 +2,7 @@
 
   .lock             held by the run's process for its whole life (`integrity.FolderLock`)
   run.json          the run's identity: its training configuration and its data source, written
-                    when the run begins, with what the data holds (`data.content`: the demo corpus's
+                    when the run begins, with what the data holds (`sources.content`: the demo corpus's
                     sha256, or each local shard's size and sha256) and the sha256 of the tokenizer
                     file once there is one
   checkpoints.json  the last two checkpoints, newest last: file, step and sha256 of each
@@ -37,7 +37,7 @@ from cem_core.experiments.integrity import (
 )
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 
-from .data import DataConfig
+from .data_config import DataConfig
 
 RUN_FILE = "run.json"
 MANIFEST = "checkpoints.json"
@@ -81,7 +81,7 @@ def claim(out: Path, identity: dict, defaults: dict, content: dict | None = None
 
     Refuses (ValueError) a folder whose run.json records another identity, naming the fields that
     differ (a field the record lacks, because it was added to the configuration later, counts as
-    its value in `defaults`), a run whose data held other `content` (`data.content`; a record from before
+    its value in `defaults`), a run whose data held other `content` (`sources.content`; a record from before
     contents were recorded takes today's), and a folder without run.json that is not empty. Once the folder is
     known to be this run's, the leftover temporaries of its interrupted writes are removed (ours only:
     `integrity.temporary_files`; a user's *.tmp is never touched)."""
@@ -115,7 +115,7 @@ def claim(out: Path, identity: dict, defaults: dict, content: dict | None = None
 
 
 def content_changes(recorded: dict, now: dict) -> list[str]:
-    """What differs between two `data.content` records, each change naming its field."""
+    """What differs between two `sources.content` records, each change naming its field."""
     changes = []
     if recorded.get("demo_sha256") != now.get("demo_sha256"):
         changes.append(f"data_content.demo_sha256 is {_short(now.get('demo_sha256'))} now, "

@@ -41,8 +41,10 @@ from cem_core.nn.model import VARIANT_OPTIONS, ModelConfig
 from cem_core.nn.validate import check_choice, check_int
 
 from . import run_folder
-from .data import DataConfig, content_sha256, describe
-from .train import LMTrainConfig, train
+from .data_config import DataConfig
+from .sources import content_sha256, describe
+from .train import train
+from .train_config import LMTrainConfig
 
 PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root

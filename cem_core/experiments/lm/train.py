@@ -1,199 +1,46 @@
-"""Language-model training: presets, the loop, atomic checkpoints with exact resume, and DDP.
+"""Language-model training: the loop, atomic checkpoints with exact resume, and DDP.
 
-One run trains one variant (llama, cem-attn, cem-mlp, cem-full) into a run folder (its files,
-identity, checkpoints and metrics: `run_folder`). The run holds the folder's lock for its whole
-life; a folder made by a run with another configuration or other data is refused. Starting the
+One run trains one variant (llama, cem-attn, cem-mlp, cem-full) of an `LMTrainConfig` (`train_config`) into a
+run folder (its files, identity, checkpoints and metrics: `run_folder`). The run holds the folder's lock for its
+whole life; a folder made by a run with another configuration or other data is refused. Starting the
 same run again resumes from its newest intact checkpoint and reproduces the uninterrupted run
 exactly (the data stream is deterministic and fast-forwarded to the checkpointed step).
 summary.json holds parameters, tokens/s, validation perplexity (also at other T), samples and
 the data readers' counts of skipped records.
 
 Scale-out: ``torchrun --nproc_per_node=N -m cem_core lm train ...`` runs DistributedDataParallel
-(gloo on CPU, NCCL on GPU). The documents are split into ``data_shards`` shards (one per rank);
+(gloo on CPU, NCCL on GPU; `distributed`). The documents are split into ``data_shards`` shards (one per rank);
 rank r draws its rows of every global batch from shard r, so a single process with
 ``data_shards=N`` sees exactly the same global batches as N ranks.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
-from cem_core.experiments.schedule import OPTIM_FIELDS, OptimConfig, as_optim, descend, set_lr
-from cem_core.nn.config import SHAPE_FIELDS, CEMOptions, ModelShape, as_shape, check_eval_T
-from cem_core.nn.flops import model_flops
-from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, LanguageModel, ModelConfig, full_precision, recursion_depth
-from cem_core.nn.validate import check_bool, check_choice, check_device, check_int, fail
+from cem_core.experiments.schedule import set_lr
+from cem_core.nn.model import LanguageModel, ModelConfig, recursion_depth
+from cem_core.nn.validate import check_device
 
 from . import run_folder
-from .data import DataConfig, DataStats, batches, describe, iter_documents, validation_blocks
-from .data import content as data_content
+from .cost import chinchilla_tokens, train_flops_per_token
+from .data_config import DataConfig, DataStats
+from .distributed import Dist, init_distributed, on_rank0
+from .packing import batches, validation_blocks
+from .sources import content as data_content
+from .sources import describe, iter_documents
+from .step import evaluate, perplexity, train_step
 from .tokenizer import ByteTokenizer, load_tokenizer, train_bpe
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-
-# Model sizes per preset. paper-86m / paper-162m are our choice (the paper's exact configurations
-# are not public): Llama totals of 85.2M and 163.9M with the byte tokenizer, trained for about
-# 20 tokens per Llama parameter (65,536 tokens a step).
-TRAIN_PRESETS = {
-    "cpu-tiny": dict(shape=ModelShape(d_model=128, n_layers=2, n_heads=4, d_ff=344),
-                     train=dict(seq_len=128, batch_size=16, steps=300, optim=OptimConfig(lr=3e-3), eval_every=100,
-                                eval_batches=8, ckpt_every=100)),
-    "paper-86m": dict(shape=ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048),
-                      train=dict(seq_len=1024, batch_size=64, steps=26000, optim=OptimConfig(lr=6e-4), eval_every=1000,
-                                 eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
-    "paper-162m": dict(shape=ModelShape(d_model=1024, n_layers=12, n_heads=16, d_ff=3072),
-                       train=dict(seq_len=1024, batch_size=64, steps=50000, optim=OptimConfig(lr=5e-4), eval_every=1000,
-                                  eval_batches=32, ckpt_every=1000, dtype="bfloat16")),
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class LMTrainConfig:
-    preset: str | None = "cpu-tiny"  # the label of the sizes' origin; None: sizes set by the caller (lm sweep)
-    variant: str = "llama"
-    cem: CEMOptions | None = None    # the CEM layers' switches (None: the variant's own, VARIANT_OPTIONS)
-    T: int | None = None             # override the CEM layers' T (None: as `cem` or the variant has it)
-    shape: ModelShape = field(default_factory=ModelShape)   # sizes and activation (a dict as run.json holds it)
-    tokenizer: str = "byte"          # "byte" or "bpe:<vocab size>" (trained on the first 8 MB of train)
-    seq_len: int = 128
-    batch_size: int = 16             # global batch (sequences), split evenly over the data shards
-    steps: int = 300
-    optim: OptimConfig = field(default_factory=OptimConfig)   # AdamW and its schedule (a dict as run.json holds it)
-    seed: int = 0
-    eval_every: int = 100
-    eval_batches: int = 8
-    ckpt_every: int = 100
-    dtype: str = "float32"           # parameters; "bfloat16" means float32 weights with bf16 autocast (GPU)
-    compile: bool = False
-    data_shards: int = 1             # torchrun sets this to the world size
-    eval_T: tuple = ()               # also report validation perplexity at these T (test-time scaling)
-    sample_tokens: int = 200
-    data_order: int | None = None    # None: the documents' own order; k: each pass shuffled by seed k (data.batches)
-
-    def __post_init__(self) -> None:
-        if self.preset is not None:
-            check_choice("preset", self.preset, tuple(TRAIN_PRESETS))
-        check_choice("variant", self.variant, tuple(VARIANTS))
-        if self.T is not None and self.variant == "llama":
-            fail("T", self.T, "applies to CEM layers only; variant='llama' has none")
-        if self.cem is not None:
-            if isinstance(self.cem, dict):         # as run.json and the sweep's records hold it
-                object.__setattr__(self, "cem", CEMOptions(**self.cem))
-            if not isinstance(self.cem, CEMOptions):
-                fail("cem", self.cem, "must be None or a CEMOptions")
-            if self.variant == "llama":
-                fail("cem", self.cem, "applies to CEM layers only; variant='llama' has none")
-        object.__setattr__(self, "shape", as_shape(self.shape))
-        object.__setattr__(self, "optim", as_optim(self.optim))
-        for name in ("batch_size", "steps", "eval_every",
-                     "eval_batches", "ckpt_every", "data_shards"):
-            check_int(name, getattr(self, name), 1)
-        check_int("seq_len", self.seq_len, 2)        # a sample needs a prompt token and room for one more
-        check_int("seed", self.seed, 0, 2 ** 63 - 1)   # torch.manual_seed's range
-        check_int("sample_tokens", self.sample_tokens, 0)
-        if self.data_order is not None:
-            check_int("data_order", self.data_order, 0)
-        check_choice("dtype", self.dtype, tuple(DTYPES))
-        check_bool("compile", self.compile)
-        if self.batch_size % self.data_shards:
-            fail("batch_size", self.batch_size, f"must be divisible by data_shards={self.data_shards} (the ranks)")
-        if not (self.tokenizer == "byte" or (self.tokenizer.startswith("bpe:") and self.tokenizer[4:].isdigit()
-                                             and 300 <= int(self.tokenizer[4:]) <= 200000)):
-            fail("tokenizer", self.tokenizer, "must be 'byte' or 'bpe:<vocab size in [300, 200000]>'")
-        cem = self.cem_options()                     # validates T
-        object.__setattr__(self, "eval_T", check_eval_T(self.eval_T, cem.T, cem.eta_mode == "per_step"))
-        if self.eval_T and self.variant == "llama":
-            fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
-        self.model_config(vocab_size=257)   # validate the model sizes now
-
-    @classmethod
-    def from_preset(cls, preset: str, cem_switches: dict | None = None, **overrides) -> "LMTrainConfig":
-        """The preset's run with `overrides` (None: the preset's): training fields, ModelShape's and OptimConfig's;
-        `cem_switches` (CEMOptions fields, T aside: the command line's CEM flags) change a CEM variant's own
-        switches."""
-        check_choice("preset", preset, tuple(TRAIN_PRESETS))
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if cem_switches:
-            variant = given.get("variant", "llama")
-            if variant == "llama":
-                fail("cem", cem_switches, "applies to CEM layers only; variant='llama' has none")
-            given["cem"] = replace(VARIANT_OPTIONS[variant], **cem_switches)
-        sizes = {k: given.pop(k) for k in SHAPE_FIELDS if k in given}
-        rates = {k: given.pop(k) for k in OPTIM_FIELDS if k in given}
-        train = TRAIN_PRESETS[preset]["train"]
-        return cls(preset=preset, shape=replace(TRAIN_PRESETS[preset]["shape"], **sizes),
-                   **{**train, **given, "optim": replace(train["optim"], **rates)})
-
-    def cem_options(self) -> CEMOptions:
-        """The CEM switches (`cem`, else the variant's own), with T overridden when set."""
-        options = VARIANT_OPTIONS[self.variant] if self.cem is None else self.cem
-        return options if self.T is None else replace(options, T=self.T)
-
-    def model_config(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig.variant(self.variant, cem=self.cem_options(), shape=self.shape, vocab_size=vocab_size,
-                                   max_seq_len=self.seq_len)
-
-    def identity(self, data: DataConfig) -> dict:
-        """What determines this run's numbers: the configuration and the data (see run_folder). The shape's and
-        the optimizer's fields sit among the configuration's own (the form run hashes have always been computed
-        from)."""
-        cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
-        own = {k: v for k, v in asdict(self).items() if k not in ("shape", "optim")
-               and not (k == "data_order" and v is None)}                 # a later field: only when set
-        config = own | self.shape.recorded() | asdict(self.optim) | {"cem": cem}
-        return run_folder.run_identity(config, data)
-
-    def run_hash(self, data: DataConfig) -> str:
-        return run_folder.identity_hash(self.identity(data))
-
-
-def chinchilla_tokens(params: int) -> int:
-    """The compute-optimal budget of about 20 training tokens per parameter (Hoffmann et al., 2022)."""
-    return 20 * params
-
-
-# -- distributed ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def active(self) -> bool:
-        return self.world_size > 1
-
-
-def init_distributed() -> Dist:
-    """Read torchrun's environment and start the process group (gloo on CPU, NCCL on GPU)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Dist()
-    d = Dist(rank=int(os.environ["RANK"]), world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return d
-
-
-# -- data ----------------------------------------------------------------------------------------
+from .train_config import DTYPES, LMTrainConfig
 
 
 class BatchStream:
@@ -234,83 +81,6 @@ def build_tokenizer(cfg: LMTrainConfig, data: DataConfig, out: Path, d: Dist, de
     return load_tokenizer(path)
 
 
-# -- the loop --------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> float:
-    """Mean validation cross-entropy (nats per token)."""
-    model.eval()
-    total, count = 0.0, 0
-    for i in range(0, len(val), batch_size):
-        batch = val[i:i + batch_size].to(device)
-        with autocast():
-            logits = model(batch[:, :-1])
-        total += F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten(), reduction="sum").item()
-        count += batch[:, 1:].numel()
-    model.train()
-    return total / count
-
-
-def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, autocast=nullcontext) -> torch.Tensor:
-    """One optimizer step on token blocks (B, seq_len + 1): next-token cross-entropy of `net` (the model,
-    or its DDP or compiled wrapper), backward, clipping of the model's gradient norm, the optimizer's
-    step. Returns the loss; a loss that is not finite raises FloatingPointError before any update, and so do
-    weights the step made not finite (a rate far too large), so that no checkpoint ever holds them."""
-    with autocast():
-        logits = net(batch[:, :-1])
-    loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"loss became {loss.item()}")
-    descend(optimizer, model, loss, grad_clip)
-    if not torch.stack([p.isfinite().all() for p in model.parameters()]).all():
-        raise FloatingPointError("the weights became non-finite")
-    return loss
-
-
-def perplexity(loss: float, where: str) -> float:
-    """exp(loss) of a validation loss; a loss that is not finite is divergence (FloatingPointError), and a finite
-    one too large for exp an infinite perplexity, never an OverflowError."""
-    if not math.isfinite(loss):
-        raise FloatingPointError(f"the validation loss became {loss} {where}")
-    return math.exp(loss) if loss < 700 else math.inf
-
-
-def seconds_per_step(cfg: LMTrainConfig, steps: int = 2, vocab_size: int = ByteTokenizer.vocab_size,
-                     warmup: int = 1) -> float:
-    """Seconds one optimizer step of `cfg` takes on this machine now, on the CPU: the median of `steps` timed
-    steps on random tokens after `warmup` untimed ones (the app's time estimates). It is a measurement, so it
-    reflects whatever else the machine is doing."""
-    check_int("steps", steps, 1)
-    check_int("warmup", warmup, 0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        model = LanguageModel(cfg.model_config(vocab_size))
-        batch = torch.randint(0, vocab_size, (cfg.batch_size, cfg.seq_len + 1))
-        optimizer = cfg.optim.optimizer(model)
-        times = []
-        for _ in range(steps + warmup):
-            start = time.perf_counter()
-            train_step(model, model, optimizer, batch, cfg.optim.grad_clip)
-            times.append(time.perf_counter() - start)
-    timed = sorted(times[warmup:])
-    return timed[len(timed) // 2]
-
-
-def run_seconds(cfg: LMTrainConfig, step_seconds: float, steps: int | None = None) -> float:
-    """The time the first `steps` steps of a run of `cfg` take (default: the whole run) at `step_seconds` a
-    training step: the steps and the evaluations among them, every eval_every steps and at the last (each
-    evaluation batch is a forward pass, about a third of a training step)."""
-    steps = cfg.steps if steps is None else steps
-    evaluations = steps // cfg.eval_every + (steps == cfg.steps and steps % cfg.eval_every != 0)
-    return step_seconds * (steps + evaluations * cfg.eval_batches / 3)
-
-
-def train_flops_per_token(model_cfg: ModelConfig, seq_len: int, batch: int) -> float:
-    """Matmul FLOPs per trained token at `batch` sequences a step (forward + backward = 3 x forward), for MFU."""
-    return 3 * model_flops(model_cfg, seq_len, batch)["total"] / seq_len
-
-
 @dataclass
 class RunResult:
     out_dir: Path
@@ -339,24 +109,6 @@ def train(cfg: LMTrainConfig, data: DataConfig, out_dir, progress: bool = True, 
         return _train(cfg, data, out, record, d, device, progress)
     finally:
         lock.release()
-
-
-def on_rank0(d: Dist, device: torch.device, step):
-    """Run `step` on rank 0 only; every rank returns its result or raises its ValueError, so a
-    refusal ends all ranks with the same message instead of leaving them waiting at a barrier."""
-    result, error = None, None
-    if d.main:
-        try:
-            result = step()
-        except ValueError as err:
-            error = str(err)
-    if d.active:
-        shared = [error, result]
-        dist.broadcast_object_list(shared, src=0, device=device if device.type == "cuda" else None)
-        error, result = shared
-    if error is not None:
-        raise ValueError(error)
-    return result
 
 
 @dataclass

@@ -21,11 +21,15 @@ from cem_core.nn.model import LanguageModel
 
 from .. import checkpoints
 from ..checkpoints import MODELS
-from .data import DataConfig, describe, validation_blocks
+from .data_config import DataConfig
+from .packing import validation_blocks
 from .run_folder import load_latest_checkpoint
+from .sources import describe
+from .step import evaluate
 from .sweep import SWEEP_PRESETS, preset_runs
 from .tokenizer import ByteTokenizer
-from .train import LMTrainConfig, evaluate, train
+from .train import train
+from .train_config import LMTrainConfig
 
 LM_METRIC = "validation perplexity"
 PROSE = DataConfig(source="prose", demo_max_bytes=SWEEP_PRESETS["default"].demo_max_bytes, validation_fraction=0.05)
