@@ -377,6 +377,22 @@ def test_a_decided_preset_without_its_table_is_refused_and_rates_from_writes_it(
         decisions.read_decisions(tmp_path / "own")
 
 
+def test_lm_sweep_refuses_a_fresh_own_rate_folder_until_rates_from_writes_its_table(tmp_path, capsys):
+    """The own-rate sweep's records without its table: `lm sweep` says what to do, and `--rates-from` the rates
+    sweep's folder writes the committed table again (every run already done: nothing trains)."""
+    from cem_core.__main__ import main
+
+    out = tmp_path / "own"
+    out.mkdir()
+    for name in (SWEEP_MANIFEST, "results.json"):
+        (out / name).write_bytes((ROOT / presets.COMMITTED_OWN / name).read_bytes())
+    command = ["lm", "sweep", "--preset", "own", "--out", str(out), "--jobs", "1"]
+    assert main(command) == 2 and "--rates-from DIR" in capsys.readouterr().err
+    assert main([*command, "--rates-from", str(ROOT / presets.COMMITTED_RATES)]) == 0
+    assert decisions.read_decisions(out) == _decisions(presets.COMMITTED_OWN)
+    assert len(runner.LM_SWEEP.load(out / "results.json")) == 33
+
+
 @pytest.mark.slow                      # a whole app page and the notebook's committed outputs
 def test_the_readme_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
     common, own = _committed(presets.COMMITTED_SWEEP), _committed(presets.COMMITTED_OWN)

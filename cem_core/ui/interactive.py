@@ -1,6 +1,6 @@
 """Plotly figure builders for the app, plus the exports behind its download buttons.
 
-Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.sweep,
+Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.report,
 flops, config, descent). Their static form (PNG, SVG) is derived from them by cem_core.ui.static;
 ``to_html`` embeds plotly.js so the file works offline.
 """
