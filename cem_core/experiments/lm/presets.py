@@ -52,7 +52,7 @@ class SweepPreset:
     rate_steps: tuple = ()             # a staged rate choice: the seed-0 grid is these multiples of a base rate ...
     base_lrs: tuple = ()               # ... (d_model, variant, base rate), and the other seeds train at its best
     data_orders: bool = False          # each seed also draws its own order of the training documents
-    decided: tuple = ()                # what of its folder's decisions table it trains by (``decided``) ...
+    decided: tuple = ()                # the keys of its folder's decisions table it trains by (``decisions``) ...
     decided_from: str = ""             # ... decided from the records of a finished sweep of this preset
     own_steps: tuple = (1.0,)          # each variant's grid: these multiples of its own rate ("own_rates")
 
@@ -101,9 +101,8 @@ _CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256),
 SWEEP_PRESETS = {
     # sized so that `default` finishes within 100 minutes on 2 CPU cores (2 workers, 1 thread each)
     "default": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(DEFAULT_LR,), seeds=(0, 1, 2), variants=SWEPT),
-    # each variant's own learning rate: a grid at a quarter of the budget, under RATE_RULE
-    "rates": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=RATE_GRID, seeds=(0,),
-                         variants=RATED),
+    # each variant's own learning rate: a grid at a quarter of the budget, under rules.RATE_RULE
+    "rates": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=RATE_GRID, seeds=(0,), variants=RATED),
     "probe": SweepPreset(**_CPU_SIZES, budget=0.25, lrs=(1e-3, 3e-3, 1e-2), seeds=(0,),
                          variants=("llama", "attn T=2", "cem-full")),
     "quick": SweepPreset(shape=ModelShape(d_model=16, n_layers=1, n_heads=2, d_ff=32), seq_len=16, batch_size=4,
@@ -127,7 +126,6 @@ SWEEP_PRESETS = {
                        budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
 }
-
 
 
 @dataclass(frozen=True)
@@ -164,7 +162,7 @@ def decided(preset: str, decisions: dict | None) -> SweepPreset:
         return p
     if decisions is None:
         raise ValueError(f"the {preset} preset trains at rates decided from a finished {p.decided_from} sweep, and "
-                         f"no decisions table was given")
+                         f"no decisions table was given (its folder's: decisions.read_decisions)")
     if missing := [key for key in p.decided if key not in decisions]:
         raise ValueError(f"the decisions table of the {preset} preset lacks {', '.join(missing)}")
     return p.decide(decisions)
