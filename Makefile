@@ -61,12 +61,12 @@ lm-rates: $(BIN)/.runtime     ## rerun (resume) each variant's learning-rate gri
 	$(BIN)/python -m cem_core lm sweep --out results/lm-rates --preset rates --jobs 2
 
 lm-own: $(BIN)/.runtime       ## rerun (resume) each variant at its own rate into results/lm-own (about 90 min on 2 cores)
-	$(BIN)/python -m cem_core lm sweep --out results/lm-own --preset own --jobs 2
+	$(BIN)/python -m cem_core lm sweep --out results/lm-own --preset own --rates-from results/lm-rates --jobs 2
 
 lm-ladder: $(BIN)/.runtime    ## rerun (resume) the quarter-budget width ladder into results/lm-ladder (about 50 min on 2 cores)
-	$(BIN)/python -m cem_core lm sweep --out results/lm-ladder --preset ladder --jobs 2
+	$(BIN)/python -m cem_core lm sweep --out results/lm-ladder --preset ladder --rates-from results/lm-rates --jobs 2
 lm-budget-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder at the paper's budget into results/lm-budget-ladder (about 3 h on 2 cores)
-	$(BIN)/python -m cem_core lm sweep --out results/lm-budget-ladder --preset budget-ladder --jobs 2
+	$(BIN)/python -m cem_core lm sweep --out results/lm-budget-ladder --preset budget-ladder --rates-from results/lm-ladder --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

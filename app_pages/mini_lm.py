@@ -19,7 +19,12 @@ from app_pages.common import (
     show_figure,
     verdict_table,
 )
-from cem_core.experiments.lm import ladder, sweep
+from cem_core.experiments.lm import decisions as lm_decisions
+from cem_core.experiments.lm import ladder
+from cem_core.experiments.lm import presets as lm_presets
+from cem_core.experiments.lm import report as lm_report
+from cem_core.experiments.lm import rules as lm_rules
+from cem_core.experiments.lm import runner as lm_runner
 from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.stdlib_corpus import DEMO_LABEL, PROSE_LABEL
 from cem_core.experiments.lm.train_config import TRAIN_PRESETS, LMTrainConfig
@@ -154,51 +159,58 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def sweep_records(folder=sweep.COMMITTED_SWEEP):
-    return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
+def sweep_records(folder=lm_presets.COMMITTED_SWEEP):
+    return lm_runner.LM_SWEEP.load(ROOT / folder / "results.json")
 
 
 def sweep_section(records) -> None:
     if not results_heading("The committed sweep: the paper's claims in miniature", records,
-                           len(sweep.stale_runs(records, "default")[0]),
+                           len(lm_runner.stale_runs(records, "default")[0]),
                            "No LM sweep results found: run `make lm-sweep` (about an hour on 2 cores).",
                            "the default sweep"):
         return
-    st.caption(f"{len(records)} runs on the {DEMO_LABEL}: {sweep.preset_summary('default')}. "
+    st.caption(f"{len(records)} runs on the {DEMO_LABEL}: {lm_presets.preset_summary('default')}. "
                "Every variant sees the same tokens. Command: `python -m cem_core lm sweep --preset default`.")
-    st.dataframe(sweep.variant_rows(records), hide_index=True)
+    st.dataframe(lm_report.variant_rows(records), hide_index=True)
     show_figure(interactive.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
     st.markdown("**The claims, each with a verdict**")
-    verdict_table(sweep.claim_rows(records))
-    st.caption(f"Verdict rule, fixed before the sweep ran: {sweep.VERDICT_RULE}")
+    verdict_table(lm_report.claim_rows(records))
+    st.caption(f"Verdict rule, fixed before the sweep ran: {lm_rules.VERDICT_RULE}")
     st.caption("The last column reads the same records with a t-based interval, each verdict labelled with its "
                "direction relative to the paper; the verdict column keeps the recorded rule. "
-               + sweep.reading_summary(records))
+               + lm_report.reading_summary(records))
     explain("Each claim compares two variants trained on the same tokens with the same seeds: the difference in "
             "validation perplexity is averaged over seeds, and only a difference larger than twice its standard "
             "error counts. At this size (a quarter of a million parameters) a verdict is about the direction of "
             "a claim, not about the paper's scale.")
 
 
+def missing_runs(records, preset: str, folder) -> int:
+    """How many runs of the preset the committed folder's records lack, at the rates of its decisions table."""
+    decided = lm_decisions.folder_decisions(ROOT / folder, preset)
+    return len(lm_runner.stale_runs(records, preset, decisions=decided)[0])
+
+
 def own_rate_section(common, own) -> None:
-    if not results_heading("Each variant at its own learning rate", own, len(sweep.stale_runs(own, "own")[0]),
+    if not results_heading("Each variant at its own learning rate", own,
+                           missing_runs(own, "own", lm_presets.COMMITTED_OWN),
                            "No own-rate sweep results found: run `make lm-own` (about 2 hours on 2 cores).",
                            "the own-rate sweep"):
         return
-    st.caption(f"{len(own)} runs on the {DEMO_LABEL}: {sweep.preset_summary('own')}. Each rate is the best of a "
+    st.caption(f"{len(own)} runs on the {DEMO_LABEL}: {lm_presets.preset_summary('own')}. Each rate is the best of a "
                "6-rate grid at a "
                "quarter of the budget (`results/lm-rates`, every best strictly inside its grid). "
                "Command: `make lm-own`.")
-    rows = sweep.own_variant_rows(common, own)
+    rows = lm_report.own_variant_rows(common, own)
     st.dataframe(rows, hide_index=True, height=35 * (len(rows) + 1) + 3)          # every variant, no inner scroll
     st.markdown("**The claims twice: at the common rate and with each variant at its own rate**")
-    if rows := sweep.side_by_side_rows(common, own):
+    if rows := lm_report.side_by_side_rows(common, own):
         verdict_table(rows)
-        st.caption(sweep.own_summary(common, own))
+        st.caption(lm_report.own_summary(common, own))
     else:
         st.info("No claim has both its variants in the own-rate sweep yet.")
-    st.caption(f"Rule for the own-rate runs, fixed before they trained: {sweep.T_RULE}")
-    st.markdown(sweep.step_size_summary(own))
+    st.caption(f"Rule for the own-rate runs, fixed before they trained: {lm_rules.T_RULE}")
+    st.markdown(lm_report.step_size_summary(own))
 
 
 LADDER_SECTIONS = {
@@ -214,24 +226,24 @@ RECORDED_RULE = ("Rule recorded before the quarter ladder ran, kept in its sweep
                  "read its records with the budget ladder's rule instead:")
 
 
-def ladder_section(records, preset: str) -> None:
+def ladder_section(records, preset: str, folder) -> None:
     title, absent = LADDER_SECTIONS[preset]
-    staged = bool(sweep.SWEEP_PRESETS[preset].rate_steps)          # its runs grow: the note below says what is left
-    if not results_heading(title, records, 0 if staged else len(sweep.stale_runs(records, preset)[0]), absent,
+    staged = bool(lm_presets.SWEEP_PRESETS[preset].rate_steps)     # its runs grow: the note below says what is left
+    if not results_heading(title, records, 0 if staged else missing_runs(records, preset, folder), absent,
                            "the ladder", "the figure and tables"):
         return
     if note := ladder.progress_note(records, preset):
         st.warning(note)
-    st.caption(f"{len(records)} runs: {sweep.preset_summary(preset)}.")
+    st.caption(f"{len(records)} runs: {lm_presets.preset_summary(preset)}.")
     show_figure(interactive.lm_ladder_figure(records, preset), f"lm width ladder {preset}", f"lm-{preset}")
     st.markdown(ladder.summary(records, preset))
     st.dataframe(ladder.trend_rows(records, preset), hide_index=True)
     with st.expander("every width and variant at its chosen rate"):
         st.dataframe(ladder.rows(records, preset), hide_index=True)
     if preset == "budget-ladder":
-        st.caption(f"Rule, fixed before the ladder ran: {sweep.RULES[preset]}")
+        st.caption(f"Rule, fixed before the ladder ran: {lm_rules.RULES[preset]}")
     else:
-        st.caption(f"{RECORDED_RULE} {sweep.RULES[preset]}")
+        st.caption(f"{RECORDED_RULE} {lm_rules.RULES[preset]}")
 
 
 def body() -> None:
@@ -251,14 +263,15 @@ def body() -> None:
     if job is None or not job["running"]:
         launcher(board)
     common = committed(sweep_records, "The committed sweep")           # the committed evidence, beside any run
-    own = committed(sweep_records, "The own-rate sweep", sweep.COMMITTED_OWN)
+    own = committed(sweep_records, "The own-rate sweep", lm_presets.COMMITTED_OWN)
     if common is not None:
         sweep_section(common)
         if own is not None:
             own_rate_section(common, own)
-    for preset, folder in (("budget-ladder", sweep.COMMITTED_BUDGET_LADDER), ("ladder", sweep.COMMITTED_LADDER)):
+    for preset, folder in (("budget-ladder", lm_presets.COMMITTED_BUDGET_LADDER),
+                           ("ladder", lm_presets.COMMITTED_LADDER)):
         if (records := committed(sweep_records, LADDER_SECTIONS[preset][0], folder)) is not None:
-            ladder_section(records, preset)
+            ladder_section(records, preset, folder)
 
 
 def stale_message(job: dict) -> str:

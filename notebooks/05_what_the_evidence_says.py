@@ -85,8 +85,12 @@ from nbhelpers import check_answer, proved, report, show, show_figure
 from cem_core.experiments import verdicts
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
+from cem_core.experiments.lm import decisions as lm_decisions
 from cem_core.experiments.lm import ladder as lm_ladder
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import presets as lm_presets
+from cem_core.experiments.lm import report as lm_report
+from cem_core.experiments.lm import rules as lm_rules
+from cem_core.experiments.lm import runner as lm_runner
 from cem_core.ui import plots
 
 
@@ -112,7 +116,7 @@ assert set(PAPER_SETUPS) <= set(gp_study.STUDY_CLAIMS)
 
 
 def is_paper_claim(text: str) -> bool:
-    """An LM claim of the paper (ours are marked '(ours)' in lm_sweep.CLAIMS)."""
+    """An LM claim of the paper (ours are marked '(ours)' in lm_report.CLAIMS)."""
     return not text.startswith("(ours)")
 
 
@@ -143,14 +147,14 @@ def load(loader, path):
 
 gp = load(gp_sweep.GP_SWEEP.load, gp_sweep_path)
 study = load(gp_sweep.GP_SWEEP.load, gp_study_path)
-lm = load(lm_sweep.LM_SWEEP.load, lm_sweep_path)
+lm = load(lm_runner.LM_SWEEP.load, lm_sweep_path)
 
 gp_missing, _ = gp_sweep.stale_hashes(gp, "default")
 study_specs = gp_study.conditions()
 have = {r["hash"] for r in study}
 study_counts = {name: (len({s.hash for s in specs} & have), len(specs)) for name, specs in study_specs.items()}
 study_total = sum(total for _, total in study_counts.values())
-lm_preset = lm_sweep.SWEEP_PRESETS["default"]
+lm_preset = lm_presets.SWEEP_PRESETS["default"]
 lm_total = len(lm_preset.variants) * len(lm_preset.seeds)
 lines = [
     f"- **GP sweep**: {len(gp)} runs loaded from `{gp_sweep_path}`; {len(gp_missing)} runs of the default sweep "
@@ -186,7 +190,7 @@ print(f"{len(gp)} GP sweep runs, {len(study)} study runs, {len(lm)} LM runs load
 # `sweep.json`; here it is as recorded, checked against the code that applies it:
 
 # %%
-for name, path, rule in (("LM claims sweep", lm_sweep_path, lm_sweep.VERDICT_RULE),
+for name, path, rule in (("LM claims sweep", lm_sweep_path, lm_rules.VERDICT_RULE),
                          ("GP factor study", gp_study_path, gp_study.STUDY_RULE)):
     manifest = Path(path).parent / "sweep.json"
     recorded = json.loads(manifest.read_text()).get("verdict_rule") if manifest.exists() else None
@@ -245,7 +249,7 @@ def by_seed(records, keep, metric):
 compared = [("LM", is_paper_claim(text), f"{a_name} vs {b_name}",
              by_seed(lm, lambda r, n=a_name: r["name"] == n, "val_ppl"),
              by_seed(lm, lambda r, n=b_name: r["name"] == n, "val_ppl"))
-            for text, claim_pairs in lm_sweep.CLAIMS for _, a_name, b_name in claim_pairs]
+            for text, claim_pairs in lm_report.CLAIMS for _, a_name, b_name in claim_pairs]
 for c in gp_study.conditions_table(study):
     for p in c["pairs"]:
         (ga, Ta), (gb, Tb) = p["a"], p["b"]
@@ -325,7 +329,7 @@ report(f"±2 se covers the true difference with probability 2/√6 = **{coverage
 
 # %% [markdown]
 # **Recompute one claim by hand.** Claim 3 ("T = 2 improves CEM attention over T = 1") from the raw
-# records with numpy, against `cem_core.experiments.lm.sweep.variant_difference` (which calls
+# records with numpy, against `cem_core.experiments.lm.report.variant_difference` (which calls
 # `cem_core.experiments.verdicts.paired_difference`) and `verdicts.verdict`. **Tolerance: $10^{-12}$
 # absolute** on the mean and the standard error (float64; numpy and `statistics` may sum in different
 # orders); the verdicts must be equal. Skipped, with a note, while the claim's runs are missing.
@@ -341,19 +345,19 @@ else:
     diffs = np.array([A[k] - B[k] for k in seeds])
     m_hand, se_hand = diffs.mean(), diffs.std(ddof=1) / np.sqrt(len(diffs))
     verdict_hand = "supported" if m_hand < -2 * se_hand else "contradicted" if m_hand > 2 * se_hand else "inconclusive"
-    ours = lm_sweep.variant_difference(lm, a_name, b_name)
+    ours = lm_report.variant_difference(lm, a_name, b_name)
     error = max(abs(m_hand - ours["mean"]), abs(se_hand - ours["se"]))
     print(f"by hand: m = {m_hand:+.4f}, se = {se_hand:.4f} over seeds {seeds} -> {verdict_hand}; "
           f"max |difference from cem_core| = {error:.1e}")
     assert error < 1e-12, "paired_difference disagrees with the paired difference computed by hand"
-    assert verdicts.verdict("improves", ours, lm_sweep.TOLERANCE) == verdict_hand
+    assert verdicts.verdict("improves", ours, lm_rules.TOLERANCE) == verdict_hand
 
 # %% [markdown]
 # The pair of claim 2 ("the CEM gated MLP stays competitive with SwiGLU": `mlp T=1` vs `llama`, a
 # **comparable** claim with the 2% tolerance):
 
 # %%
-exercise_pair = lm_sweep.variant_difference(lm, "mlp T=1", "llama")
+exercise_pair = lm_report.variant_difference(lm, "mlp T=1", "llama")
 m, se, ref = exercise_pair["mean"], exercise_pair["se"], exercise_pair["reference"]
 print(f"m = {m:+.4f}, se = {se:.4f}, ref = ppl(llama) = {ref:.4f} over {exercise_pair['seeds']} seeds")
 
@@ -373,14 +377,14 @@ answer = None                                               # your answer here
 def check(answer):
     assert answer in ("supported", "contradicted", "inconclusive"), \
         "answer 'supported', 'contradicted' or 'inconclusive'"
-    assert answer == verdicts.verdict("comparable", exercise_pair, lm_sweep.TOLERANCE), \
+    assert answer == verdicts.verdict("comparable", exercise_pair, lm_rules.TOLERANCE), \
         "not the verdict of the rule: compare m + 2 se and m - 2 se with 0.02 ref"
 
 
-tolerance = lm_sweep.TOLERANCE * ref
+tolerance = lm_rules.TOLERANCE * ref
 check_answer(answer, check, "verdict-by-hand",
              f"m ± 2 se = [{m - 2 * se:+.3f}, {m + 2 * se:+.3f}] against the tolerance t = 2% × {ref:.3f} = "
-             f"{tolerance:.3f}: **{verdicts.verdict('comparable', exercise_pair, lm_sweep.TOLERANCE)}**. "
+             f"{tolerance:.3f}: **{verdicts.verdict('comparable', exercise_pair, lm_rules.TOLERANCE)}**. "
              f"The mean alone ({m / ref:+.1%} of Llama's perplexity) is "
              f"{'within' if m <= tolerance else 'beyond'} the tolerance.")
 
@@ -646,7 +650,7 @@ else:
 # %% [markdown]
 # ## 5. The language-model claims in miniature
 #
-# The variants of `lm_sweep.SWEPT` (nine for the paper's eight claims, two for our claims 9 and 10),
+# The variants of `lm.variants.SWEPT` (nine for the paper's eight claims, two for our claims 9 and 10),
 # the same tokens for every run, one learning rate chosen before the sweep, the budget of 20 tokens per
 # Llama parameter (the caveats below check it from the records). The variants (validation perplexity,
 # mean ± standard error over seeds; the last column is test-time scaling of the T = 2 models):
@@ -655,16 +659,16 @@ else:
 if lm:
     report(f"{len(lm_preset.variants)} variants × {len(lm_preset.seeds)} seeds = {lm_total} runs planned, "
            f"{len(lm)} loaded.")
-    display(pd.DataFrame(lm_sweep.variant_rows(lm)).set_index("variant"))
-    display(pd.DataFrame(lm_sweep.claim_rows(lm)).set_index("#"))
+    display(pd.DataFrame(lm_report.variant_rows(lm)).set_index("variant"))
+    display(pd.DataFrame(lm_report.claim_rows(lm)).set_index("#"))
     report("The last column reads the same records with a t-based interval, each verdict labelled with its "
            "direction relative to the paper; the verdict column keeps the recorded rule. "
-           + lm_sweep.reading_summary(lm))
+           + lm_report.reading_summary(lm))
 else:
     report(f"The LM sweep's results are not there (`{lm_sweep_path}`): run `make lm-sweep`.")
 
 # %%
-claims = lm_sweep.claims(lm) if lm else []
+claims = lm_report.claims(lm) if lm else []
 if claims:
     def lm_pair_text(p: dict) -> str:
         if not p["seeds"]:
@@ -709,7 +713,7 @@ if claims:
         ax.errorbar(x, k, xerr=err if math.isfinite(err) else 0, fmt="o", capsize=4, color=colours[p["verdict"]])
     ax.axvline(0, color="black", lw=1)
     for sign in (1, -1):
-        ax.axvline(sign * 100 * lm_sweep.TOLERANCE, color="gray", ls="--",
+        ax.axvline(sign * 100 * lm_rules.TOLERANCE, color="gray", ls="--",
                    label="tolerance 2%: 'comparable' uses +2%, 'marginal' ±2%" if sign > 0 else None)
     ax.set_yticks(range(len(drawn)), [label for label, _ in drawn], fontsize=8)
     ax.invert_yaxis()
@@ -764,23 +768,24 @@ if lm:
 # weighted by their standard errors, and a verdict on the gap's *size* (narrowing, growing, no trend shown).
 
 # %%
-lm_own = load(lm_sweep.LM_SWEEP.load, lm_own_path)
+lm_own = load(lm_runner.LM_SWEEP.load, lm_own_path)
+lm_own_decisions = lm_decisions.read_decisions(Path(lm_own_path).parent)   # the rates it trains at
 if lm and lm_own:
-    own_total = len(lm_sweep.preset_runs("own"))
+    own_total = len(lm_presets.preset_runs("own", decisions=lm_own_decisions))
     report(f"{len(lm_own)} of the own-rate sweep's {own_total} runs loaded.")
-    display(pd.DataFrame(lm_sweep.own_variant_rows(lm, lm_own)).set_index("variant"))
-    side_by_side = lm_sweep.side_by_side_rows(lm, lm_own)
+    display(pd.DataFrame(lm_report.own_variant_rows(lm, lm_own)).set_index("variant"))
+    side_by_side = lm_report.side_by_side_rows(lm, lm_own)
     if side_by_side:
         display(pd.DataFrame(side_by_side).set_index("#"))
-        report(lm_sweep.own_summary(lm, lm_own) + "\n\n" + lm_sweep.step_size_summary(lm_own))
+        report(lm_report.own_summary(lm, lm_own) + "\n\n" + lm_report.step_size_summary(lm_own))
     else:
         report("No claim has both its variants in the own-rate sweep yet.")
 else:
     report(f"The own-rate sweep's results are not there (`{lm_own_path}`): run `make lm-own`.")
 
 # %%
-lm_ladders = {"budget-ladder": load(lm_sweep.LM_SWEEP.load, lm_budget_ladder_path),
-              "ladder": load(lm_sweep.LM_SWEEP.load, lm_ladder_path)}
+lm_ladders = {"budget-ladder": load(lm_runner.LM_SWEEP.load, lm_budget_ladder_path),
+              "ladder": load(lm_runner.LM_SWEEP.load, lm_ladder_path)}
 for preset, records in lm_ladders.items():
     if records:
         report(f"**{lm_ladder.LADDERS[preset].capitalize()}**: {len(records)} runs loaded. "
@@ -814,11 +819,12 @@ if claims:
 else:
     summary.append("- **Language models**: no runs yet.")
 if lm and lm_own:
-    summary.append("- **Language models, each variant at its own rate**: " + lm_sweep.own_summary(lm, lm_own))
+    summary.append("- **Language models, each variant at its own rate**: " + lm_report.own_summary(lm, lm_own))
 for preset, records in lm_ladders.items():
     if records:
         summary.append(f"- **{lm_ladder.LADDERS[preset].capitalize()}**: " + lm_ladder.summary(records, preset))
-own_missing = len(lm_sweep.stale_runs(lm_own, "own")[0])
+own_missing = (len(lm_runner.stale_runs(lm_own, "own", decisions=lm_own_decisions)[0]) if lm_own_decisions
+               else "all")
 cells_left = len(lm_ladder.unfinished(lm_ladders["budget-ladder"], "budget-ladder"))
 summary.append(f"- Still to come: {study_total - len(study)} study runs, {lm_total - len(lm)} LM runs, "
                f"{own_missing} own-rate runs, {cells_left} of the budget ladder's 12 widths and variants, "

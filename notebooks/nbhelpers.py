@@ -110,7 +110,8 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
     from cem_core.experiments import verdicts
     from cem_core.experiments.gp import study as gp_study
     from cem_core.experiments.gp import sweep as gp_sweep
-    from cem_core.experiments.lm import sweep as lm_sweep
+    from cem_core.experiments.lm import report as lm_report
+    from cem_core.experiments.lm import runner as lm_runner
     from cem_core.experiments.records import markdown_table
 
     def counted(verdicts_, words=("supported", "contradicted", "inconclusive")) -> str:
@@ -131,8 +132,8 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
                        f"95% interval, {counted([r['t-based reading (95%)'] for r in rows])}.")
     else:
         parts["gp"] = f"**GP regression**: no study results at `{gp_study_path}` yet."
-    lm = lm_sweep.LM_SWEEP.load(lm_sweep_path) if Path(lm_sweep_path).exists() else []
-    claims = lm_sweep.claim_rows(lm) if lm else []
+    lm = lm_runner.LM_SWEEP.load(lm_sweep_path) if Path(lm_sweep_path).exists() else []
+    claims = lm_report.claim_rows(lm) if lm else []
     reading = "t-based reading (95%, n − 1 dof)"
     rows = [{"verdict": f"**{r['verdict']}**", "t reading": r[reading], "no.": str(r["#"]), "claim": r["claim"]}
             for r in claims]

@@ -222,7 +222,7 @@ def test_the_model_shape_is_one_object_that_every_model_config_holds():
     block's MLP (SwiGLU, the CEM gated MLP, the joint block), whose outputs then differ from silu's."""
     from cem_core.experiments.bench import BenchConfig
     from cem_core.experiments.gp.model import GPModelConfig
-    from cem_core.experiments.lm.sweep import SWEEP_PRESETS
+    from cem_core.experiments.lm.presets import SWEEP_PRESETS
     from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.nn.config import SHAPE_FIELDS, ModelShape, as_shape
     from cem_core.ui.controls import DesignControls, GPControls

@@ -469,11 +469,11 @@ def test_an_edited_committed_record_costs_its_section_not_the_page(board, tmp_pa
     from conftest import ROOT
 
     from cem_core.experiments.gp import sweep as gp_sweep
-    from cem_core.experiments.lm import sweep
+    from cem_core.experiments.lm import presets
 
     if page == "lm":
-        copy = _edited_copy(tmp_path, ROOT / sweep.COMMITTED_SWEEP, 3, val_ppl=3.0)
-        monkeypatch.setattr(sweep, "COMMITTED_SWEEP", copy)
+        copy = _edited_copy(tmp_path, ROOT / presets.COMMITTED_SWEEP, 3, val_ppl=3.0)
+        monkeypatch.setattr(presets, "COMMITTED_SWEEP", copy)
         message = "The committed sweep cannot be shown: " + f"{copy / 'results.json'}: record 3: val_ppl=3.0 is not"
         kept = ["The width ladder at the paper's budget", "The earlier, quarter-budget width ladder"]
     else:

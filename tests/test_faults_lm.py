@@ -329,13 +329,13 @@ def test_weights_a_step_made_non_finite_end_the_run_before_any_checkpoint(tmp_pa
 
 @pytest.mark.slow                      # trains one sweep run
 def test_a_sweep_run_that_diverges_is_recorded_as_diverged_and_the_record_is_sound(tmp_path):
-    from cem_core.experiments.lm import sweep
+    from cem_core.experiments.lm import presets, runner
 
-    spec = sweep.preset_runs("quick")[0]
+    spec = presets.preset_runs("quick")[0]
     spec = replace(spec, config=replace(spec.config, optim=replace(spec.config.optim, lr=1000.0), steps=4,
                                         eval_every=2, ckpt_every=2))
-    record = sweep.run_one(spec, sweep.default_data("quick"), tmp_path)
-    assert record["diverged"] is True and sweep.LM_SWEEP.problem(record) == ""
+    record = runner.run_one(spec, presets.default_data("quick"), tmp_path)
+    assert record["diverged"] is True and runner.LM_SWEEP.problem(record) == ""
     for checkpoint in (tmp_path / "runs" / spec.folder).glob("checkpoint-*"):     # only weights still finite
         state = torch.load(checkpoint, weights_only=True)["model"]
         assert all(t.isfinite().all() for t in state.values()), checkpoint.name
@@ -354,12 +354,12 @@ def test_a_sweep_record_with_impossible_numbers_is_refused_with_one_line(tmp_pat
     """NaN, a negative perplexity, a string among the test-time perplexities, zero steps, a perplexity made better
     by hand: each used to be accepted (or to end in a traceback in the tables) although docs/reliability.md says a
     damaged record is refused."""
-    from cem_core.experiments.lm import sweep
+    from cem_core.experiments.lm import presets, runner
 
-    record = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")[0] | edit
+    record = runner.LM_SWEEP.load(ROOT / presets.COMMITTED_SWEEP / "results.json")[0] | edit
     (tmp_path / "results.json").write_text(json.dumps([record]))
     with pytest.raises(ValueError) as error:
-        sweep.LM_SWEEP.load(tmp_path / "results.json")
+        runner.LM_SWEEP.load(tmp_path / "results.json")
     assert message in str(error.value) and "record 0" in str(error.value)
 
 

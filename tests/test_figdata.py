@@ -11,7 +11,7 @@ from conftest import tiny_gp_specs, tiny_study_specs
 from cem_core import LanguageModel, ModelConfig
 from cem_core.__main__ import main
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import runner
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import figdata
 
@@ -236,7 +236,7 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
     listed = set(re.findall(r"`([A-Za-z0-9_]+\.(?:png|svg))`", README.read_text()))
     assert len(listed) >= 22
     gp_sweep.run_gp_sweep(tmp_path / "gp", tiny_gp_specs())
-    lm_sweep.run_sweep(tmp_path / "lm", "quick")
+    runner.run_sweep(tmp_path / "lm", "quick")
     gp_sweep.run_gp_sweep(tmp_path / "study", tiny_study_specs(["long", "eta per step"], seeds=(0,)))
     out = tmp_path / "figures"
     assert main(["figures", "--out", str(out), "--gp-results", str(tmp_path / "gp" / "results.json"),

@@ -25,7 +25,7 @@ from cem_core.experiments.gp.task import (
     zero_predictor,
 )
 from cem_core.experiments.gp.train import GPTrainConfig, baseline_rmses, eval_set, evaluate_at_T, train_gp
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import runner
 from cem_core.nn.config import ModelShape
 from cem_core.nn.model import recursion_depth
 
@@ -250,7 +250,7 @@ def test_report_and_figures_from_results(tmp_path, capsys):
     assert main(["gp", "report", str(tmp_path / "results.json")]) == 0
     out = capsys.readouterr().out
     assert "Llama attention (depth 1)" in out and "CEM T=2 (depth 1)" in out and "GP optimum RMSE" in out
-    lm_sweep.run_sweep(tmp_path / "lm", "quick")
+    runner.run_sweep(tmp_path / "lm", "quick")
     assert main(["figures", "--out", str(tmp_path / "fig"), "--gp-results", str(tmp_path / "results.json"),
                  "--lm-results", str(tmp_path / "lm" / "results.json"),
                  "--ladder-results", str(tmp_path / "lm" / "results.json"),

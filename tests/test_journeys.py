@@ -513,7 +513,7 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladders(app, brow
     and the two width ladders' figures (at the paper's budget, then the quarter-budget one) with their verdicts
     on the gap's size, nothing carried past the widths measured, and no gap called closing."""
     from app_pages.mini_lm import LADDER_SECTIONS, RECORDED_RULE
-    from cem_core.experiments.lm import ladder, sweep
+    from cem_core.experiments.lm import ladder, presets, runner
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{app.url}/lm")
@@ -535,13 +535,13 @@ def test_a_referee_reads_the_claims_at_own_rates_and_the_width_ladders(app, brow
     page.screenshot(path=shots(tmp_path) / "lm-own-rates.png", full_page=True)
     root = Path(__file__).resolve().parents[1]
     names = []
-    for preset, folder in (("budget-ladder", sweep.COMMITTED_BUDGET_LADDER), ("ladder", sweep.COMMITTED_LADDER)):
+    for preset, folder in (("budget-ladder", presets.COMMITTED_BUDGET_LADDER), ("ladder", presets.COMMITTED_LADDER)):
         rungs = page.get_by_role("heading", name=LADDER_SECTIONS[preset][0])
         rungs.scroll_into_view_if_needed()
         settle(page)
         names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p => p.data.map("
                               "t => t.name))")
-        records = sweep.LM_SWEEP.load(root / folder / "results.json")
+        records = runner.LM_SWEEP.load(root / folder / "results.json")
         assert {ladder.legend(name, t) for name, t in ladder.trends(records, preset).items()} <= set(names), names
         figure = page.locator(".js-plotly-plot").filter(has_text=ladder.LADDERS[preset].capitalize())
         figure.scroll_into_view_if_needed()

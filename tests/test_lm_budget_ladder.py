@@ -9,7 +9,7 @@ from itertools import islice
 import pytest
 from conftest import ROOT
 
-from cem_core.experiments.lm import ladder, sweep
+from cem_core.experiments.lm import decisions, ladder, presets, rates, rules, runner, variants
 from cem_core.experiments.lm.data_config import DataConfig
 from cem_core.experiments.lm.packing import batches, shuffled
 from cem_core.experiments.lm.sources import iter_documents
@@ -22,32 +22,33 @@ PRESET = "budget-ladder"
 
 
 def _committed(folder):
-    return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
+    return runner.LM_SWEEP.load(ROOT / folder / "results.json")
 
 
 def test_the_preset_trains_each_width_on_20_tokens_per_parameter_with_three_seeds_of_their_own_data_order():
     """Counted on the built models; the grid's centre at each width is the quarter-budget ladder's best rate there,
     as its committed records choose it under its own rule."""
-    p = sweep.SWEEP_PRESETS[PRESET]
-    assert p.budget == 1.0 and p.seeds == (0, 1, 2) and p.variants == sweep.LADDER_VARIANTS and p.data_orders
+    p = presets.SWEEP_PRESETS[PRESET]
+    assert p.budget == 1.0 and p.seeds == (0, 1, 2) and p.variants == variants.LADDER_VARIANTS and p.data_orders
     for q in p.parts():
         llama = LanguageModel(ModelConfig.variant("llama", shape=q.shape, vocab_size=257, max_seq_len=q.seq_len))
         params = sum(t.numel() for t in llama.parameters())
-        assert sweep.steps_for(q) == math.ceil(20 * params / (q.batch_size * q.seq_len))
-        assert sweep.steps_for(q) * q.batch_size * q.seq_len >= 20 * params
-    quarter = ladder.best_rates(_committed(sweep.COMMITTED_LADDER), "ladder")
-    assert {(w, name): lr for w, name, lr in sweep.BUDGET_LADDER_BASE} == {k: b["lr"] for k, b in quarter.items()}
-    specs = sweep.preset_runs(PRESET)                                   # before any record: the seed-0 grids
+        assert presets.steps_for(q) == math.ceil(20 * params / (q.batch_size * q.seq_len))
+        assert presets.steps_for(q) * q.batch_size * q.seq_len >= 20 * params
+    quarter = ladder.best_rates(_committed(presets.COMMITTED_LADDER), "ladder")
+    table = decisions.read_decisions(ROOT / presets.COMMITTED_BUDGET_LADDER)
+    assert {(w, name): lr for w, name, lr in table["base_rates"]} == {k: b["lr"] for k, b in quarter.items()}
+    specs = presets.preset_runs(PRESET, decisions=table)                 # before any record: the seed-0 grids
     assert len(specs) == 3 * 4 * 3 and {s.config.seed for s in specs} == {0}
     for s in specs:
-        base = dict(((w, n), lr) for w, n, lr in sweep.BUDGET_LADDER_BASE)[(s.config.shape.d_model, s.name)]
+        base = dict(((w, n), lr) for w, n, lr in table["base_rates"])[(s.config.shape.d_model, s.name)]
         assert s.config.optim.lr / base in (0.5, 1.0, 2.0) and s.config.data_order == s.config.seed
-    manifest = sweep.manifest(PRESET, sweep.default_data(PRESET), specs)
-    assert manifest["verdict_rule"] == sweep.BUDGET_LADDER_RULE
-    assert manifest["base_rates"] == [list(b) for b in sweep.BUDGET_LADDER_BASE]
+    manifest = runner.manifest(PRESET, presets.default_data(PRESET), specs, table)
+    assert manifest["verdict_rule"] == rules.BUDGET_LADDER_RULE
+    assert manifest["base_rates"] == table["base_rates"]
     for words in ("seed 0", "order of the training documents", "weights 1 / se^2", "lack-of-fit F test",
                   "on the gap's size |g|, not its sign", "an extrapolation printed without an interval"):
-        assert words in sweep.BUDGET_LADDER_RULE
+        assert words in rules.BUDGET_LADDER_RULE
 
 
 @pytest.mark.parametrize("ppl, grid, chosen", [
@@ -59,7 +60,7 @@ def test_the_preset_trains_each_width_on_20_tokens_per_parameter_with_three_seed
 ])
 def test_the_staged_grid_extends_at_an_edge_until_its_best_is_inside(ppl, grid, chosen):
     seed0 = {k * 1e-3: {"val_ppl": v, "diverged": not math.isfinite(v)} for k, v in ppl.items()}
-    got, lr = sweep.staged_grid(2e-3, (0.5, 1.0, 2.0), seed0)
+    got, lr = rates.staged_grid(2e-3, (0.5, 1.0, 2.0), seed0)
     assert got == pytest.approx([k * 1e-3 for k in grid], rel=1e-12)
     assert lr == (None if chosen is None else pytest.approx(chosen * 1e-3))
 
@@ -97,19 +98,20 @@ class _Trained:
 
 
 def _tiny(monkeypatch, tmp_path):
-    p = replace(sweep.SWEEP_PRESETS[PRESET], shape=sweep.SWEEP_PRESETS["quick"].shape, seq_len=16, batch_size=4,
+    p = replace(presets.SWEEP_PRESETS[PRESET], shape=presets.SWEEP_PRESETS["quick"].shape, seq_len=16, batch_size=4,
                 budget=0.002, variants=("llama", "attn T=1"), widths=(16, 32), head_width=8, eval_batches=2,
-                base_lrs=((16, "llama", 1e-3), (16, "attn T=1", 1e-3), (32, "llama", 1e-3), (32, "attn T=1", 1e-3)),
                 demo_max_bytes=200_000)
-    monkeypatch.setitem(sweep.SWEEP_PRESETS, PRESET, p)
-    monkeypatch.setattr(sweep, "train", lambda cfg, data, folder, progress=False: _Trained(cfg, 1e-3))
+    monkeypatch.setitem(presets.SWEEP_PRESETS, PRESET, p)
+    monkeypatch.setattr(runner, "train", lambda cfg, data, folder, progress=False: _Trained(cfg, 1e-3))
+    decisions.write_decisions(tmp_path / "ladder", {"base_rates": [[w, name, 1e-3] for w in (16, 32)
+                                                                   for name in ("llama", "attn T=1")]})
     return DataConfig(source="demo", demo_max_bytes=200_000), tmp_path / "ladder"
 
 
 def test_a_staged_sweep_runs_width_by_width_extends_its_grids_and_then_trains_the_other_seeds(monkeypatch, tmp_path):
     data, out = _tiny(monkeypatch, tmp_path)
     stages = []
-    records = sweep.run_sweep(out, PRESET, data, on_start=lambda todo: stages.append([s.folder for s in todo]))
+    records = runner.run_sweep(out, PRESET, data, on_start=lambda todo: stages.append([s.folder for s in todo]))
     assert stages[0] == [f"{v}-d16-lr{lr:g}-seed0" for v in ("llama", "attn-t-1") for lr in (5e-4, 1e-3, 2e-3)]
     assert stages[1] == ["llama-d16-lr0.004-seed0", "attn-t-1-d16-lr0.001-seed1", "attn-t-1-d16-lr0.001-seed2"]
     assert all("-d16-" in f for stage in stages[:4] for f in stage) and all("-d32-" in f for f in stages[-1])
@@ -117,14 +119,14 @@ def test_a_staged_sweep_runs_width_by_width_extends_its_grids_and_then_trains_th
     assert {k: (b["lr"], b["inside"], len(b["runs"])) for k, b in best.items()} == {
         (w, "llama"): (4e-3, True, 3) for w in (16, 32)} | {(w, "attn T=1"): (1e-3, True, 3) for w in (16, 32)}
     assert ladder.unfinished(records, PRESET) == [] and ladder.progress_note(records, PRESET) == ""
-    assert sweep.stale_runs(records, PRESET, data) == (set(), set())
+    assert runner.stale_runs(records, PRESET, data, decisions.read_decisions(out)) == (set(), set())
     assert {r["identity"]["config"]["data_order"] for r in records} == {0, 1, 2}
-    assert sweep.run_sweep(out, PRESET, data, on_start=stages.append) == records and len(stages) == 8   # idempotent
+    assert runner.run_sweep(out, PRESET, data, on_start=stages.append) == records and len(stages) == 8   # idempotent
 
 
 def test_a_staged_sweep_stopped_mid_stage_resumes_it_and_refuses_another_sweeps_folder(monkeypatch, tmp_path):
     data, out = _tiny(monkeypatch, tmp_path)
-    real, calls = sweep.train, []
+    real, calls = runner.train, []
 
     def stop_after(n):
         def train(cfg, data, folder, progress=False):
@@ -133,32 +135,34 @@ def test_a_staged_sweep_stopped_mid_stage_resumes_it_and_refuses_another_sweeps_
             calls.append(folder.name)
             return real(cfg, data, folder, progress)
         return train
-    monkeypatch.setattr(sweep, "train", stop_after(7))                     # in the second stage of d = 16
+    monkeypatch.setattr(runner, "train", stop_after(7))                     # in the second stage of d = 16
     with pytest.raises(KeyboardInterrupt):
-        sweep.run_sweep(out, PRESET, data)
-    kept = sweep.LM_SWEEP.load(out / "results.json")
+        runner.run_sweep(out, PRESET, data)
+    kept = runner.LM_SWEEP.load(out / "results.json")
     assert len(kept) == 7 and json.loads((out / SWEEP_MANIFEST).read_text())["runs"]
-    monkeypatch.setattr(sweep, "train", real)
-    records = sweep.run_sweep(out, PRESET, data)
+    monkeypatch.setattr(runner, "train", real)
+    records = runner.run_sweep(out, PRESET, data)
     assert [r["hash"] for r in records[:7]] == [r["hash"] for r in kept] or {r["hash"] for r in kept} <= {
         r["hash"] for r in records}
     assert ladder.unfinished(records, PRESET) == [] and len({r["hash"] for r in records}) == len(records)
     other = tmp_path / "other"
     shutil.copytree(out, other)
+    decisions.write_decisions(other, {"own_rates": dict.fromkeys(variants.LADDER_VARIANTS, 1e-3), "extensions": []})
     with pytest.raises(ValueError, match="holds another sweep"):
-        sweep.run_sweep(other, "ladder", data)
+        runner.run_sweep(other, "ladder", data)
 
 
 def test_the_committed_budget_ladder_matches_its_preset_and_every_chosen_rate_lies_inside_its_grid():
     """Every committed record is a run the preset asks for given the records before it (no stranger, no other
     configuration), the folder's manifest holds the rule fixed before the first run, every rate chosen lies strictly
     inside its grid with all three seeds trained there, and the cells not finished yet are named, not hidden."""
-    records = _committed(sweep.COMMITTED_BUDGET_LADDER)
+    records = _committed(presets.COMMITTED_BUDGET_LADDER)
     assert len(records) >= 22
-    missing, strangers = sweep.stale_runs(records, PRESET)
+    missing, strangers = runner.stale_runs(records, PRESET,
+                                           decisions=decisions.read_decisions(ROOT / presets.COMMITTED_BUDGET_LADDER))
     assert not strangers
-    manifest = json.loads((ROOT / sweep.COMMITTED_BUDGET_LADDER / SWEEP_MANIFEST).read_text())
-    assert manifest["verdict_rule"] == sweep.BUDGET_LADDER_RULE and manifest["preset"] == PRESET
+    manifest = json.loads((ROOT / presets.COMMITTED_BUDGET_LADDER / SWEEP_MANIFEST).read_text())
+    assert manifest["verdict_rule"] == rules.BUDGET_LADDER_RULE and manifest["preset"] == PRESET
     assert manifest["data"]["source"] == "demo" and {r["identity"]["data"]["source"] for r in records} == {"demo"}
     assert all(r["identity"]["config"]["data_order"] == r["seed"] for r in records)
     for (width, name), b in ladder.best_rates(records, PRESET).items():
@@ -166,7 +170,7 @@ def test_the_committed_budget_ladder_matches_its_preset_and_every_chosen_rate_li
             assert b["inside"] and sorted(r["seed"] for r in b["runs"]) == [0, 1, 2], (width, name)
         assert all(r["lr"] == b["lr"] for r in records if r["seed"] > 0 and r["name"] == name
                    and r["identity"]["config"]["d_model"] == width)          # other seeds only at the chosen rate
-    done = len(sweep.SWEEP_PRESETS[PRESET].widths) * 4 - len(ladder.unfinished(records, PRESET))
+    done = len(presets.SWEEP_PRESETS[PRESET].widths) * 4 - len(ladder.unfinished(records, PRESET))
     page = (ROOT / "docs" / "results-lm.md").read_text()
     note = ladder.progress_note(records, PRESET)
     assert (note in page) if note else (done == 12 and not missing)

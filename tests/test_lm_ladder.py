@@ -10,56 +10,61 @@ import pytest
 from conftest import ROOT, page_tables, row_values
 
 from cem_core.experiments import verdicts
-from cem_core.experiments.lm import ladder, sweep
+from cem_core.experiments.lm import decisions, ladder, presets, rates, report, rules, runner, variants
 from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
 
 @pytest.fixture(scope="module")
 def committed_lm_sweep():
-    return sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+    return runner.LM_SWEEP.load(ROOT / presets.COMMITTED_SWEEP / "results.json")
+
+
+def _decisions(folder):
+    return decisions.read_decisions(ROOT / folder)
 
 
 def test_the_own_rate_preset_trains_each_variant_at_its_own_rate():
-    rates = sweep.own_rates(sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_RATES / "results.json"))
-    assert sweep.OWN_RATES == {name: r["lr"] for name, r in rates.items()}     # as the committed grid found them
-    specs = sweep.preset_runs("own")
-    p = sweep.SWEEP_PRESETS["own"]
-    assert len(specs) == 3 * len(sweep.OWN_RATES) == 33
-    assert set(sweep.PAPER_VARIANTS) <= set(sweep.OWN_RATES)
-    assert all(s.config.optim.lr == sweep.OWN_RATES[s.name] for s in specs)
-    assert {s.config.steps for s in specs} == {sweep.steps_for(sweep.SWEEP_PRESETS["default"])}
+    own_rates = _decisions(presets.COMMITTED_OWN)["own_rates"]
+    specs = presets.preset_runs("own", decisions=_decisions(presets.COMMITTED_OWN))
+    p = presets.SWEEP_PRESETS["own"]
+    assert len(specs) == 3 * len(own_rates) == 33
+    assert set(variants.PAPER_VARIANTS) <= set(own_rates) and tuple(own_rates) == p.variants
+    assert all(s.config.optim.lr == own_rates[s.name] for s in specs)
+    assert {s.config.steps for s in specs} == {presets.steps_for(presets.SWEEP_PRESETS["default"])}
     assert sorted({s.config.seed for s in specs}) == [0, 1, 2] and p.budget == 1.0
-    manifest = sweep.manifest("own", sweep.default_data("own"), specs)
-    assert manifest["verdict_rule"] == sweep.T_RULE and manifest["rate_rule"] == sweep.RATE_RULE
-    assert "97.5% quantile of Student's t" in sweep.T_RULE and "4.30" in sweep.T_RULE
+    manifest = runner.manifest("own", presets.default_data("own"), specs)
+    assert manifest["verdict_rule"] == rules.T_RULE and manifest["rate_rule"] == rules.RATE_RULE
+    assert "97.5% quantile of Student's t" in rules.T_RULE and "4.30" in rules.T_RULE
 
 
 def test_the_ladder_preset_spans_four_times_the_width_at_one_budget_fraction():
     """Counted on the built models: at every width the steps are the same fraction of 20 tokens per Llama
-    parameter, the head width is fixed, and each variant's grid is 1/2, 1 and 2 x its own d = 96 rate."""
-    p = sweep.SWEEP_PRESETS["ladder"]
+    parameter, the head width is fixed, and each variant's grid is 1/2, 1 and 2 x its own d = 96 rate, with the
+    extensions its decisions table holds."""
+    p = presets.SWEEP_PRESETS["ladder"]
     parts = p.parts()
     assert [q.shape.d_model for q in parts] == [32, 64, 128] and parts[-1].shape.d_model == 4 * parts[0].shape.d_model
     for q in parts:
-        assert q.shape.d_model // q.shape.n_heads == sweep.LADDER_HEAD_WIDTH and q.shape.d_ff % 8 == 0
+        assert q.shape.d_model // q.shape.n_heads == presets.LADDER_HEAD_WIDTH and q.shape.d_ff % 8 == 0
         llama = LanguageModel(ModelConfig.variant("llama", shape=q.shape, vocab_size=257, max_seq_len=q.seq_len))
         params = sum(t.numel() for t in llama.parameters())
-        assert sweep.steps_for(q) == math.ceil(sweep.LADDER_BUDGET * 20 * params / (q.batch_size * q.seq_len))
-    specs = sweep.preset_runs("ladder")
-    extended = 2 * sum(len(rates) for _, _, rates in sweep.LADDER_EXTENSIONS)
-    assert len(specs) == 3 * 4 * 3 * 2 + extended and len({s.folder for s in specs}) == len(specs)
+        assert presets.steps_for(q) == math.ceil(presets.LADDER_BUDGET * 20 * params / (q.batch_size * q.seq_len))
+    table = _decisions(presets.COMMITTED_LADDER)
+    own, extensions = table["own_rates"], table["extensions"]
+    specs = presets.preset_runs("ladder", decisions=table)
+    assert len(specs) == 3 * 4 * 3 * 2 + 2 * len(extensions) and len({s.folder for s in specs}) == len(specs)
     for q in parts:
-        for name in sweep.LADDER_VARIANTS:
-            rates = sorted({s.config.optim.lr for s in specs
+        for name in variants.LADDER_VARIANTS:
+            found = sorted({s.config.optim.lr for s in specs
                             if s.name == name and s.config.shape.d_model == q.shape.d_model})
-            grid = [sweep.OWN_RATES[name] / 2, sweep.OWN_RATES[name], sweep.OWN_RATES[name] * 2]       # exact
-            grid += [r for w, n, more in sweep.LADDER_EXTENSIONS if (w, n) == (q.shape.d_model, name) for r in more]
-            assert rates == sorted(grid)
-    for width, name, more in sweep.LADDER_EXTENSIONS:                       # steps of 2 past an edge
-        assert all(abs(math.log2(r / sweep.OWN_RATES[name])) in (2, 3, 4) for r in more)
-    manifest = sweep.manifest("ladder", sweep.default_data("ladder"), specs)
-    assert manifest["verdict_rule"] == sweep.LADDER_RULE and "rate_rule" not in manifest
+            grid = [own[name] / 2, own[name], own[name] * 2]       # exact
+            grid += [r for w, n, r in extensions if (w, n) == (q.shape.d_model, name)]
+            assert found == sorted(grid)
+    for width, name, r in extensions:                       # steps of 2 past an edge
+        assert abs(math.log2(r / own[name])) in (2, 3, 4)
+    manifest = runner.manifest("ladder", presets.default_data("ladder"), specs)
+    assert manifest["verdict_rule"] == rules.LADDER_RULE and "rate_rule" not in manifest
 
 
 def test_the_paper_scale_is_the_86m_preset():
@@ -166,7 +171,7 @@ def _own_like(common, shift):
     """Records shaped like the own-rate sweep's, made from the committed sweep's: each variant's perplexity
     moved by shift(name, seed), and the two learned-step-size variants added."""
     out = [r | {"val_ppl": r["val_ppl"] + shift(r["name"], r["seed"])} for r in common
-           if r["name"] in sweep.PAPER_VARIANTS]
+           if r["name"] in variants.PAPER_VARIANTS]
     base = [r for r in out if r["name"] == "attn T=2, diag shared"]
     out += [r | {"name": "attn T=2, diag shared, eta per step", "val_ppl": r["val_ppl"] - 0.3 - 0.01 * r["seed"]}
             for r in base]
@@ -178,15 +183,15 @@ def _own_like(common, shift):
 def test_the_claims_side_by_side_and_what_learned_step_sizes_say(committed_lm_sweep):
     common = committed_lm_sweep
     own = _own_like(common, lambda name, seed: -1.0 if name == "llama" else 0.0)
-    rows = sweep.side_by_side_rows(common, own)
+    rows = report.side_by_side_rows(common, own)
     assert [r["#"] for r in rows] == [str(k) for k in range(1, 9)]              # ours (9, 10) are not at own rates
-    shown = {r["#"]: r for r in sweep.claim_rows(common)}
+    shown = {r["#"]: r for r in report.claim_rows(common)}
     for r in rows:
         assert r["recorded verdict (± 2 se)"] == shown[r["#"]]["verdict"]        # the recorded verdicts unmoved
-        assert r[f"common rate {sweep.DEFAULT_LR:g}: A − B"] == shown[r["#"]]["ppl(A) − ppl(B), mean ± se"]
-    first = sweep.variant_difference(common, "attn T=1", "llama")
+        assert r[f"common rate {presets.DEFAULT_LR:g}: A − B"] == shown[r["#"]]["ppl(A) − ppl(B), mean ± se"]
+    first = report.variant_difference(common, "attn T=1", "llama")
     assert rows[0]["own rates: A − B"].startswith(f"{first['mean'] + 1.0:+.3f}")   # Llama 1.0 better at its rate
-    text = sweep.step_size_summary(own)
+    text = report.step_size_summary(own)
     assert "consistent with reading dlr's gain as step-size control" in text and "-0.310 ± 0.006 (better" in text
 
 
@@ -206,13 +211,13 @@ ETA, BOTH = "attn T=2, diag shared, eta per step", "attn T=2, diag shared, P dlr
 ])
 def test_what_learned_step_sizes_say_follows_the_numbers(committed_lm_sweep, names, shift, expected):
     own = _moved(_own_like(committed_lm_sweep, lambda n, seed: 0.0), names, shift)
-    assert expected in sweep.step_size_summary(own)
+    assert expected in report.step_size_summary(own)
 
 
 def test_a_diverged_run_is_named_in_what_learned_step_sizes_say(committed_lm_sweep):
     own = [r | {"diverged": True, "val_ppl": math.nan} if r["name"] == "attn T=2, diag shared, eta per step"
            and r["seed"] == 1 else r for r in _own_like(committed_lm_sweep, lambda n, seed: 0.0)]
-    text = sweep.step_size_summary(own)
+    text = report.step_size_summary(own)
     assert "(a run diverged, 3 seeds)" in text and "So a run diverged" in text
 
 
@@ -220,22 +225,25 @@ def test_the_own_rate_summary_names_the_claims_whose_reading_changes(committed_l
     """Llama 0.5 better at its own rate than at the common one makes claim 2 (the CEM MLP competitive with
     SwiGLU, +0.064 ± 0.037 today) a measured loss: its reading changes, and only its."""
     own = _own_like(committed_lm_sweep, lambda name, seed: -0.5 if name == "llama" else 0.0)
-    text = sweep.own_summary(committed_lm_sweep, own)
+    text = report.own_summary(committed_lm_sweep, own)
     assert text.endswith("the claims whose reading changes are 2.")
     assert "against the paper: claims 1, 2, 5 and 8;" in text
 
 
 def test_the_own_rate_summary_names_each_claim_once(committed_lm_sweep):
     own = _own_like(committed_lm_sweep, lambda name, seed: 0.0)
-    text = sweep.own_summary(committed_lm_sweep, own)
+    text = report.own_summary(committed_lm_sweep, own)
     assert "the claims whose reading changes are none." in text and "(3 seeds," in text   # the same records
     named = []
     for label in verdicts.DIRECTIONS:
         found = re.search(re.escape(label) + r": (?:claims )?([^;.]+)", text).group(1)
         named += [c for c in found.replace(" and ", ", ").split(", ") if c != "none"]
     assert sorted(named, key=int) == [str(k) for k in range(1, 9)]
-    markdown = sweep.own_markdown(committed_lm_sweep, own)
-    assert text in markdown and sweep.step_size_summary(own) in markdown and markdown.count("\n| 8 |") == 1
+    markdown = report.own_markdown(committed_lm_sweep, own)
+    assert text in markdown and report.step_size_summary(own) in markdown and markdown.count("\n| 8 |") == 1
+
+
+CENTRES = {"llama": 2e-3, "attn T=1": 4e-3, "attn T=2": 4e-3, "cem-full": 1e-3}    # the centres of made-up grids
 
 
 def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
@@ -243,13 +251,13 @@ def _ladder_like(gaps: dict, noise: float = 0.03, seed: int = 0) -> list[dict]:
     each CEM variant's sits at gaps[name](log10 N) above it, worse away from its grid's middle rate."""
     rng = random.Random(seed)
     records = []
-    for q in sweep.SWEEP_PRESETS["ladder"].parts():
-        n = sweep.llama_params(q)
-        for name in sweep.LADDER_VARIANTS:
-            for k in sweep.LADDER_STEPS:
+    for q in presets.SWEEP_PRESETS["ladder"].parts():
+        n = presets.llama_params(q)
+        for name in variants.LADDER_VARIANTS:
+            for k in presets.LADDER_STEPS:
                 for s in (0, 1):
                     ppl = (12 - math.log10(n)) * (1 + gaps.get(name, lambda x: 0.0)(math.log10(n)))
-                    records.append(_record(name, q.shape.d_model, sweep.OWN_RATES[name] * k, s,
+                    records.append(_record(name, q.shape.d_model, CENTRES[name] * k, s,
                                            ppl * (1 + 0.01 * abs(math.log2(k))) + rng.gauss(0, noise), params=n))
     return records
 
@@ -293,41 +301,111 @@ def test_the_ladder_multiplicity_sentence_counts_the_width_gaps_that_survive_hol
 
 
 def _committed(folder):
-    return sweep.LM_SWEEP.load(ROOT / folder / "results.json")
+    return runner.LM_SWEEP.load(ROOT / folder / "results.json")
 
 
 def test_the_own_rate_sweep_is_whole_under_the_rule_fixed_before_it_ran():
-    records = _committed(sweep.COMMITTED_OWN)
-    assert sweep.stale_runs(records, "own") == (set(), set()) and len(records) == 33
-    assert {(r["name"], r["lr"]) for r in records} == set(sweep.OWN_RATES.items())
-    assert all(sorted(r["seed"] for r in records if r["name"] == n) == [0, 1, 2] for n in sweep.OWN_RATES)
-    manifest = json.loads((ROOT / sweep.COMMITTED_OWN / SWEEP_MANIFEST).read_text())
-    assert (manifest["verdict_rule"], manifest["rate_rule"]) == (sweep.T_RULE, sweep.RATE_RULE)
+    records = _committed(presets.COMMITTED_OWN)
+    own_rates = _decisions(presets.COMMITTED_OWN)["own_rates"]
+    assert runner.stale_runs(records, "own", decisions=_decisions(presets.COMMITTED_OWN)) == (set(), set())
+    assert len(records) == 33 and {(r["name"], r["lr"]) for r in records} == set(own_rates.items())
+    assert all(sorted(r["seed"] for r in records if r["name"] == n) == [0, 1, 2] for n in own_rates)
+    manifest = json.loads((ROOT / presets.COMMITTED_OWN / SWEEP_MANIFEST).read_text())
+    assert (manifest["verdict_rule"], manifest["rate_rule"]) == (rules.T_RULE, rules.RATE_RULE)
 
 
 def test_the_ladder_is_whole_under_the_rule_fixed_before_it_ran():
     """At least 3 widths x 4 variants x 2 seeds at each best rate, every best strictly inside its grid."""
-    records = _committed(sweep.COMMITTED_LADDER)
-    assert sweep.stale_runs(records, "ladder") == (set(), set()) and len(records) >= 72
+    records = _committed(presets.COMMITTED_LADDER)
+    assert runner.stale_runs(records, "ladder", decisions=_decisions(presets.COMMITTED_LADDER)) == (set(), set())
+    assert len(records) >= 72
     best = ladder.best_rates(records)
-    assert len(best) == 3 * 4 and {w for w, _ in best} == set(sweep.LADDER_WIDTHS)
+    assert len(best) == 3 * 4 and {w for w, _ in best} == set(presets.LADDER_WIDTHS)
     assert all(len(b["runs"]) >= 2 and b["inside"] for b in best.values()), best
-    manifest = json.loads((ROOT / sweep.COMMITTED_LADDER / SWEEP_MANIFEST).read_text())
-    assert manifest["verdict_rule"] == sweep.LADDER_RULE
+    manifest = json.loads((ROOT / presets.COMMITTED_LADDER / SWEEP_MANIFEST).read_text())
+    assert manifest["verdict_rule"] == rules.LADDER_RULE
+
+
+def test_each_decisions_table_holds_the_rates_its_source_sweep_chose():
+    """The committed decisions tables against the records they were decided from: the own rates of the own-rate
+    sweep and of the ladder are the rates sweep's choices (rules.RATE_RULE), the budget ladder's base rates are the
+    quarter ladder's best rates (and its manifest's, fixed before its first run)."""
+    chosen = decisions.derive_decisions("own", "rates", _committed(presets.COMMITTED_RATES))
+    assert _decisions(presets.COMMITTED_OWN) == chosen
+    ladder_rates = _decisions(presets.COMMITTED_LADDER)["own_rates"]
+    assert ladder_rates == {name: chosen["own_rates"][name] for name in variants.LADDER_VARIANTS}
+    base = _decisions(presets.COMMITTED_BUDGET_LADDER)
+    assert base == decisions.derive_decisions("budget-ladder", "ladder", _committed(presets.COMMITTED_LADDER))
+    manifest = json.loads((ROOT / presets.COMMITTED_BUDGET_LADDER / SWEEP_MANIFEST).read_text())
+    assert manifest["base_rates"] == base["base_rates"]
+
+
+def test_each_ladder_extension_is_one_the_rule_asked_for():
+    """rules.LADDER_RULE on the committed ladder: each extension in its decisions table, in the order added, is a
+    factor of 2 past the edge of its grid (as extended so far) where that grid's best mean lay."""
+    records, table = _committed(presets.COMMITTED_LADDER), _decisions(presets.COMMITTED_LADDER)
+    grids = {}
+    for width, name, lr in table["extensions"]:
+        grid = grids.setdefault((width, name), [table["own_rates"][name] * k for k in presets.LADDER_STEPS])
+        runs = {g: [r for r in records if (r["name"], r["lr"], r["identity"]["config"]["d_model"]) == (name, g, width)]
+                for g in grid}
+        best = rates.best_rate(runs)
+        assert not best["inside"] and lr == (min(grid) / 2 if best["lr"] == min(grid) else max(grid) * 2), (width, name)
+        grid.append(lr)
+
+
+def test_a_decided_preset_without_its_table_is_refused_and_rates_from_writes_it(tmp_path):
+    """A fresh own-rate sweep gets its rates from a finished rates sweep (``--rates-from``: ``adopt_decisions``);
+    without its decisions table it is refused with what to do, and a table that differs from the source is refused."""
+    with pytest.raises(ValueError, match=r"decisions.json is missing: the own preset trains at rates decided from a "
+                                         r"finished rates sweep; .*--rates-from DIR"):
+        runner.run_sweep(tmp_path / "own", "own")
+    with pytest.raises(ValueError, match="decided from a rates sweep, not from a default sweep"):
+        runner.adopt_decisions(tmp_path / "own", "own", ROOT / presets.COMMITTED_SWEEP)
+    with pytest.raises(ValueError, match="the default preset trains at no decided rates"):
+        runner.adopt_decisions(tmp_path / "default", "default", ROOT / presets.COMMITTED_RATES)
+    table = runner.adopt_decisions(tmp_path / "own", "own", ROOT / presets.COMMITTED_RATES)
+    assert table == _decisions(presets.COMMITTED_OWN) == decisions.read_decisions(tmp_path / "own")
+    assert runner.stale_runs(_committed(presets.COMMITTED_OWN), "own", decisions=table) == (set(), set())
+    edited = table | {"own_rates": table["own_rates"] | {"llama": 1e-3}}
+    decisions.write_decisions(tmp_path / "own", edited)
+    with pytest.raises(ValueError, match="holds other own_rates than"):
+        runner.adopt_decisions(tmp_path / "own", "own", ROOT / presets.COMMITTED_RATES)
+    assert runner.stale_runs(_committed(presets.COMMITTED_OWN), "own", decisions=edited) != (set(), set())
+    (tmp_path / "own" / decisions.DECISIONS_FILE).write_text('{"own_rates": {"llama": 2}}')
+    with pytest.raises(ValueError, match="is not a decisions table: own_rates must map"):
+        decisions.read_decisions(tmp_path / "own")
+
+
+def test_lm_sweep_refuses_a_fresh_own_rate_folder_until_rates_from_writes_its_table(tmp_path, capsys):
+    """The own-rate sweep's records without its table: `lm sweep` says what to do, and `--rates-from` the rates
+    sweep's folder writes the committed table again (every run already done: nothing trains)."""
+    from cem_core.__main__ import main
+
+    out = tmp_path / "own"
+    out.mkdir()
+    for name in (SWEEP_MANIFEST, "results.json"):
+        (out / name).write_bytes((ROOT / presets.COMMITTED_OWN / name).read_bytes())
+    command = ["lm", "sweep", "--preset", "own", "--out", str(out), "--jobs", "1"]
+    assert main(command) == 2 and "--rates-from DIR" in capsys.readouterr().err
+    assert main([*command, "--rates-from", str(ROOT / presets.COMMITTED_RATES)]) == 0
+    assert decisions.read_decisions(out) == _decisions(presets.COMMITTED_OWN)
+    assert len(runner.LM_SWEEP.load(out / "results.json")) == 33
 
 
 @pytest.mark.slow                      # a whole app page and the notebook's committed outputs
 def test_the_docs_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numbers():
-    common, own = _committed(sweep.COMMITTED_SWEEP), _committed(sweep.COMMITTED_OWN)
-    ladders = {"budget-ladder": _committed(sweep.COMMITTED_BUDGET_LADDER), "ladder": _committed(sweep.COMMITTED_LADDER)}
+    common, own = _committed(presets.COMMITTED_SWEEP), _committed(presets.COMMITTED_OWN)
+    ladders = {"budget-ladder": _committed(presets.COMMITTED_BUDGET_LADDER),
+               "ladder": _committed(presets.COMMITTED_LADDER)}
     page = (ROOT / "docs" / "results-lm.md").read_text()
-    assert sweep.own_markdown(common, own) in page
+    assert report.own_markdown(common, own) in page
     at, frames = page_tables("lm")
     shown = [row_values(f) for f in frames]
-    for rows in (sweep.own_variant_rows(common, own), sweep.side_by_side_rows(common, own)):
+    for rows in (report.own_variant_rows(common, own), report.side_by_side_rows(common, own)):
         assert row_values(rows) in shown
     text = " ".join(m.value for m in (*at.markdown, *at.caption))
-    assert sweep.step_size_summary(own) in text and sweep.own_summary(common, own) in text
+    assert report.step_size_summary(own) in text and report.own_summary(common, own) in text
     warnings = " ".join(w.value for w in at.warning)
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
     for preset, rungs in ladders.items():
@@ -335,14 +413,14 @@ def test_the_docs_the_app_and_notebook_05_show_the_same_own_rate_and_ladder_numb
         assert row_values(ladder.trend_rows(rungs, preset)) in shown and row_values(ladder.rows(rungs, preset)) in shown
         assert ladder.summary(rungs, preset) in text and ladder.progress_note(rungs, preset) in warnings
         assert json.dumps(ladder.summary(rungs, preset), ensure_ascii=False)[1:-1] in notebook
-    for sentence in (sweep.own_summary(common, own), sweep.step_size_summary(own)):
+    for sentence in (report.own_summary(common, own), report.step_size_summary(own)):
         assert json.dumps(sentence, ensure_ascii=False)[1:-1] in notebook
 
 
 def test_partial_own_rate_results_say_what_is_missing(committed_lm_sweep):
     own = [r for r in _own_like(committed_lm_sweep, lambda name, seed: 0.0) if r["name"] == "llama"]
-    assert sweep.side_by_side_rows(committed_lm_sweep, own) == []
-    assert sweep.step_size_summary(own).startswith("Claim 6 and learned step sizes: no runs yet of attn T=2, diag")
+    assert report.side_by_side_rows(committed_lm_sweep, own) == []
+    assert report.step_size_summary(own).startswith("Claim 6 and learned step sizes: no runs yet of attn T=2, diag")
 
 
 @pytest.mark.slow
@@ -359,26 +437,24 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
 
 @pytest.mark.slow
 def test_a_ladder_grid_extends_at_one_width_and_keeps_every_run_it_had():
-    """LADDER_RULE's extension: a rate added for one variant at one width adds just those runs, and the folder's
-    manifest accepts the grown sweep (its earlier runs a subset)."""
-    from dataclasses import replace
+    """rules.LADDER_RULE's extension: a rate added to the decisions table for one variant at one width adds just
+    those runs, and the folder's manifest accepts the grown sweep (its earlier runs a subset)."""
+    table = _decisions(presets.COMMITTED_LADDER)
 
-    p = sweep.SWEEP_PRESETS["ladder"]
-    grown = replace(p, extra_lrs=(*p.extra_lrs, (32, "attn T=2", (6.4e-2,))))
+    def extended(*rows):
+        return table | {"extensions": [*table["extensions"], *rows]}
+
+    p, grown = presets.decided("ladder", table), presets.decided("ladder", extended([32, "attn T=2", 6.4e-2]))
     parts = {q.shape.d_model: q for q in grown.parts()}
     assert parts[32].lrs_of("attn T=2")[-1] == 6.4e-2 and 6.4e-2 not in parts[64].lrs_of("attn T=2")
     assert parts[32].lrs_of("llama") == p.parts()[0].lrs_of("llama")
-    before_order = [s.folder for s in sweep.preset_runs("ladder")]
+    before_order = [s.folder for s in presets.preset_runs("ladder", decisions=table)]
     before = set(before_order)
-    sweep.SWEEP_PRESETS["ladder"] = grown
-    try:
-        after_order = [s.folder for s in sweep.preset_runs("ladder")]
-        after = set(after_order)
-    finally:
-        sweep.SWEEP_PRESETS["ladder"] = p
+    after_order = [s.folder for s in presets.preset_runs("ladder", decisions=extended([32, "attn T=2", 6.4e-2]))]
+    after = set(after_order)
     assert after - before == {"attn-t-2-d32-lr0.064-seed0", "attn-t-2-d32-lr0.064-seed1"} and before <= after
     assert [f for f in after_order if f in before] == before_order                  # the earlier runs keep their order
-    assert parts[32].lrs_of("llama") == replace(p, extra_lrs=(*p.extra_lrs, (32, "llama", (2e-3,)))).parts()[0].lrs_of(
+    assert parts[32].lrs_of("llama") == presets.decided("ladder", extended([32, "llama", 2e-3])).parts()[0].lrs_of(
         "llama")                                                               # a rate already there adds nothing
 
 
@@ -430,7 +506,7 @@ def test_no_document_calls_a_gap_that_grows_in_size_closing_or_narrowing():
     largest width than at the smallest is never called closing or narrowing."""
     growing = set()
     generated = []
-    for preset, folder in (("ladder", sweep.COMMITTED_LADDER), ("budget-ladder", sweep.COMMITTED_BUDGET_LADDER)):
+    for preset, folder in (("ladder", presets.COMMITTED_LADDER), ("budget-ladder", presets.COMMITTED_BUDGET_LADDER)):
         records = _committed(folder)
         growing |= set(ladder.growing_gaps(records, preset))
         found = ladder.trends(records, preset)

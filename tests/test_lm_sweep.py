@@ -10,58 +10,58 @@ from conftest import ROOT, page_tables, row_values, run_page, shard_corpus
 from cem_core.__main__ import main
 from cem_core.experiments import verdicts
 from cem_core.experiments.integrity import json_hash
-from cem_core.experiments.lm import sweep
+from cem_core.experiments.lm import presets, rates, report, rules, runner, variants
 from cem_core.experiments.lm.data_config import DataConfig
 from cem_core.experiments.lm.sources import content_sha256
 from cem_core.experiments.sweep import SWEEP_MANIFEST
 from cem_core.nn.model import LanguageModel, ModelConfig
 
-QUICK_DATA = sweep.default_data("quick")
+QUICK_DATA = presets.default_data("quick")
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick preset, run once in this process (22 runs of a few steps)."""
     out = tmp_path_factory.mktemp("lm-quick")
-    return out, sweep.run_sweep(out, "quick", jobs=1)
+    return out, runner.run_sweep(out, "quick", jobs=1)
 
 
 @pytest.mark.slow
 def test_quick_sweep_trains_every_variant_and_seed_on_the_same_budget(quick):
     out, records = quick
-    preset = sweep.SWEEP_PRESETS["quick"]
-    assert [(r["name"], r["seed"]) for r in records] == [(n, s) for n in sweep.SWEPT for s in preset.seeds]
+    preset = presets.SWEEP_PRESETS["quick"]
+    assert [(r["name"], r["seed"]) for r in records] == [(n, s) for n in variants.SWEPT for s in preset.seeds]
     assert len({r["tokens"] for r in records}) == 1 and len({r["lr"] for r in records}) == 1
     assert all(math.isfinite(r["val_ppl"]) and r["val_curve"] for r in records)
     two = [r for r in records if r["name"] in ("attn T=2", "mlp T=2", "cem-full")]
     assert all(set(r["val_ppl_by_T"]) == {"1", "2", "4"} for r in two)
-    assert sweep.LM_SWEEP.load(out / "results.json") == records
+    assert runner.LM_SWEEP.load(out / "results.json") == records
     manifest = json.loads((out / SWEEP_MANIFEST).read_text())
-    assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["data_sha256"]
+    assert manifest["verdict_rule"] == rules.VERDICT_RULE and manifest["data_sha256"]
 
 
 @pytest.mark.slow
 def test_a_finished_sweep_trains_nothing_again(quick):
     out, records = quick
     todo = []
-    again = sweep.run_sweep(out, "quick", jobs=1, on_start=todo.extend)
+    again = runner.run_sweep(out, "quick", jobs=1, on_start=todo.extend)
     assert todo == [] and again == records
 
 
 def test_the_budget_is_twenty_tokens_per_llama_parameter():
     """Counted on the built model, not from the closed form the sweep uses."""
-    p = sweep.SWEEP_PRESETS["default"]
+    p = presets.SWEEP_PRESETS["default"]
     llama = LanguageModel(ModelConfig.variant("llama", shape=p.shape, vocab_size=257, max_seq_len=p.seq_len))
     params = sum(t.numel() for t in llama.parameters())
-    assert sweep.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
-    specs = sweep.preset_runs("default")
-    assert len(specs) == 3 * len(sweep.SWEPT) == 33 and len({s.config.steps for s in specs}) == 1
-    assert {s.config.optim.lr for s in specs} == {sweep.DEFAULT_LR}
+    assert presets.steps_for(p) == math.ceil(20 * params / (p.batch_size * p.seq_len))
+    specs = presets.preset_runs("default")
+    assert len(specs) == 3 * len(variants.SWEPT) == 33 and len({s.config.steps for s in specs}) == 1
+    assert {s.config.optim.lr for s in specs} == {presets.DEFAULT_LR}
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda out: sweep.run_sweep(out, "probe", jobs=1), "another sweep"),
-    (lambda out: sweep.run_sweep(out, "quick", DataConfig(source="demo", demo_max_bytes=100_000), jobs=1),
+    (lambda out: runner.run_sweep(out, "probe", jobs=1), "another sweep"),
+    (lambda out: runner.run_sweep(out, "quick", DataConfig(source="demo", demo_max_bytes=100_000), jobs=1),
      "another sweep"),
 ])
 @pytest.mark.slow
@@ -81,36 +81,36 @@ def test_edited_records_and_stray_files_are_refused(quick, tmp_path):
         damaged = [records[0], records[0]] if edit is None else [records[0] | edit]
         (folder / "results.json").write_text(json.dumps(damaged))
         with pytest.raises(ValueError, match=message):
-            sweep.run_sweep(folder, "quick", jobs=1)
+            runner.run_sweep(folder, "quick", jobs=1)
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not an LM sweep's"):
-        sweep.run_sweep(stray, "quick", jobs=1)
+        runner.run_sweep(stray, "quick", jobs=1)
 
 
 @pytest.mark.parametrize("manifest, message", [("{not json", "is not valid JSON"), ("[1]", "is not a sweep manifest")])
 def test_a_damaged_manifest_is_refused_with_its_path(tmp_path, manifest, message):
     (tmp_path / SWEEP_MANIFEST).write_text(manifest)
     with pytest.raises(ValueError, match=message) as refused:
-        sweep.run_sweep(tmp_path, "quick", None)
+        runner.run_sweep(tmp_path, "quick", None)
     assert str(tmp_path / SWEEP_MANIFEST) in str(refused.value)
 
 
 @pytest.mark.slow
 def test_a_diverged_run_is_recorded_and_contradicts_stable_training(tmp_path, monkeypatch):
-    real = sweep.train
+    real = runner.train
 
     def diverge_cem_full(cfg, data, out, progress=False):
         if cfg.variant == "cem-full":
             raise FloatingPointError("loss became nan")
         return real(cfg, data, out, progress=progress)
 
-    monkeypatch.setattr(sweep, "train", diverge_cem_full)
-    records = sweep.run_sweep(tmp_path, "quick", jobs=1)
+    monkeypatch.setattr(runner, "train", diverge_cem_full)
+    records = runner.run_sweep(tmp_path, "quick", jobs=1)
     full = [r for r in records if r["name"] == "cem-full"]
     assert all(r["diverged"] and math.isnan(r["val_ppl"]) for r in full)
-    assert sweep.claims(records)[7]["verdict"] == "contradicted"
+    assert report.claims(records)[7]["verdict"] == "contradicted"
 
 
 @pytest.mark.slow
@@ -123,7 +123,7 @@ def test_local_slimpajama_shards_through_the_command_line(tmp_path, capsys):
     manifest = json.loads((out / SWEEP_MANIFEST).read_text())
     assert manifest["data"]["source"] == "path" and manifest["data_sha256"] == content_sha256(data)   # the shards
     assert "local SlimPajama-format shards" in manifest["data_label"]
-    assert len(sweep.LM_SWEEP.load(out / "results.json")) == 2 * len(sweep.SWEPT)
+    assert len(runner.LM_SWEEP.load(out / "results.json")) == 2 * len(variants.SWEPT)
     capsys.readouterr()
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 2
     assert "data.source" in capsys.readouterr().err
@@ -149,9 +149,9 @@ def _records(ppl: dict[str, list[float]]) -> list[dict]:
     ("marginal", [9.0, 9.1, 9.0], [10.0, 10.1, 10.05], "contradicted"),     # a 10% gain is not marginal
 ])
 def test_verdicts_follow_the_stated_rule(kind, a, b, expected):
-    d = sweep.variant_difference(_records({"A": a, "B": b}), "A", "B")
+    d = report.variant_difference(_records({"A": a, "B": b}), "A", "B")
     assert d["seeds"] == 3 and d["mean"] == pytest.approx(sum(a) / 3 - sum(b) / 3)
-    assert verdicts.verdict(kind, d, sweep.TOLERANCE) == expected
+    assert verdicts.verdict(kind, d, rules.TOLERANCE) == expected
 
 
 def test_the_probe_rule_picks_the_learning_rate_that_suits_every_variant():
@@ -159,9 +159,9 @@ def test_the_probe_rule_picks_the_learning_rate_that_suits_every_variant():
     records = [{"name": n, "lr": lr, "val_ppl": p, "diverged": False, "seed": 0}
                for n, lr, p in [("llama", 1e-3, 10.0), ("llama", 3e-3, 10.5), ("llama", 1e-2, 13.0),
                                 ("cem", 1e-3, 12.0), ("cem", 3e-3, 10.4), ("cem", 1e-2, 10.0)]]
-    assert sweep.choose_lr(records) == 3e-3
+    assert rates.choose_lr(records) == 3e-3
     records[-1]["diverged"] = True
-    assert sweep.choose_lr(records) == 3e-3
+    assert rates.choose_lr(records) == 3e-3
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_lm_sweep_command_prints_the_claims_table(quick, capsys):
     out, _ = quick
     assert main(["lm", "sweep", "--preset", "quick", "--out", str(out), "--jobs", "1"]) == 0
     text = capsys.readouterr().out
-    assert "0 to run" in text and text.count("| **") == len(sweep.CLAIMS) == 10 and "verdict rule" in text
+    assert "0 to run" in text and text.count("| **") == len(report.CLAIMS) == 10 and "verdict rule" in text
     assert "not SlimPajama" in text
     assert main(["lm", "sweep", "--preset", "probe", "--out", str(out)]) == 2
     assert "another sweep" in capsys.readouterr().err
@@ -183,20 +183,20 @@ def test_a_sweep_that_grew_trains_only_its_new_runs_and_another_sweep_is_still_r
     source, records = quick
     out = tmp_path / "grown"
     shutil.copytree(source, out, ignore=shutil.ignore_patterns("runs"))
-    new = [s for s in sweep.preset_runs("quick") if s.name in ("attn T=2, diag shared, distance", "cem-full, joint")]
+    new = [s for s in presets.preset_runs("quick") if s.name in ("attn T=2, diag shared, distance", "cem-full, joint")]
     new_hashes = {json_hash(s.config.identity(QUICK_DATA)) for s in new}
     manifest = json.loads((out / SWEEP_MANIFEST).read_text())
     old = dict(manifest, runs=[h for h in manifest["runs"] if h not in new_hashes])
     (out / SWEEP_MANIFEST).write_text(json.dumps(old))
-    sweep.LM_SWEEP.save(out, [r for r in records if r["hash"] not in new_hashes])
+    runner.LM_SWEEP.save(out, [r for r in records if r["hash"] not in new_hashes])
     trained = []
-    grown = sweep.run_sweep(out, "quick", jobs=1, on_start=trained.extend)
+    grown = runner.run_sweep(out, "quick", jobs=1, on_start=trained.extend)
     assert {json_hash(s.config.identity(QUICK_DATA)) for s in trained} == new_hashes and len(trained) == 4
     assert [r["hash"] for r in grown] == [r["hash"] for r in records]
     assert json.loads((out / SWEEP_MANIFEST).read_text())["runs"] == manifest["runs"]
     (out / SWEEP_MANIFEST).write_text(json.dumps(dict(manifest, runs=manifest["runs"] + ["f" * 64])))
     with pytest.raises(ValueError, match="holds another sweep"):
-        sweep.run_sweep(out, "quick", jobs=1)
+        runner.run_sweep(out, "quick", jobs=1)
 
 
 # -- the committed sweep ------------------------------------------------------------------------------
@@ -205,29 +205,29 @@ def test_a_sweep_that_grew_trains_only_its_new_runs_and_another_sweep_is_still_r
 def test_committed_sweep_matches_the_current_configuration():
     """results/lm-default holds all 33 runs of the default preset as it is configured now, under the
     verdict rule stated now; the probe's rule picks the learning rate the default preset uses."""
-    records = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")
-    missing, extra = sweep.stale_runs(records, "default")
+    records = runner.LM_SWEEP.load(ROOT / presets.COMMITTED_SWEEP / "results.json")
+    missing, extra = runner.stale_runs(records, "default")
     assert not missing and not extra, f"{len(missing)} runs missing, {len(extra)} stale: rerun `make lm-sweep`"
     assert len(records) == 33 and all(r["provenance"]["git_commit"] for r in records)
-    manifest = json.loads((ROOT / sweep.COMMITTED_SWEEP / SWEEP_MANIFEST).read_text())
-    assert manifest["verdict_rule"] == sweep.VERDICT_RULE and manifest["tolerance"] == sweep.TOLERANCE
-    probe = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_PROBE / "results.json")
-    assert sweep.stale_runs(probe, "probe") == (set(), set())
-    assert sweep.choose_lr(probe) == sweep.DEFAULT_LR
+    manifest = json.loads((ROOT / presets.COMMITTED_SWEEP / SWEEP_MANIFEST).read_text())
+    assert manifest["verdict_rule"] == rules.VERDICT_RULE and manifest["tolerance"] == rules.TOLERANCE
+    probe = runner.LM_SWEEP.load(ROOT / presets.COMMITTED_PROBE / "results.json")
+    assert runner.stale_runs(probe, "probe") == (set(), set())
+    assert rates.choose_lr(probe) == presets.DEFAULT_LR
 
 
 @pytest.mark.slow                      # a whole app page
 def test_the_app_and_the_docs_show_the_committed_sweep():
-    records = sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json")
+    records = runner.LM_SWEEP.load(ROOT / presets.COMMITTED_SWEEP / "results.json")
     _, frames = page_tables("lm")
-    assert frames[0] == sweep.variant_rows(records)
-    assert row_values(sweep.claim_rows(records)) in [row_values(f) for f in frames]
+    assert frames[0] == report.variant_rows(records)
+    assert row_values(report.claim_rows(records)) in [row_values(f) for f in frames]
     page = (ROOT / "docs" / "results-lm.md").read_text()
-    assert sweep.markdown_tables(records) in page and sweep.reading_summary(records) in page
+    assert report.markdown_tables(records) in page and report.reading_summary(records) in page
     at = run_page("lm")
-    assert any(sweep.reading_summary(records) in c.value for c in at.caption)
+    assert any(report.reading_summary(records) in c.value for c in at.caption)
     notebook = (ROOT / "notebooks" / "05_what_the_evidence_says.ipynb").read_text()
-    assert json.dumps(sweep.reading_summary(records))[1:-1] in notebook                 # its committed output
+    assert json.dumps(report.reading_summary(records))[1:-1] in notebook                 # its committed output
 
 
 def test_the_t_based_reading_of_the_claims():
@@ -241,7 +241,7 @@ def test_the_t_based_reading_of_the_claims():
     for dof in (1, 2, 4, 9, 29):
         for x in (-7.0, -1.3, 0.0, 0.4, 2.5, 40.0):
             assert abs(verdicts.t_cdf(x, dof) - stats.t.cdf(x, dof)) < 1e-12
-    rows = {c["claim"]: c for c in sweep.claims(sweep.LM_SWEEP.load(ROOT / sweep.COMMITTED_SWEEP / "results.json"))}
+    rows = {c["claim"]: c for c in report.claims(runner.LM_SWEEP.load(ROOT / presets.COMMITTED_SWEEP / "results.json"))}
     assert (rows[3]["verdict"], rows[3]["reading"]) == ("contradicted", "inconclusive")
     assert (rows[4]["verdict"], rows[4]["reading"]) == ("supported", "inconclusive")
     assert rows[6]["reading"] == "in CEM's favour beyond the paper's claim" and rows[6]["pairs"][0]["mean"] < 0
@@ -251,27 +251,27 @@ def test_the_t_based_reading_of_the_claims():
 
 
 def test_own_rates_follow_the_rule_fixed_before_the_grid_ran():
-    """RATE_RULE on hand-made records: the lowest perplexity wins, a diverged run never does, and a best at an
+    """rules.RATE_RULE on hand-made records: the lowest perplexity wins, a diverged run never does, and a best at an
     edge of the grid is flagged (the grid is then extended past that edge)."""
     def record(name, lr, ppl, diverged=False):
         return {"name": name, "lr": lr, "val_ppl": ppl, "diverged": diverged}
 
-    rates = sweep.own_rates([record("a", 1e-3, 7.0), record("a", 2e-3, 6.5), record("a", 4e-3, 6.9),
+    found = rates.own_rates([record("a", 1e-3, 7.0), record("a", 2e-3, 6.5), record("a", 4e-3, 6.9),
                              record("b", 1e-3, 9.0), record("b", 2e-3, 8.0), record("b", 4e-3, 1.0, diverged=True),
                              record("c", 1e-3, 5.0), record("c", 2e-3, 6.0), record("c", 4e-3, 7.0)])
-    assert rates["a"] == {"lr": 2e-3, "ppl": 6.5, "grid": [1e-3, 2e-3, 4e-3], "inside": True}
-    assert (rates["b"]["lr"], rates["b"]["inside"]) == (2e-3, True)             # the diverged 4e-3 never wins
-    assert (rates["c"]["lr"], rates["c"]["inside"]) == (1e-3, False)            # at the edge: extend the grid
+    assert found["a"] == {"lr": 2e-3, "ppl": 6.5, "grid": [1e-3, 2e-3, 4e-3], "inside": True}
+    assert (found["b"]["lr"], found["b"]["inside"]) == (2e-3, True)             # the diverged 4e-3 never wins
+    assert (found["c"]["lr"], found["c"]["inside"]) == (1e-3, False)            # at the edge: extend the grid
 
 
 def test_the_rates_sweep_is_whole_and_every_best_rate_is_inside_its_grid():
     """results/lm-rates holds all 66 runs of the rates preset as configured now, under the manifest's rule (fixed
     before the first run), and every variant's best rate lies strictly inside its grid."""
     folder = ROOT / "results" / "lm-rates"
-    records = sweep.LM_SWEEP.load(folder / "results.json")
-    assert sweep.stale_runs(records, "rates") == (set(), set()) and len(records) == 66
-    rates = sweep.own_rates(records)
-    assert set(rates) == set(sweep.SWEEP_PRESETS["rates"].variants)
-    assert all(r["inside"] and r["grid"] == sorted(sweep.RATE_GRID) for r in rates.values()), rates
+    records = runner.LM_SWEEP.load(folder / "results.json")
+    assert runner.stale_runs(records, "rates") == (set(), set()) and len(records) == 66
+    found = rates.own_rates(records)
+    assert set(found) == set(presets.SWEEP_PRESETS["rates"].variants)
+    assert all(r["inside"] and r["grid"] == sorted(presets.RATE_GRID) for r in found.values()), found
     manifest = json.loads((folder / SWEEP_MANIFEST).read_text())
-    assert manifest["rate_rule"] == sweep.RATE_RULE and manifest["preset"] == "rates"
+    assert manifest["rate_rule"] == rules.RATE_RULE and manifest["preset"] == "rates"

@@ -7,14 +7,14 @@ import pytest
 from conftest import ROOT
 
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import runner
 from cem_core.ui import interactive, plots, static
 
 COMMITTED = {interactive.gp_context_figure: (gp_sweep.GP_SWEEP, "gp-default"),
              interactive.gp_ratio_figure: (gp_sweep.GP_SWEEP, "gp-default"),
              interactive.gp_scaling_figure: (gp_sweep.GP_SWEEP, "gp-default"),
-             interactive.lm_sweep_figure: (lm_sweep.LM_SWEEP, "lm-own"),
-             interactive.lm_ladder_figure: (lm_sweep.LM_SWEEP, "lm-ladder")}
+             interactive.lm_sweep_figure: (runner.LM_SWEEP, "lm-own"),
+             interactive.lm_ladder_figure: (runner.LM_SWEEP, "lm-ladder")}
 
 
 def _records(builder):

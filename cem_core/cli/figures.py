@@ -6,18 +6,18 @@ from pathlib import Path
 from cem_core.experiments import checkpoints
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import presets as lm_presets
 
 
 def add_figures(figures) -> None:
     """The flags of ``figures``, on its parser."""
     figures.add_argument("--out", default="figures", help="the folder (default figures)")
-    figures.add_argument("--lm-results", default=str(lm_sweep.COMMITTED_SWEEP / "results.json"),
+    figures.add_argument("--lm-results", default=str(lm_presets.COMMITTED_SWEEP / "results.json"),
                          help="the LM sweep's results.json (default: the committed sweep, from the repository root)")
-    figures.add_argument("--ladder-results", default=str(lm_sweep.COMMITTED_LADDER / "results.json"),
+    figures.add_argument("--ladder-results", default=str(lm_presets.COMMITTED_LADDER / "results.json"),
                          help="the quarter-budget LM width ladder's results.json (default: the committed ladder, "
                               "from the repository root)")
-    figures.add_argument("--budget-ladder-results", default=str(lm_sweep.COMMITTED_BUDGET_LADDER / "results.json"),
+    figures.add_argument("--budget-ladder-results", default=str(lm_presets.COMMITTED_BUDGET_LADDER / "results.json"),
                          help="the LM width ladder at the paper's budget: its results.json (default: the committed "
                               "ladder, from the repository root)")
     figures.add_argument("--gp-results", default=str(gp_sweep.COMMITTED_GP_SWEEP / "results.json"),

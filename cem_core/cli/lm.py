@@ -7,7 +7,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from cem_core.experiments import cluster
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import decisions as lm_decisions
+from cem_core.experiments.lm import presets as lm_presets
+from cem_core.experiments.lm import report as lm_report
+from cem_core.experiments.lm import rules as lm_rules
+from cem_core.experiments.lm import runner as lm_runner
 from cem_core.experiments.lm.data_config import DEFAULT_DATASET_ID, DEFAULT_MAX_DOCUMENT_BYTES
 from cem_core.experiments.lm.sources import describe
 from cem_core.experiments.lm.train_config import DTYPES as TRAIN_DTYPES
@@ -30,11 +34,16 @@ def add_lm(group) -> None:
     lm_cmp.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
                         help="the variants to train (default: all)")
     lm_cmp.add_argument("--json", help="also write the table as JSON records here")
-    lm_sw = lm.add_parser("sweep", help="the paper's LM claims in miniature: nine variants x three seeds on the same "
+    lm_sw = lm.add_parser("sweep", help="the paper's LM claims in miniature: a preset's variants x seeds on the same "
                                         "tokens (resumable), and the claims table")
-    lm_sw.add_argument("--preset", choices=lm_sweep.PRESETS, default="default",
-                       help="; ".join(lm_sweep.preset_summary(p) for p in lm_sweep.PRESETS) + " (default: default)")
+    lm_sw.add_argument("--preset", choices=lm_presets.PRESETS, default="default",
+                       help="; ".join(lm_presets.preset_summary(p) for p in lm_presets.PRESETS) + " (default: default)")
     lm_sw.add_argument("--out", default=None, help="the sweep's folder (default: results/lm-<preset>)")
+    lm_sw.add_argument("--rates-from", metavar="DIR",
+                       help="for the presets that train at rates decided from an earlier sweep (own and ladder: a "
+                            "finished rates sweep; budget-ladder: a finished ladder sweep): that sweep's folder, from "
+                            "whose records the rates are written to the --out folder's decisions.json before any run "
+                            "(not needed once that table is there)")
     lm_sw.add_argument("--data", default="demo",
                        help="demo (offline Python source, NOT SlimPajama; the whole demo corpus) | prose (offline "
                             "English prose: Python's documentation and docstrings, NOT SlimPajama) | slimpajama | "
@@ -108,21 +117,25 @@ def _lm_data(args, **demo):
 
 
 def lm_sweep_command(args) -> int:
-    data = _lm_data(args, demo_max_bytes=lm_sweep.SWEEP_PRESETS[args.preset].demo_max_bytes)
+    data = _lm_data(args, demo_max_bytes=lm_presets.SWEEP_PRESETS[args.preset].demo_max_bytes)
     out = Path(args.out or f"results/lm-{args.preset}")
-    staged = bool(lm_sweep.SWEEP_PRESETS[args.preset].rate_steps)     # its runs grow stage by stage
-    n_runs = len(lm_sweep.LM_SWEEP.load(out / "results.json")) if staged else len(lm_sweep.preset_runs(args.preset))
+    if args.rates_from:
+        lm_runner.adopt_decisions(out, args.preset, args.rates_from)
+    decided = lm_decisions.folder_decisions(out, args.preset)          # refused here when the folder lacks its table
+    staged = bool(lm_presets.SWEEP_PRESETS[args.preset].rate_steps)     # its runs grow stage by stage
+    n_runs = (len(lm_runner.LM_SWEEP.load(out / "results.json")) if staged
+              else len(lm_presets.preset_runs(args.preset, decisions=decided)))
     try:
         with SweepProgress(f"lm sweep {args.preset}", n_runs, out, args.jobs,
                            lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}", staged) as progress:
-            records = lm_sweep.run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start,
+            records = lm_runner.run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start,
                                          on_done=progress.done, executor=cluster.from_arguments(args, out))
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
         return 130
     print(f"data: {describe(data)}")
-    print(lm_sweep.markdown_tables(records))
-    print(f"\nverdict rule: {lm_sweep.RULES.get(args.preset, lm_sweep.VERDICT_RULE)}\nresults: {out / 'results.json'}")
+    print(lm_report.markdown_tables(records))
+    print(f"\nverdict rule: {lm_rules.RULES.get(args.preset, lm_rules.VERDICT_RULE)}\nresults: {out / 'results.json'}")
     return 0
 
 

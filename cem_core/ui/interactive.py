@@ -1,6 +1,6 @@
 """Plotly figure builders for the app, plus the exports behind its download buttons.
 
-Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.sweep,
+Builders only draw: their numbers come from cem_core's data functions (gp_sweep, gp, lm.report,
 flops, config, descent). Their static form (PNG, SVG) is derived from them by cem_core.ui.static;
 ``to_html`` embeds plotly.js so the file works offline.
 """
@@ -16,7 +16,7 @@ import plotly.io as pio
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import ladder as lm_ladder
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import report as lm_report
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -496,7 +496,7 @@ def lm_sweep_figure(records) -> go.Figure:
     """Validation perplexity against tokens per variant: the mean over seeds, and a band from the lowest
     to the highest seed."""
     fig = _figure()
-    for i, (name, c) in enumerate(lm_sweep.validation_curves(records).items()):
+    for i, (name, c) in enumerate(lm_report.validation_curves(records).items()):
         color = PALETTE[i % len(PALETTE)]
         x = [t / 1e6 for t in c["tokens"]]
         fig.add_scatter(x=x, y=c["low"], mode="lines", line=dict(width=0, color=color), showlegend=False,

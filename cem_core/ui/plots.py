@@ -2,7 +2,7 @@
 figure the app shows has one builder, its Plotly one in cem_core.ui.interactive, and its static form here is
 derived from it (``derived``, by cem_core.ui.static). Builders only draw: the numbers come from
 cem_core.ui.figdata (CEM figures), cem_core.experiments.gp.sweep and gp_study (GP figures) and
-cem_core.experiments.lm.sweep (language-model figures).
+cem_core.experiments.lm.report (language-model figures).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import matplotlib.ticker
 from cem_core.experiments.checkpoints import MODELS
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
-from cem_core.experiments.lm import sweep as lm_sweep
+from cem_core.experiments.lm import report as lm_report
+from cem_core.experiments.lm import runner as lm_runner
 from cem_core.experiments.records import atomic_write, refuse_links
 from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.ui import figdata, interactive, static
@@ -168,7 +169,7 @@ def mpl_parameter_counts(data):
 
 
 def mpl_lm_perplexity(records):
-    rows = lm_sweep.summarize(records)
+    rows = lm_report.summarize(records)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     y = list(range(len(rows)))
     means, errors = [r["ppl_mean"] for r in rows], [2 * r["ppl_se"] for r in rows]
@@ -579,10 +580,10 @@ def write_all_figures(out_dir, gp_results, lm_results, gp_study_results, ladder_
         paths += _save(builder(data()), out, name)
     for figures, load, results, command in (
             (GP_FIGURES, gp_sweep.GP_SWEEP.load, gp_results, "make gp-sweep"),
-            (LM_FIGURES, lm_sweep.LM_SWEEP.load, lm_results, "make lm-sweep"),
+            (LM_FIGURES, lm_runner.LM_SWEEP.load, lm_results, "make lm-sweep"),
             (GP_STUDY_FIGURES, gp_sweep.GP_SWEEP.load, gp_study_results, "make gp-study"),
-            (LADDER_FIGURES, lm_sweep.LM_SWEEP.load, ladder_results, "make lm-ladder"),
-            (BUDGET_LADDER_FIGURES, lm_sweep.LM_SWEEP.load, budget_ladder_results, "make lm-budget-ladder")):
+            (LADDER_FIGURES, lm_runner.LM_SWEEP.load, ladder_results, "make lm-ladder"),
+            (BUDGET_LADDER_FIGURES, lm_runner.LM_SWEEP.load, budget_ladder_results, "make lm-budget-ladder")):
         records = load(results)
         if not records:
             raise ValueError(f"results={str(results)!r} is invalid: no sweep results found (the figures before "

@@ -1,9 +1,9 @@
 """The width ladders: does a CEM variant's perplexity gap to Llama narrow or grow with scale?
 
 Two ladders train Llama, CEM attention T = 1 and T = 2 and cem-full at d = 32, 64 and 128: ``lm sweep --preset
-ladder`` at a quarter of 20 tokens per parameter (two seeds, its rate the best mean over both, ``sweep.LADDER_RULE``)
+ladder`` at a quarter of 20 tokens per parameter (two seeds, its rate the best mean over both, ``rules.LADDER_RULE``)
 and ``--preset budget-ladder`` at the paper's 20 tokens per parameter (three seeds that also vary the data order,
-its rate chosen on seed 0, ``sweep.BUDGET_LADDER_RULE``). Both are read one way, the budget ladder's rule: the loss
+its rate chosen on seed 0, ``rules.BUDGET_LADDER_RULE``). Both are read one way, the budget ladder's rule: the loss
 gap g = ln ppl(variant) - ln ppl(Llama) paired by seed, its mean over seeds per width with a Student's t interval,
 a line through the width means weighted by their standard errors with a lack-of-fit test, and a verdict on the
 gap's size |g| (narrowing, growing, no trend shown). Where the line would reach at the paper's scale is an
@@ -17,9 +17,11 @@ from cem_core.experiments import verdicts
 from cem_core.experiments.records import markdown_table
 from cem_core.nn.model import ModelConfig
 
-from . import sweep
+from . import rates
+from .presets import SWEEP_PRESETS
 from .stdlib_corpus import DEMO_LABEL, PROSE_LABEL
 from .train_config import TRAIN_PRESETS
+from .variants import SWEEP_VARIANTS
 
 REFERENCE = "llama"
 TRENDS = ("narrowing", "growing", "no trend shown")
@@ -39,20 +41,20 @@ def best_rates(records: list[dict], preset: str = "ladder") -> dict[tuple[int, s
     """{(width, variant): {"lr", "ppl" (mean over the seeds at it), "grid", "inside", "params", "runs" (at lr)}}: each
     variant's rate at each width under its ladder's rule: the best mean over every seed (``ladder``), or the best on
     the first seed (a staged preset, ``budget-ladder``). A diverged run counts as infinitely bad."""
-    preset_ = sweep.SWEEP_PRESETS[preset]
+    preset_ = SWEEP_PRESETS[preset]
     groups: dict[tuple[int, str], dict[float, list[dict]]] = {}
     for r in records:
         groups.setdefault((r["identity"]["config"]["d_model"], r["name"]), {}).setdefault(r["lr"], []).append(r)
     out = {}
-    order = list(sweep.SWEEP_VARIANTS)
+    order = list(SWEEP_VARIANTS)
     for key, by_lr in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         choice = by_lr
         if preset_.rate_steps:
             choice = {lr: [r for r in runs if r["seed"] == preset_.seeds[0]] for lr, runs in by_lr.items()}
             choice = {lr: runs for lr, runs in choice.items() if runs}
-        best = sweep.best_rate(choice)
+        best = rates.best_rate(choice)
         runs = by_lr[best["lr"]]
-        out[key] = best | {"ppl": sweep.mean_ppl(runs), "params": runs[0]["params"], "runs": runs}
+        out[key] = best | {"ppl": rates.mean_ppl(runs), "params": runs[0]["params"], "runs": runs}
     return out
 
 
@@ -66,10 +68,10 @@ def gap_points(records: list[dict], preset: str = "ladder") -> dict[str, list[di
         ref = best.get((width, REFERENCE))
         if name == REFERENCE or ref is None:
             continue
-        ref_by_seed = {r["seed"]: sweep.run_ppl(r) for r in ref["runs"]}
+        ref_by_seed = {r["seed"]: rates.run_ppl(r) for r in ref["runs"]}
         for r in b["runs"]:
             if r["seed"] in ref_by_seed:
-                pair = (sweep.run_ppl(r), ref_by_seed[r["seed"]])
+                pair = (rates.run_ppl(r), ref_by_seed[r["seed"]])
                 g = math.log(pair[0] / pair[1]) if all(map(math.isfinite, pair)) else math.nan
                 points.setdefault(name, []).append({"width": width, "N": ref["params"], "params": b["params"],
                                                     "seed": r["seed"], "g": g, "gap": math.expm1(g)})
@@ -170,7 +172,7 @@ def _gap_cell(w: dict) -> str:
 def rows(records: list[dict], preset: str = "ladder") -> list[dict]:
     """The ladder table as displayed (docs/results-lm.md, app, notebook): one row per width and variant."""
     by = {name: {w["width"]: w for w in t["widths"]} for name, t in trends(records, preset).items()}
-    edge = " (still choosing: its grid grows past this edge)" if sweep.SWEEP_PRESETS[preset].rate_steps \
+    edge = " (still choosing: its grid grows past this edge)" if SWEEP_PRESETS[preset].rate_steps \
         else " (at the grid's edge)"
     out = []
     for (width, name), b in best_rates(records, preset).items():
@@ -228,7 +230,7 @@ def scale(records: list[dict], preset: str = "ladder") -> str:
     widths = sorted({w for w, _ in best})
     ref = [best[(w, REFERENCE)] for w in widths if (w, REFERENCE) in best]
     seeds = sorted({len(b["runs"]) for b in best.values()})
-    budget = 20 * sweep.SWEEP_PRESETS[preset].budget
+    budget = 20 * SWEEP_PRESETS[preset].budget
     params = [b["params"] for b in ref] or [0]
     tokens = [b["runs"][0]["tokens"] for b in ref] or [0]
     return (f"{len(widths)} widths (d = {', '.join(map(str, widths))}: Llama {min(params):,} to {max(params):,} "
@@ -320,7 +322,7 @@ def growing_gaps(records: list[dict], preset: str = "ladder") -> list[str]:
 
 def unfinished(records: list[dict], preset: str = "ladder") -> list[tuple[int, str]]:
     """The (width, variant) cells of the preset without a chosen rate inside its grid and a run of every seed there."""
-    p = sweep.SWEEP_PRESETS[preset]
+    p = SWEEP_PRESETS[preset]
     best = best_rates(records, preset)
     return [(w, name) for w in p.widths for name in p.variants
             if (b := best.get((w, name))) is None or not b["inside"]
@@ -332,7 +334,7 @@ def progress_note(records: list[dict], preset: str = "ladder") -> str:
     left = unfinished(records, preset)
     if not left:
         return ""
-    cells = len(sweep.SWEEP_PRESETS[preset].widths) * len(sweep.SWEEP_PRESETS[preset].variants)
+    cells = len(SWEEP_PRESETS[preset].widths) * len(SWEEP_PRESETS[preset].variants)
     widths = sorted({w for w, _ in left})
     return (f"{LADDERS[preset].capitalize()} is not finished: {cells - len(left)} of its {cells} widths and variants "
             f"have their rate and every seed; still to run at d = {', '.join(map(str, widths))} (`make "

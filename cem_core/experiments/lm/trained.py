@@ -1,7 +1,7 @@
 """The trained language models kept in ``models/`` (``checkpoints``): three variants of the ``default`` sweep,
 seed 0, on English prose.
 
-Each is the ``default`` sweep's run of its variant (``sweep.preset_runs``: width 96, 2 layers, 4 heads, d_ff 256,
+Each is the ``default`` sweep's run of its variant (``presets.preset_runs``: width 96, 2 layers, 4 heads, d_ff 256,
 the byte tokenizer, 128 tokens a sequence, 16 a batch, 2,406 steps at lr 1e-3) with one change: the data is
 the prose corpus (``data.prose_corpus``: the Python documentation's topics and the standard library's
 docstrings, about 2.2 MB, built from the Python installation without a download) instead of the demo corpus
@@ -23,10 +23,10 @@ from .. import checkpoints
 from ..checkpoints import MODELS
 from .data_config import DataConfig
 from .packing import validation_blocks
+from .presets import SWEEP_PRESETS, preset_runs
 from .run_folder import load_latest_checkpoint
 from .sources import describe
 from .step import evaluate
-from .sweep import SWEEP_PRESETS, preset_runs
 from .tokenizer import ByteTokenizer
 from .train import train
 from .train_config import LMTrainConfig
