@@ -346,6 +346,7 @@ def test_a_sweep_run_that_diverges_is_recorded_as_diverged_and_the_record_is_sou
     ({"val_ppl": -5.0}, "val_ppl=-5.0 is invalid: a perplexity is at least 1"),
     ({"val_ppl_by_T": {"1": "many"}}, "val_ppl_by_T={'1': 'many'} is invalid: must map each T to a number"),
     ({"steps": 0}, "steps=0 is invalid: a run trains at least one step"),
+    ({"tokens": 0}, "tokens=0 is invalid: a run trains on at least one token"),
     ({"val_curve": [[1, "x"]]}, "is invalid: not [step, perplexity] pairs of numbers"),
     ({"val_ppl": 3.0}, "val_ppl=3.0 is not what the run recorded (its checksum differs): the record was edited"),
     ({"tokens_per_s": 1e9}, "tokens_per_s=1000000000.0 is not what the run recorded"),

@@ -68,7 +68,8 @@ class Experiment:
         f"{len(records)} of its runs are not runs of the requested sweep (first: {records[0]['hash']})"))
 
     def problem(self, record) -> str:
-        """What is wrong with one run record ('' when nothing)."""
+        """What is wrong with one run record ('' when nothing): its fields and their kinds, its hash, that it trained
+        at least one step, the experiment's own checks (``check``) and its seal."""
         if not isinstance(record, dict):
             return f"{short_repr(record)} is not an object (a run record)"
         missing = [name for name in self.fields if name not in record]
@@ -83,6 +84,8 @@ class Experiment:
         if json_hash(record[self.identity]) != record["hash"]:
             return (f"hash={record['hash']!r} is invalid: it is not the hash of the record's {self.identity} "
                     "(the record was edited)")
+        if "steps" in self.fields and record["steps"] < 1:           # every kind of run trains
+            return f"steps={record['steps']} is invalid: a run trains at least one step"
         return self.check(record) or seal_problem(record)
 
     def load(self, path) -> list[dict]:

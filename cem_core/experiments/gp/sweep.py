@@ -130,7 +130,7 @@ GP_RECORD_FIELDS = {
 
 
 def _gp_record_problem(record: dict) -> str:
-    """A GP record's own checks: its config holds task, model and train; it trained at least one step; its curves
+    """A GP record's own checks: its config holds task, model and train; its curves
     are numbers, and finite (with its other numbers) unless the run diverged (a diverged run's RMSE may be nan);
     its errors are not negative."""
     if not all(isinstance(record["config"].get(k), dict) for k in ("task", "model", "train")):
@@ -138,8 +138,6 @@ def _gp_record_problem(record: dict) -> str:
     for name in ("rmse_by_position", "rmse_gp_by_position"):
         if not all(is_kind(v, float) for v in record[name]):
             return f"{name}={short_repr(record[name])} is invalid: must be a list of numbers"
-    if record["steps"] < 1:
-        return f"steps={record['steps']} is invalid: a run trains at least one step"
     if record["diverged"]:
         return ""
     if problem := not_finite(record, GP_RECORD_FIELDS):

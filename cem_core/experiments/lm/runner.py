@@ -79,8 +79,8 @@ def _lm_record_problem(record: dict) -> str:
             return f"{name}={short_repr(record[name])} does not match its identity ({short_repr(config.get(name))})"
     if record["name"] not in SWEEP_VARIANTS:
         return f"name={record['name']!r} is not one of the sweep's variants"
-    if record["steps"] < 1 or record["tokens"] < 1:
-        return f"steps={record['steps']} is invalid: a run trains at least one step"
+    if record["tokens"] < 1:
+        return f"tokens={record['tokens']} is invalid: a run trains on at least one token"
     by_T = record["val_ppl_by_T"]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in by_T.values()):
         return f"val_ppl_by_T={short_repr(by_T)} is invalid: must map each T to a number"
