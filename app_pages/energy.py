@@ -22,7 +22,7 @@ from app_pages.common import (
     widget_keys,
 )
 from app_pages.playback import playback
-from cem_core.ui import interactive
+from cem_core.ui import descent_figures
 from cem_core.ui import playback as steps
 from cem_core.ui.cache import SizedCache, shared
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
@@ -87,17 +87,17 @@ def _phase_views(controls: EnergyControls, pinned: EnergyControls | None, presen
         # (a phase's name is its heading; titles short enough for half the page with the sidebar open)
         title = "energy from step 0: E(x⁽ᵗ⁾) − E(x⁽⁰⁾)" if relative else "energy E(x⁽ᵗ⁾ | c)"
         figures = {
-            "energy": interactive.per_token_figure(
+            "energy": descent_figures.per_token_figure(
                 phase["energies"], title, "energy from step 0" if relative else "energy", rose=phase["rose"],
                 height=height, token=token, pinned=None if other is None else other["energies"], legend=legend,
                 **overlay),
-            "norm": interactive.per_token_figure(
+            "norm": descent_figures.per_token_figure(
                 phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm", first_step=1, height=height,
                 token=token, pinned=None if other is None else other["update_norms"], legend=legend, **overlay),
-            "landscape": interactive.landscape_figure(
+            "landscape": descent_figures.landscape_figure(
                 phase["landscape"], token, height=height + (0 if present else 60),
                 pinned=path, **(overlay if path is not None else {})),
-            "heatmap": None if head is None else interactive.attention_heatmap_figure(
+            "heatmap": None if head is None else descent_figures.attention_heatmap_figure(
                 phase["weights"], len(phase["weights"]), head, height=height, token=token)}
         out.append({"args": steps.view(phase, figures, token, head or 0, other), "figures": figures})
     return out
