@@ -86,10 +86,15 @@ def job_board() -> jobs.JobBoard:
                          data_dir=Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")), workdir=ROOT)
 
 
+def link_switch(key: str) -> bool:
+    """A switch's value in the link (?key=true)."""
+    return st.query_params.get(key, "false").lower() in ("true", "1")
+
+
 def url_switch(key: str) -> bool:
     """A switch's value: as set in this session, else from the link (?key=true)."""
     if key not in st.session_state:
-        st.session_state[key] = st.query_params.get(key, "false").lower() in ("true", "1")
+        st.session_state[key] = link_switch(key)
     return st.session_state[key]
 
 
