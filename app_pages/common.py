@@ -12,7 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import interactive, jobs, links, static
+from cem_core.ui import exports, figure_style, jobs, links, static
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
@@ -50,7 +50,7 @@ def warm_up() -> None:
         import plotly.io  # noqa: F401
         import pyarrow  # noqa: F401
 
-        from cem_core.ui import explore, figdata, inside, interactive, plots  # noqa: F401
+        from cem_core.ui import design_figures, explore, exports, figdata, figure_files, inside  # noqa: F401
 
 
 def busy_note():
@@ -86,10 +86,15 @@ def job_board() -> jobs.JobBoard:
                          data_dir=Path(os.environ.get("CEM_LAB_DATA_DIR", ROOT / "data")), workdir=ROOT)
 
 
+def link_switch(key: str) -> bool:
+    """A switch's value in the link (?key=true)."""
+    return st.query_params.get(key, "false").lower() in ("true", "1")
+
+
 def url_switch(key: str) -> bool:
     """A switch's value: as set in this session, else from the link (?key=true)."""
     if key not in st.session_state:
-        st.session_state[key] = st.query_params.get(key, "false").lower() in ("true", "1")
+        st.session_state[key] = link_switch(key)
     return st.session_state[key]
 
 
@@ -234,7 +239,7 @@ PRESENT_FONTS = 1.25          # presentation mode: every plot's fonts this much 
 def show_figure(fig, name: str, key: str, height: int | None = None) -> None:
     """The chart plus its download buttons; in presentation mode larger, without them (`height`: there)."""
     if st.session_state.get("present"):
-        fig = interactive.enlarged(fig, PRESENT_FONTS).update_layout(**({"height": height} if height else {}))
+        fig = figure_style.enlarged(fig, PRESENT_FONTS).update_layout(**({"height": height} if height else {}))
     st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None)   # our fonts, not the theme's 12 px
     if not st.session_state.get("present"):
         download_buttons(fig, name, key)
@@ -244,11 +249,11 @@ def download_buttons(fig, name: str, key: str) -> None:
     """A figure's downloads: interactive HTML, PNG and the data as CSV (each built on click)."""
     slug = _slug(name)
     cols = st.columns(3)
-    cols[0].download_button("HTML", lambda: interactive.to_html(fig), file_name=f"{slug}.html",
+    cols[0].download_button("HTML", lambda: exports.to_html(fig), file_name=f"{slug}.html",
                             mime="text/html", key=f"html-{key}", on_click="ignore", icon=":material/download:")
     cols[1].download_button("PNG", lambda: static.to_png(fig), file_name=f"{slug}.png", mime="image/png",
                             key=f"png-{key}", on_click="ignore", icon=":material/download:")
-    cols[2].download_button("CSV", lambda: interactive.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
+    cols[2].download_button("CSV", lambda: exports.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
                             key=f"csv-{key}", on_click="ignore", icon=":material/download:")
 
 

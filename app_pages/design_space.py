@@ -19,9 +19,9 @@ from app_pages.common import (
 )
 from cem_core.nn.model import VARIANTS
 from cem_core.nn.precondition import PRECONDITIONERS
-from cem_core.ui import figdata, interactive
+from cem_core.ui import design_figures, figdata
 from cem_core.ui.cache import shared
-from cem_core.ui.controls import DesignControls
+from cem_core.ui.design_controls import DesignControls
 from cem_core.ui.equations import update_latex
 
 KEYS = widget_keys(DesignControls, "ds_")
@@ -80,7 +80,7 @@ def body() -> None:
     n = c.seq_len
     flops = figdata.flops_per_token(configs, n)
     series = {part: [flops[v][part] / 1e9 for v in VARIANTS] for part in ("attention", "MLP", "LM head")}
-    show_figure(interactive.bar_figure(list(VARIANTS), series, f"GFLOPs per token at sequence length {n}",
+    show_figure(design_figures.bar_figure(list(VARIANTS), series, f"GFLOPs per token at sequence length {n}",
                                        "GFLOPs per token"), "design flops per token", "ds-flops")
     total = {v: sum(flops[v].values()) for v in VARIANTS}
     st.caption(" · ".join(f"{v}: {total[v] / total['llama']:.2f}× Llama" for v in VARIANTS)
@@ -101,7 +101,7 @@ def body() -> None:
 
     st.subheader("Eigenvalues of the preconditioner P")
     d = min(c.shape.d_model, SPECTRUM_MAX_D)
-    show_figure(interactive.eigenvalue_figure(spectra(d, min(c.cem.rank, d), c.p_scale, c.seed)),
+    show_figure(design_figures.eigenvalue_figure(spectra(d, min(c.cem.rank, d), c.p_scale, c.seed)),
                 "preconditioner eigenvalues", "ds-eigs")
     st.caption(f"Random factors at d = {d}" + (f" (capped from {c.shape.d_model})" if d < c.shape.d_model else "")
                + f", rank {min(c.cem.rank, d)}, softplus(p) = 1. Raise the low-rank scale to make the paper's form "

@@ -22,20 +22,16 @@ from app_pages.common import (
     widget_keys,
 )
 from app_pages.playback import playback
-from cem_core.ui import interactive
+from cem_core.ui import descent_figures
 from cem_core.ui import playback as steps
 from cem_core.ui.cache import SizedCache, shared
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
+from cem_core.ui.energy_mode import EnergyMode, PlotStyle
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
 KEYS = widget_keys(EnergyControls, "en_")
 PINNED = "_pinned_energy"      # the pinned state's control values, or None
-PLOT_HEIGHT = 330              # two plots side by side fit under the title at 1280 x 720
-PRESENT_HEIGHT = 250           # presentation mode: the step's two plots, larger fonts, in one row
-PRESENT_FONTS = 1.25
-PRESENT_CONTROLS = ("T", "eta", "anchor")     # presentation mode outside a lesson step
-PRESENT_VIEWS = ("energy", "landscape")       # its plots outside a lesson step
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
 # the computed states kept (`computed`): about three of the largest (72 MB each: the attention weights of 16 steps x
 # 8 heads x 256 x 256 tokens, and their figures), hundreds of ordinary ones
@@ -57,12 +53,10 @@ def descent(controls: EnergyControls):
     return computed().get(("descent", controls), make)
 
 
-def phase_views(controls: EnergyControls, pinned: EnergyControls | None, present: bool = False) -> list[dict]:
-    """Per phase, the playback component's arguments and the figures (for the downloads). The pinned state's
-    curves and path are drawn faint on a phase of the same layer. Presentation mode draws them for the room:
-    shorter, with only the followed token in the legends (which then never scroll), and beside a pinned state
-    the energy relative to step 0, so that where each state ends can be compared at a glance."""
-    return computed().get(("views", controls, pinned, present), lambda: _phase_views(controls, pinned, present))
+def phase_views(controls: EnergyControls, pinned: EnergyControls | None, style: PlotStyle) -> list[dict]:
+    """Per phase, the playback component's arguments and the figures (for the downloads), drawn in `style` (the
+    mode's). The pinned state's curves and path are drawn faint on a phase of the same layer."""
+    return computed().get(("views", controls, pinned, style), lambda: _phase_views(controls, pinned, style))
 
 
 def _relative(phase: dict | None) -> dict | None:
@@ -70,15 +64,15 @@ def _relative(phase: dict | None) -> dict | None:
     return None if phase is None else phase | {"energies": phase["energies"] - phase["energies"][:1]}
 
 
-def _phase_views(controls: EnergyControls, pinned: EnergyControls | None, present: bool) -> list[dict]:
+def _phase_views(controls: EnergyControls, pinned: EnergyControls | None, style: PlotStyle) -> list[dict]:
     data, _ = descent(controls)
     pinned_phases = {} if pinned is None else {p["name"]: p for p in descent(pinned)[0]["phases"]}
     names = None if pinned is None else (controls.changes(pinned), pinned.changes(controls))
     token, out = data["token"], []
-    height, legend = (PRESENT_HEIGHT, "followed") if present else (PLOT_HEIGHT, "all")
+    height, legend = style.height, style.legend
     for phase in data["phases"]:
         other = pinned_phases.get(phase["name"])
-        relative = present and other is not None
+        relative = style.relative and other is not None
         if relative:
             phase, other = _relative(phase), _relative(other)
         overlay = dict(names=names) if other is not None else {}
@@ -87,17 +81,17 @@ def _phase_views(controls: EnergyControls, pinned: EnergyControls | None, presen
         # (a phase's name is its heading; titles short enough for half the page with the sidebar open)
         title = "energy from step 0: E(x⁽ᵗ⁾) − E(x⁽⁰⁾)" if relative else "energy E(x⁽ᵗ⁾ | c)"
         figures = {
-            "energy": interactive.per_token_figure(
+            "energy": descent_figures.per_token_figure(
                 phase["energies"], title, "energy from step 0" if relative else "energy", rose=phase["rose"],
                 height=height, token=token, pinned=None if other is None else other["energies"], legend=legend,
                 **overlay),
-            "norm": interactive.per_token_figure(
+            "norm": descent_figures.per_token_figure(
                 phase["update_norms"], "update norm |x⁽ᵗ⁺¹⁾ − x⁽ᵗ⁾|", "norm", first_step=1, height=height,
                 token=token, pinned=None if other is None else other["update_norms"], legend=legend, **overlay),
-            "landscape": interactive.landscape_figure(
-                phase["landscape"], token, height=height + (0 if present else 60),
+            "landscape": descent_figures.landscape_figure(
+                phase["landscape"], token, height=height + style.landscape_extra,
                 pinned=path, **(overlay if path is not None else {})),
-            "heatmap": None if head is None else interactive.attention_heatmap_figure(
+            "heatmap": None if head is None else descent_figures.attention_heatmap_figure(
                 phase["weights"], len(phase["weights"]), head, height=height, token=token)}
         out.append({"args": steps.view(phase, figures, token, head or 0, other), "figures": figures})
     return out
@@ -149,14 +143,14 @@ SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale", "activation"),
            "View": ("token", "heat_head")}
 
 
-def page_controls(present: tuple[str, ...] | None, step=None):
-    """Draw the controls (in the sidebar, or only `present` above the plots: in a row, or in a lesson step
-    stacked beside what the step says) and read the state. Returns it and where its caption goes."""
+def page_controls(mode: EnergyMode):
+    """Draw the controls where the mode puts them (in the sidebar, or only the mode's above the plots: in a row, or
+    stacked beside what the lesson step says) and read the state. Returns it and where its caption goes."""
     shown = restore_controls("energy", EnergyControls, KEYS,
                              lambda values: tuple(name for name in EnergyControls.shown(values["layer"],
                                                                                          values["preconditioner"],
                                                                                          values["diagonal"])
-                                                  if present is None or name in present))
+                                                  if mode.controls is None or name in mode.controls))
     state, slot = st.session_state, None
     # Sliders whose range follows another control are assigned on every run: to Streamlit a slider whose range
     # changed is a new widget, which would start at its minimum.
@@ -166,17 +160,17 @@ def page_controls(present: tuple[str, ...] | None, step=None):
         state[KEYS["token"]] = last if unmoved and kept["token"] == LAST else min(state[KEYS["token"]], last)
     if "heat_head" in shown:
         state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
-    if present is None:
+    if mode.controls_at == "sidebar":
         with st.sidebar:
             for header, names in SIDEBAR.items():
                 st.header(header)
                 for name in names:
                     if name in shown:
                         draw_control(name)
-    elif step is not None:
+    elif mode.controls_at == "beside words":
         text, column = st.columns([5, 2])
         with text:
-            lesson_mode.say(step)
+            lesson_mode.say(mode.step)
             slot = st.container()                 # the pinned state's caption and the note, once the state is read
         with column:
             for name in shown:
@@ -236,30 +230,27 @@ def explanations(has_heatmap: bool) -> None:
                 "change while the keys stay fixed, so later steps re-weigh the same history.")
 
 
-def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, index: int, step,
-                  present: bool) -> None:
+def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, index: int, mode: EnergyMode) -> None:
     args = dict(view["args"])                      # the cached view is shared: never changed in place
-    if present:                                    # the two views the step talks about (the heatmap: attention only)
-        names = [name for name in (step.views if step else PRESENT_VIEWS) if view["figures"].get(name)]
-        names += [name for name in PRESENT_VIEWS if name not in names][: 2 - len(names)]
+    names = mode.views([name for name, fig in view["figures"].items() if fig is not None])
+    if names is not None:                          # the two views the step talks about (the heatmap: attention only)
         shown = sorted((f for f in args["figures"] if f["name"] in names), key=lambda f: names.index(f["name"]))
         # The landscape's legend would take a third of its height.
-        args |= {"font_scale": PRESENT_FONTS, "version": f"{args['version']}-present", "figures": [
+        args |= {"font_scale": mode.plots.font_scale, "version": f"{args['version']}-present", "figures": [
             {"name": f["name"], "figure": f["figure"] | ({"layout": f["figure"]["layout"] | {"showlegend": False}}
                                                          if f["name"] == "landscape" else {})} for f in shown]}
-    if step is not None and step.page == "energy":
-        args["highlight"] = step.points_at
-    # A lesson step opens at its last step, whatever step the reader was on before it.
-    args["start_key"] = "free" if step is None else f"lesson-{lesson_mode.lesson.STEPS.index(step)}"
+    if mode.highlight is not None:
+        args["highlight"] = mode.highlight
+    args["start_key"] = mode.start_key
     # The note goes above the plots when the step points at it, else below: the plots come first. Both places
     # exist in every state, so the playback keeps its place in the page (a moved component is a new iframe).
     above = st.container()
     key = f"playback-{index}"
     playback(args, key=key, on_change=lambda: follow_clicked(key))
-    with above if step is not None and step.points_at == "note" else st.container():
+    with above if mode.note_above else st.container():
         if diagnosis is not None:                  # (None: presentation mode drew it beside the step's words)
             note(diagnosis, index)
-    if present:
+    if not mode.details:
         return
     explanations(view["figures"]["heatmap"] is not None)
     with st.popover("Download the plots", icon=":material/download:"):
@@ -277,9 +268,8 @@ def body() -> None:
     # place when the title, the controls or a phase come and go (a component that moves is a new iframe, which
     # Streamlit can leave without its data: docs/design.md#78-a-component-that-moves-is-a-new-iframe).
     header, controls_row, pins, caption, *phase_slots = (st.container() for _ in range(6))
-    step = lesson_mode.current_step("energy")
-    present = st.session_state.get("present", False)
-    if not present and step is None:            # in a lesson, its bar heads the page
+    mode = lesson_mode.energy_mode()
+    if mode.title:                              # in a lesson, its bar heads the page
         with header:
             st.title("Energy descent")
             st.markdown("A CEM layer is **T gradient steps on an energy**: move the controls and watch the energy "
@@ -287,19 +277,19 @@ def body() -> None:
                         "▶ to play the steps, or drag the scrubber.")
             notebook_links("energy")
     with controls_row:
-        controls, slot = page_controls((step.used() if step else PRESENT_CONTROLS) if present else None, step)
+        controls, slot = page_controls(mode)
     with pins:
-        pinned = pin_bar(controls) if not present else pinned_state()
+        pinned = pin_bar(controls) if mode.pin_buttons else pinned_state()
     data, diagnoses = descent(controls)
-    if present:                       # beside the step's words (in a lesson), where the room sees them with the plots
+    if mode.pinned_caption:           # beside the step's words (in a lesson), where the room sees them with the plots
         with slot or pins:
             pinned_caption(controls)
-            if slot is not None:
+            if mode.note_beside_words:
                 note(diagnoses[0], 0)
-    views = phase_views(controls, pinned, present)
-    if controls.layer == "block" and not present:
+    views = phase_views(controls, pinned, mode.plots)
+    if controls.layer == "block" and mode.layer_caption:
         caption.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
-    elif controls.layer == "joint" and not present:
+    elif controls.layer == "joint" and mode.layer_caption:
         caption.caption("The block as one energy: every step descends E_att + E_mlp together from one x⁽⁰⁾ = Norm(h), "
                         "with one step size and preconditioner; at T = 1 it is a parallel block, "
                         "h + Attn(Norm h) + MLP(Norm h).")
@@ -308,8 +298,8 @@ def body() -> None:
             heading = st.container()
             if len(data["phases"]) > 1:
                 heading.subheader(f"Phase {index + 1}: {LAYER_LABELS[phase['name']]}")
-            phase_section(controls, phase["name"], view, None if slot and index == 0 else diagnosis, index, step,
-                          present)
+            phase_section(controls, phase["name"], view, None if mode.note_beside_words and index == 0 else diagnosis,
+                          index, mode)
 
 
 run_safely(body)

@@ -31,8 +31,8 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.gp import task as gp_task
 from cem_core.experiments.gp import train as gp_train
 from cem_core.experiments.integrity import FolderBusy
-from cem_core.ui import interactive, plots
-from cem_core.ui.controls import GPControls
+from cem_core.ui import gp_figures, study_plots
+from cem_core.ui.gp_controls import GPControls
 from cem_core.ui.jobs import duration
 
 KEYS = widget_keys(GPControls, "gp_")
@@ -63,15 +63,15 @@ def sweep_section(records) -> None:
                "`python -m cem_core gp sweep --out results/gp-default --preset default`.")
     c1, c2 = st.columns(2)
     with c1, st.container(key="lesson-gp-ratio"):
-        show_figure(interactive.gp_ratio_figure(records), "gp ratio vs T", "gp-ratio")
+        show_figure(gp_figures.gp_ratio_figure(records), "gp ratio vs T", "gp-ratio")
         explain("Each point is a model's RMSE divided by the best any predictor can reach (the exact GP "
                 "posterior mean, ratio 1). The paper reports that more steps T keep lowering the error; "
                 "compare the CEM curves with the dashed Llama line to see what we measured.")
     with c2:
-        show_figure(interactive.gp_context_figure(records), "gp rmse vs context", "gp-context")
+        show_figure(gp_figures.gp_context_figure(records), "gp rmse vs context", "gp-context")
         explain("The error at position j, after seeing j points. With more context every predictor "
                 "improves; the dashed GP curve is the floor.")
-    show_figure(interactive.gp_scaling_figure(records), "gp test-time scaling", "gp-scaling")
+    show_figure(gp_figures.gp_scaling_figure(records), "gp test-time scaling", "gp-scaling")
     explain("Test-time scaling: a model trained with T steps is run with more or fewer steps, with no "
             "retraining. A flat or rising curve means the extra steps do not refine the prediction.")
 
@@ -83,9 +83,9 @@ def study_records():
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def study_figure(name: str) -> bytes:
-    """A figure of the committed study (plots.GP_STUDY_FIGURES) as PNG, drawn once per app process, not on every
+    """A figure of the committed study (study_plots.GP_STUDY_FIGURES) as PNG, drawn once per app process, not on every
     rerun of the page (the three take seconds to draw; the records do not change while the app runs)."""
-    fig = plots.app_study_figure(name, study_records())                     # larger text, two or three a row
+    fig = study_plots.app_study_figure(name, study_records())                     # larger text, two or three a row
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=200, bbox_inches="tight")             # as st.pyplot draws a figure
     plt.close(fig)
@@ -93,7 +93,7 @@ def study_figure(name: str) -> bytes:
 
 
 def study_image(name: str, records) -> None:
-    caption, alt = plots.study_caption(name, records)
+    caption, alt = study_plots.study_caption(name, records)
     st.image(study_figure(name), width="stretch", caption=caption, alt=alt)
 
 
@@ -131,7 +131,7 @@ def demo_section(controls: GPControls) -> None:
     if trained is not None and k > 0 and trained.task.kernel == controls.kernel:
         pred = trained.predict_at(torch.from_numpy(xs[:k, None]).float(), torch.from_numpy(ys[:k]).float(),
                                   torch.from_numpy(grid[:, None]).float()).numpy()
-    show_figure(interactive.gp_demo_figure(grid, f, xs, ys, k, mean, std, pred), "gp sampled function", "gp-demo")
+    show_figure(gp_figures.gp_demo_figure(grid, f, xs, ys, k, mean, std, pred), "gp sampled function", "gp-demo")
     explain("Black dots are the points the predictor has seen. The blue band is where the GP posterior "
             "puts the function (± 2 sd). A trained transformer (red) should follow the blue mean: that is "
             "the Bayes-optimal prediction.")
@@ -190,9 +190,9 @@ def _live_comparison(controls: GPControls) -> str:
                                                                controls.train())
 
 
-VIEWS = {"gp-ratio": (interactive.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show
-         "gp-scaling": (interactive.gp_scaling_figure, "gp test-time scaling"),
-         "gp-context": (interactive.gp_context_figure, "gp rmse vs context")}
+VIEWS = {"gp-ratio": (gp_figures.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show
+         "gp-scaling": (gp_figures.gp_scaling_figure, "gp test-time scaling"),
+         "gp-context": (gp_figures.gp_context_figure, "gp rmse vs context")}
 PRESENT_HEIGHT = 470          # the step's two plots side by side under the lesson bar, inside 1280 x 720
 
 

@@ -31,9 +31,9 @@ from cem_core.experiments.gp import inspect as gp_inspect
 from cem_core.experiments.gp.trained import GP_MODELS, gp_card, load_gp_model
 from cem_core.experiments.lm import inspect as lm_inspect
 from cem_core.experiments.lm.trained import LM_MODELS, PROSE, lm_card, load_lm_model
-from cem_core.ui import inside, interactive
+from cem_core.ui import descent_figures, inside, inside_figures
 from cem_core.ui.cache import shared
-from cem_core.ui.controls import InsideControls
+from cem_core.ui.inside_controls import InsideControls
 
 KEYS = widget_keys(InsideControls, "in_")
 PINNED = "_pinned_inside"      # the pinned GP state's control values, or None
@@ -273,7 +273,7 @@ def scaling_section(c: InsideControls, present: bool) -> None:
     T = c.gp_T if InsideControls.gp_most_T(c.gp_model) > 1 else 1
     left, right = st.columns([3, 2])
     with left:
-        show_figure(interactive.inside_scaling_figure(study, T, height=300), f"{c.gp_model} test-time T",
+        show_figure(inside_figures.inside_scaling_figure(study, T, height=300), f"{c.gp_model} test-time T",
                     "inside-scaling")
     with right:
         st.markdown(f"**Over {study['functions']} held-out functions** (measured once, after training).")
@@ -374,13 +374,13 @@ def lm_plots(c: InsideControls, lens: dict, t: int, head: int) -> None:
     left, right = st.columns(2)
     with left:
         if lens["attention"] is not None:
-            show_figure(interactive.attention_heatmap_figure(np.asarray(lens["attention"]), t, head,
+            show_figure(descent_figures.attention_heatmap_figure(np.asarray(lens["attention"]), t, head,
                                                              height=PLOT_HEIGHT + 60),
                         f"{c.lm_model} attention", "inside-lm-attention")
         else:
             st.caption("The gated MLP has no attention weights.")
     with right:
-        show_figure(interactive.per_token_figure(np.asarray(lens["energies"]), "energy E(x⁽ᵗ⁾ | c) per token",
+        show_figure(descent_figures.per_token_figure(np.asarray(lens["energies"]), "energy E(x⁽ᵗ⁾ | c) per token",
                                                  "energy", height=PLOT_HEIGHT + 60, step=t, legend="followed"),
                     f"{c.lm_model} energies", "inside-lm-energy")
 

@@ -14,10 +14,12 @@ import re
 
 import streamlit as st
 
-from app_pages.common import app_address, committed, gp_sweep_records, plain, url_switch, url_toggle
+from app_pages.common import app_address, committed, gp_sweep_records, link_switch, plain, url_toggle
 from cem_core.ui import lesson
+from cem_core.ui.energy_mode import EnergyMode
 
 LESSON = "lesson"              # session key: the index of the lesson step, or None
+PRESENT = "present"            # session key (and the toggle's): presentation mode
 APPLIED = "_lesson_applied"    # the ?lesson= value this session has applied
 GOTO = "_lesson_goto"          # a step was chosen: open its page on the next run
 PREFIXES = {"energy": "en_", "gp": "gp_", "inside": "in_"}
@@ -42,7 +44,7 @@ def go(index: int) -> None:
     state[f"_controls_{step.page}"] = step.controls().values()
     state["_pinned_energy"] = None if step.pinned is None else step.pinned_controls().values()
     state["_pinned_inside"] = None                     # the inside page's steps pin nothing
-    state[LESSON] = index
+    set_mode(lesson=index)
     state[APPLIED] = str(index + 1)
     state[GOTO] = step.page
 
@@ -59,9 +61,16 @@ def end() -> None:
         state[f"_controls_{page}"] = before.get(f"_controls_{page}") or lesson.CONTROLS[page]().values()
     for key in PINS:
         state[key] = before.get(key)
-    state["present"] = False
-    state[LESSON] = None
+    set_mode(lesson=None, present=False)
     state[APPLIED] = st.query_params.get("lesson")
+
+
+def set_mode(**mode) -> None:
+    """The one writer of the pages' mode in the session: `lesson`, the index of the lesson step shown (None: no
+    lesson), and `present`, presentation mode (which its sidebar toggle, a widget, also sets)."""
+    keys = {"lesson": LESSON, "present": PRESENT}
+    for name, value in mode.items():
+        st.session_state[keys[name]] = value
 
 
 def current_step(page: str) -> lesson.Step | None:
@@ -71,8 +80,18 @@ def current_step(page: str) -> lesson.Step | None:
 
 
 def presentation() -> bool:
-    """Presentation mode, mirrored in the URL as ?present=true (read before the page config is set)."""
-    return url_switch("present")
+    """Presentation mode, mirrored in the URL as ?present=true (read before the page config is set): as set in this
+    session, else from the link."""
+    if PRESENT not in st.session_state:
+        set_mode(present=link_switch(PRESENT))
+    return st.session_state[PRESENT]
+
+
+def energy_mode() -> EnergyMode:
+    """The energy page's mode this run: presentation mode, and the lesson step shown if it is one of that page."""
+    step = current_step("energy")
+    return EnergyMode(present=bool(st.session_state.get(PRESENT)),
+                      lesson=None if step is None else st.session_state[LESSON])
 
 
 def start(pages: dict) -> None:
@@ -98,7 +117,7 @@ def sidebar() -> None:
     if st.session_state.get(LESSON) is None:
         st.sidebar.button("Start the lesson", icon=":material/school:", on_click=go, args=(0,), key="lesson-start",
                           help=f"The classroom lesson, {len(lesson.STEPS)} steps, each setting its own state.")
-    url_toggle("present", "Presentation mode",
+    url_toggle(PRESENT, "Presentation mode",
                "Collapse the sidebar and show only the controls and plots the step uses, larger.")
 
 
@@ -135,7 +154,7 @@ def bar() -> None:
             c3.button("Next", key="lesson-next", icon=":material/arrow_forward:", disabled=index == n - 1,
                       on_click=go, args=(index + 1,), width="stretch")
             c4.button("End", key="lesson-end", icon=":material/close:", on_click=end, width="stretch")
-            if not (st.session_state.present and step.page == "energy"):   # there the page sets it by the controls
+            if energy_mode().bar_says:                   # else the energy page says it, beside the step's controls
                 say(step)
         st.html(f"<style>[class*='st-key-lesson-{step.points_at}'] {{ outline: 4px solid #f59e0b; "
                 "outline-offset: 4px; border-radius: 0.5rem; }</style>")

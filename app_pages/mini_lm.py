@@ -29,7 +29,7 @@ from cem_core.experiments.lm.compare import data_line
 from cem_core.experiments.lm.stdlib_corpus import DEMO_LABEL, PROSE_LABEL
 from cem_core.experiments.lm.train_config import TRAIN_PRESETS, LMTrainConfig
 from cem_core.nn.model import VARIANTS
-from cem_core.ui import interactive, jobs
+from cem_core.ui import jobs, lm_figures
 
 HAS_GPU = torch.cuda.is_available()
 KEYS = {"preset": "lm_preset", "variants": "lm_variants", "data": "lm_data"}
@@ -130,11 +130,11 @@ def watch(board: jobs.JobBoard, job: dict) -> None:
                for v, rs in state["curves"].items()}
         c1, c2 = st.columns(2)
         with c1:
-            show_figure(interactive.curves_figure(loss, "training loss", "step", "cross-entropy (nats/token)"),
+            show_figure(lm_figures.curves_figure(loss, "training loss", "step", "cross-entropy (nats/token)"),
                         "lm training loss", "lm-loss")
         with c2:
             if any(xs for xs, _ in ppl.values()):
-                show_figure(interactive.curves_figure({v: c for v, c in ppl.items() if c[0]}, "validation perplexity",
+                show_figure(lm_figures.curves_figure({v: c for v, c in ppl.items() if c[0]}, "validation perplexity",
                                                       "step", "perplexity"), "lm validation perplexity", "lm-ppl")
             else:
                 cfg = LMTrainConfig.from_preset(job["spec"]["preset"])
@@ -172,7 +172,7 @@ def sweep_section(records) -> None:
     st.caption(f"{len(records)} runs on the {DEMO_LABEL}: {lm_presets.preset_summary('default')}. "
                "Every variant sees the same tokens. Command: `python -m cem_core lm sweep --preset default`.")
     st.dataframe(lm_report.variant_rows(records), hide_index=True)
-    show_figure(interactive.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
+    show_figure(lm_figures.lm_sweep_figure(records), "lm sweep validation perplexity", "lm-sweep")
     st.markdown("**The claims, each with a verdict**")
     verdict_table(lm_report.claim_rows(records))
     st.caption(f"Verdict rule, fixed before the sweep ran: {lm_rules.VERDICT_RULE}")
@@ -235,7 +235,7 @@ def ladder_section(records, preset: str, folder) -> None:
     if note := ladder.progress_note(records, preset):
         st.warning(note)
     st.caption(f"{len(records)} runs: {lm_presets.preset_summary(preset)}.")
-    show_figure(interactive.lm_ladder_figure(records, preset), f"lm width ladder {preset}", f"lm-{preset}")
+    show_figure(lm_figures.lm_ladder_figure(records, preset), f"lm width ladder {preset}", f"lm-{preset}")
     st.markdown(ladder.summary(records, preset))
     st.dataframe(ladder.trend_rows(records, preset), hide_index=True)
     with st.expander("every width and variant at its chosen rate"):

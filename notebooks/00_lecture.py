@@ -63,7 +63,7 @@ import torch
 from nbhelpers import antiderivative, check_answer, evidence, matrix, proved, report, show_figure, step_error, vector
 
 import cem_core
-from cem_core.ui import explore, figdata, plots
+from cem_core.ui import energy_plots, explore, figdata
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
 
@@ -277,7 +277,7 @@ check_answer(answer, check, "lecture-mlp-count",
 # %% tags=["handout", "slides", "hide-input"] jupyter={"source_hidden": true}
 descent = figdata.energy_descent(T=8, eta=0.5, anchors=(0.5, 0.0))
 assert all((np.diff(run["energy"], axis=0) < 0).all() for run in descent["runs"].values())   # E falls every step
-show_figure(plots.mpl_energy_fall(descent))
+show_figure(energy_plots.mpl_energy_fall(descent))
 
 # %% tags=["slides-skip"]
 EnergyExplorer(controls=("T", "eta", "anchor", "seed"), T=8, eta=0.5, anchor=0.5)

@@ -76,7 +76,7 @@ import torch
 from nbhelpers import check_answer, matrix, proved, report, show, show_figure, vector
 
 import cem_core
-from cem_core.ui import figdata, plots
+from cem_core.ui import energy_plots, figdata
 from cem_core.ui.widgets import EnergyExplorer
 
 # %% [markdown]
@@ -589,7 +589,7 @@ proved(r"u = -\nabla_x E(x \mid c_1, c_2, c_3)\big|_{x = c_3}")
 
 # %% [markdown]
 # The picture draws the same numbers, computed again in NumPy by `cem_core.ui.figdata.worked_example`
-# (and drawn by `cem_core.ui.plots.mpl_worked_example`):
+# (and drawn by `cem_core.ui.energy_plots.mpl_worked_example`):
 
 # %%
 example = figdata.worked_example(np.array(Wq, dtype=float), np.array(Wk, dtype=float),
@@ -597,7 +597,7 @@ example = figdata.worked_example(np.array(Wq, dtype=float), np.array(Wk, dtype=f
 u_hand = np.array(u_ex.evalf(), dtype=float).ravel()       # u, the hand computation, in float64
 a_hand = np.array([float(a_j) for a_j in a_ex])            # a_j, the hand computation, in float64
 assert np.allclose(example["update"], u_hand, rtol=1e-12, atol=0) and np.allclose(example["weights"], a_hand)
-show_figure(plots.mpl_worked_example(example))
+show_figure(energy_plots.mpl_worked_example(example))
 
 # %% [markdown]
 # **Reading the picture.** Left, in the head's space: the query $q = W_Q x = (-1, 2)$ and the three keys.

@@ -80,7 +80,7 @@ from nbhelpers import check_answer, matrix, proved, report, show, show_figure, v
 
 import cem_core
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import explore, figdata, plots
+from cem_core.ui import energy_plots, explore, figdata
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
 
@@ -424,7 +424,7 @@ assert change["paper (dlr)"] > 0 > change["ours (psd)"]    # the indefinite P ra
 # %%
 spectra = figdata.preconditioner_spectra(d_model=16, rank=4, seed=seed)
 assert spectra["dlr"].min() < 0 < spectra["psd"].min()
-show_figure(plots.mpl_preconditioner_spectra(spectra))
+show_figure(energy_plots.mpl_preconditioner_spectra(spectra))
 
 # %% [markdown]
 # **In the app** (`make app`): the design page draws these spectra at the size and scale you choose, e.g.
@@ -633,7 +633,7 @@ report(f"Without the anchor the mean radius $|x|$ grows from {plain['radius'][0]
 assert (plain["radius"][-1] > plain["radius"][0]).all()    # running off ...
 assert (plain["update_norm"][-1] > 0.5 * plain["update_norm"][0]).all()     # ... with steps that do not shrink
 assert (anchored_run["update_norm"][-1] < 1e-2 * anchored_run["update_norm"][0]).all()  # anchored: converging
-show_figure(plots.mpl_energy_descent(descent))
+show_figure(energy_plots.mpl_energy_descent(descent))
 
 # %% [markdown]
 # The same two runs as landscapes (width 2, one head, `figdata.energy_landscape`, $\eta = 0.5$): without the
@@ -642,7 +642,7 @@ show_figure(plots.mpl_energy_descent(descent))
 
 # %%
 for anchor in (0.0, 1.0):
-    show_figure(plots.mpl_energy_landscape(figdata.energy_landscape(anchor=anchor, seed=seed)))
+    show_figure(energy_plots.mpl_energy_landscape(figdata.energy_landscape(anchor=anchor, seed=seed)))
 
 # %% [markdown]
 # **In the app** (`make app`): the energy page with exactly the layer and input of the descent figure

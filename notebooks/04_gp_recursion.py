@@ -77,7 +77,7 @@ from cem_core.experiments.gp import model as gp_model
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.gp import task as gp_task
 from cem_core.experiments.gp import train as gp_train
-from cem_core.ui import plots
+from cem_core.ui import sweep_plots
 
 # %% [markdown]
 # ## 1. The task and its optimum
@@ -151,7 +151,7 @@ if records:
 # help at depth 1? And **test-time scaling**: a model trained at $T$ evaluated at other $T'$.
 
 # %%
-for builder in plots.GP_FIGURES.values():
+for builder in sweep_plots.GP_FIGURES.values():
     if records:
         show_figure(builder(records))
 

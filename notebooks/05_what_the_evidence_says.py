@@ -91,7 +91,7 @@ from cem_core.experiments.lm import presets as lm_presets
 from cem_core.experiments.lm import report as lm_report
 from cem_core.experiments.lm import rules as lm_rules
 from cem_core.experiments.lm import runner as lm_runner
-from cem_core.ui import plots
+from cem_core.ui import study_plots, sweep_plots
 
 
 def listing(items, none="none") -> str:
@@ -487,7 +487,7 @@ if forms:
 # %%
 cmap = gp_study.conditions_map(study)
 if cmap:
-    show_figure(plots.mpl_gp_conditions_map(study))
+    show_figure(study_plots.mpl_gp_conditions_map(study))
     best_T = {g: d["T"][int(np.argmin(d["mean"]))] for g, d in cmap.items() if len(d["T"]) > 1}
     with_T1 = [g for g in best_T if cmap[g]["T"][0] == 1]
     above = [f"{g} (T = {best_T[g]}, {min(cmap[g]['mean']) - cmap[g]['mean'][0]:+.4f} against T = 1)"
@@ -597,7 +597,7 @@ if diagnostics:
            f"{'above' if readout[-1] > one_step else 'below'} it." if math.isfinite(one_step) else ""))
     report("\n".join(text))
     others = [g for g in ("attention only", *diagnostics) if g in diagnostics and g != group] or [group]
-    show_figure(plots.mpl_gp_step_diagnostics(study, group=group, other=others[0]))
+    show_figure(study_plots.mpl_gp_step_diagnostics(study, group=group, other=others[0]))
 else:
     report("No study run with step diagnostics is there yet: nothing to explain with.")
 
@@ -723,8 +723,8 @@ if claims:
     ax.set(xlabel="ppl(A) − ppl(B), % of ppl(B): m ± 2 se over seeds", title="The LM claims under the verdict rule")
     fig.tight_layout()
     show_figure(fig)
-    show_figure(plots.mpl_lm_perplexity(lm))
-    show_figure(plots.LM_FIGURES["lm_validation_curves"](lm))
+    show_figure(sweep_plots.mpl_lm_perplexity(lm))
+    show_figure(sweep_plots.LM_FIGURES["lm_validation_curves"](lm))
 
 # %% [markdown]
 # **Caveats, from the records themselves.** The paper trains 86M–162M-parameter models on SlimPajama,
@@ -791,7 +791,7 @@ for preset, records in lm_ladders.items():
         report(f"**{lm_ladder.LADDERS[preset].capitalize()}**: {len(records)} runs loaded. "
                + lm_ladder.progress_note(records, preset) + " " + lm_ladder.summary(records, preset))
         display(pd.DataFrame(lm_ladder.trend_rows(records, preset)).set_index("variant"))
-        figures = plots.BUDGET_LADDER_FIGURES if preset == "budget-ladder" else plots.LADDER_FIGURES
+        figures = sweep_plots.BUDGET_LADDER_FIGURES if preset == "budget-ladder" else sweep_plots.LADDER_FIGURES
         show_figure(next(iter(figures.values()))(records))
     else:
         report(f"No results of {lm_ladder.LADDERS[preset]} yet: run `make lm-{preset}`.")

@@ -91,7 +91,7 @@ from cem_core.experiments.lm import trained as lm_trained
 from cem_core.experiments.models import test_time
 from cem_core.nn.model import recursion_depth
 from cem_core.nn.readout import read_steps
-from cem_core.ui import figdata, plots
+from cem_core.ui import figdata, trained_plots
 
 root = Path(models_root)
 
@@ -158,7 +158,7 @@ assert max(errors) < 1e-9, "the readout after step t is not the model run with t
 
 # %%
 played = figdata.gp_steps_on_function(figdata.STEP_MODELS, seed=seed, context=context, root=root)
-show_figure(plots.mpl_trained_steps(played))
+show_figure(trained_plots.mpl_trained_steps(played))
 
 
 # %%
@@ -192,7 +192,7 @@ report(step_story(played))
 
 # %%
 curves = figdata.gp_test_time_curves(root=root)
-show_figure(plots.mpl_trained_test_time(curves))
+show_figure(trained_plots.mpl_trained_test_time(curves))
 
 # %%
 def energy_line(name: str, measured: dict) -> str:
@@ -375,7 +375,7 @@ display(Markdown(lens_table(lens)))
 
 # %%
 lm_curves = figdata.lm_test_time_curves(root=root)
-show_figure(plots.mpl_trained_lm_steps(lm_curves))
+show_figure(trained_plots.mpl_trained_lm_steps(lm_curves))
 
 
 def lm_reading(curves: dict) -> str:

@@ -51,7 +51,7 @@ def report(text: str) -> None:
 
 def show_figure(fig) -> None:
     """Display a matplotlib figure as a 150 dpi PNG cropped to what is drawn, and close it (works under
-    any backend, including the Agg backend that cem_core.ui.plots selects)."""
+    any backend, including the Agg backend that cem_core.ui.figure_files selects)."""
     display(Image(png(fig)))
 
 

@@ -7,7 +7,9 @@ import pytest
 from conftest import APP_PAGES, run_page
 from streamlit.testing.v1 import AppTest
 
-from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.design_controls import DesignControls
+from cem_core.ui.gp_controls import GPControls
 
 pytestmark = pytest.mark.slow          # every test runs whole app pages (AppTest)
 
@@ -125,14 +127,15 @@ def test_train_a_small_model_now():
 
 def test_the_study_images_say_what_they_show():
     """Each study figure has a caption and an alt text (none had either)."""
-    from cem_core.ui import plots
+    from cem_core.ui import study_plots
 
     at = run_page("gp")
     assert_clean(at)
     images = [n for n in at.main.children.values() if n.type == "image"]
     assert len(images) == 3
     shown = [(img.caption, img.alt) for node in images for img in node.proto.imgs]
-    assert [caption for caption, _ in shown] == [plots.STUDY_CAPTIONS[name][0] for name in plots.GP_STUDY_FIGURES]
+    assert [caption for caption, _ in shown] == [study_plots.STUDY_CAPTIONS[name][0]
+                                                 for name in study_plots.GP_STUDY_FIGURES]
     assert all(len(alt) > 80 for _, alt in shown) and "d_x = 2" in shown[0][1]
 
 
@@ -246,19 +249,19 @@ def test_the_study_figures_are_drawn_once_not_on_every_rerun(monkeypatch):
     move redraws none of them, and the page still shows all three."""
     import streamlit as st
 
-    from cem_core.ui import plots
+    from cem_core.ui import study_plots
 
     calls = []
-    for name, builder in list(plots.GP_STUDY_FIGURES.items()):
-        monkeypatch.setitem(plots.GP_STUDY_FIGURES, name,
+    for name, builder in list(study_plots.GP_STUDY_FIGURES.items()):
+        monkeypatch.setitem(study_plots.GP_STUDY_FIGURES, name,
                             lambda records, _b=builder, _n=name, **kw: calls.append(_n) or _b(records, **kw))
     st.cache_data.clear()
     at = run_page("gp")
-    assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)
+    assert sorted(calls) == sorted(study_plots.GP_STUDY_FIGURES)
     at.slider(key="gp_context").set_value(3).run()
     assert_clean(at)
     run_page("gp")                                                           # another session, the same figures
-    assert sorted(calls) == sorted(plots.GP_STUDY_FIGURES)
+    assert sorted(calls) == sorted(study_plots.GP_STUDY_FIGURES)
     assert [n.type for n in at.main.children.values()].count("image") == 3
 
 

@@ -8,7 +8,8 @@ import random
 import pytest
 from conftest import run_page, shown
 
-from cem_core.ui.controls import DesignControls, EnergyControls
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.design_controls import DesignControls
 
 pytestmark = pytest.mark.slow          # whole app pages (AppTest), a few hundred reruns
 

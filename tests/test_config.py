@@ -225,7 +225,8 @@ def test_the_model_shape_is_one_object_that_every_model_config_holds():
     from cem_core.experiments.lm.presets import SWEEP_PRESETS
     from cem_core.experiments.lm.train_config import LMTrainConfig
     from cem_core.nn.config import SHAPE_FIELDS, ModelShape, as_shape
-    from cem_core.ui.controls import DesignControls, GPControls
+    from cem_core.ui.design_controls import DesignControls
+    from cem_core.ui.gp_controls import GPControls
 
     shape = ModelShape(d_model=16, n_layers=1, n_heads=2, d_ff=32, activation="gelu")
     for variant in ("llama", "cem-mlp", "cem-full"):

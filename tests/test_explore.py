@@ -9,9 +9,10 @@ import torch
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.ui import lesson
 from cem_core.ui.controls import EnergyControls
+from cem_core.ui.descent_figures import per_token_figure
 from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore
 from cem_core.ui.figdata import descent_input, key_tips
-from cem_core.ui.interactive import SymLog, per_token_figure
+from cem_core.ui.symlog import SymLog
 
 ROOT = Path(__file__).resolve().parents[1]
 

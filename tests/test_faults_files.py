@@ -279,12 +279,12 @@ def test_a_short_context_trains_and_samples(tmp_path, capsys, one_thread, seq_le
 def test_a_file_the_system_refuses_is_a_message_not_a_traceback(tmp_path, capsys, monkeypatch):
     """A write the operating system refuses (a read-only tree, a full disk: made to happen here, as root is not
     stopped by permissions) used to end in a traceback."""
-    from cem_core.ui import plots
+    from cem_core.ui import figure_files
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path / "figures" / "x.png"))
 
-    monkeypatch.setattr(plots, "write_all_figures", full)
+    monkeypatch.setattr(figure_files, "write_all_figures", full)
     assert main(["figures", "--out", str(tmp_path / "figures")]) == 2
     assert "x.png: No space left on device" in capsys.readouterr().err
 

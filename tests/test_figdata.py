@@ -126,7 +126,7 @@ def test_the_design_page_says_how_its_defaults_relate_to_make_info(capsys):
     import shlex
 
     from cem_core.nn.model import VARIANTS
-    from cem_core.ui.controls import DesignControls
+    from cem_core.ui.design_controls import DesignControls
 
     line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if "-m cem_core info" in x)
     assert main(shlex.split(line.split("-m cem_core ", 1)[1])) == 0
@@ -158,7 +158,7 @@ def test_the_design_page_says_how_its_defaults_relate_to_make_info(capsys):
 
 def test_the_design_tables_keep_every_column():
     from cem_core.nn.model import VARIANTS
-    from cem_core.ui.controls import DesignControls
+    from cem_core.ui.design_controls import DesignControls
 
     rows = figdata.variant_table({name: DesignControls().model_config(name) for name in VARIANTS})
     parts, ratios = figdata.variant_tables(rows)
@@ -169,17 +169,17 @@ def test_the_design_tables_keep_every_column():
 def test_log2_axes_label_their_ticks_with_the_numbers():
     """The test-time scaling plot's last tick read "2x10" for T = 16 (Plotly's power-of-ten labels at
     dtick log10(2)). Every log2 axis of the GP page labels a tick at each power of two of its data as the number."""
-    from cem_core.ui import interactive
+    from cem_core.ui import gp_figures
 
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
-    for build in (interactive.gp_scaling_figure, interactive.gp_ratio_figure):
+    for build in (gp_figures.gp_scaling_figure, gp_figures.gp_ratio_figure):
         fig = build(records)
         xs = sorted({x for trace in fig.data for x in (trace.x or ()) if x is not None and x > 0})
         axis = fig.layout.xaxis
         assert axis.type == "log" and axis.tickmode == "array"
         assert list(axis.ticktext) == [str(int(v)) for v in axis.tickvals]
         assert axis.tickvals[0] <= xs[0] and axis.tickvals[-1] >= xs[-1]
-    assert list(interactive.gp_scaling_figure(records).layout.xaxis.ticktext) == ["1", "2", "4", "8", "16"]
+    assert list(gp_figures.gp_scaling_figure(records).layout.xaxis.ticktext) == ["1", "2", "4", "8", "16"]
 
 
 @pytest.mark.slow                      # draws the three study figures
@@ -192,22 +192,22 @@ def test_the_app_s_study_figures_have_legible_text():
     import matplotlib.pyplot as plt
 
     from cem_core.experiments.gp import study as gp_study
-    from cem_core.ui import plots
+    from cem_core.ui import study_plots
 
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_study.COMMITTED_STUDY / "results.json")
-    for name in plots.GP_STUDY_FIGURES:
-        fig = plots.app_study_figure(name, records)
-        assert plots.displayed_text_px(fig) >= plots.APP_TEXT_PX, name
+    for name in study_plots.GP_STUDY_FIGURES:
+        fig = study_plots.app_study_figure(name, records)
+        assert study_plots.displayed_text_px(fig) >= study_plots.APP_TEXT_PX, name
         assert "d_x" not in " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))   # d$_x$: subscript
-        wide = plots.GP_STUDY_FIGURES[name](records)
-        assert plots.displayed_text_px(wide) < 8, name
+        wide = study_plots.GP_STUDY_FIGURES[name](records)
+        assert study_plots.displayed_text_px(wide) < 8, name
         plt.close(fig)
         plt.close(wide)
 
 
 def test_the_live_gp_result_is_set_beside_the_sweep_from_the_configs():
     from cem_core.nn.config import CEMOptions, ModelShape
-    from cem_core.ui.controls import GPControls
+    from cem_core.ui.gp_controls import GPControls
 
     records = gp_sweep.GP_SWEEP.load(ROOT / gp_sweep.COMMITTED_GP_SWEEP / "results.json")
     c = GPControls()

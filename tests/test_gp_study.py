@@ -99,7 +99,8 @@ def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition
     import matplotlib
     matplotlib.use("Agg")
 
-    from cem_core.ui.plots import _subscripts, mpl_gp_conditions_map
+    from cem_core.ui.plot_style import subscripts
+    from cem_core.ui.study_plots import mpl_gp_conditions_map
 
     records = [_record(g, T, s, 1.2 + 0.01 * T) for g in gp_study.MAP_CONDITIONS for T in (1, 4, 8) for s in range(3)]
     records += [_record("base", None, s, 1.1, "llama") | {"T": 1} for s in range(3)]
@@ -109,7 +110,7 @@ def test_a_condition_compared_at_every_T_is_drawn_as_a_curve_and_every_condition
     assert "CEM T = 1 (looped x4)" not in gp_study.conditions_map(records)["joint"]["lines"]   # no looped runs here
     fig = mpl_gp_conditions_map(records)
     # (a one-letter subscript is drawn as one: "d_x = 2" is titled d$_x$ = 2)
-    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [_subscripts(n) for n in gp_study.MAP_CONDITIONS]
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [subscripts(n) for n in gp_study.MAP_CONDITIONS]
 
 
 @pytest.mark.slow                      # 21 tiny training runs and two figures
@@ -119,7 +120,7 @@ def test_tiny_study_gives_the_table_map_and_diagnostics(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
 
-    from cem_core.ui.plots import mpl_gp_conditions_map, mpl_gp_step_diagnostics
+    from cem_core.ui.study_plots import mpl_gp_conditions_map, mpl_gp_step_diagnostics
 
     records = gp_sweep.run_gp_sweep(tmp_path, tiny_study_specs(["base", "P psd"]), jobs=1)
     cem = [r for r in records if r["attention"] == "cem"]

@@ -14,7 +14,7 @@ import pytest
 
 from cem_core.experiments.gp.trained import GP_MODELS, load_gp_model
 from cem_core.ui import inside, lesson
-from cem_core.ui.controls import InsideControls
+from cem_core.ui.inside_controls import InsideControls
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"

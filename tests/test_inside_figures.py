@@ -78,7 +78,7 @@ def test_the_test_time_figures_show_what_was_measured():
     import matplotlib.pyplot as plt
 
     from cem_core.experiments.models import test_time
-    from cem_core.ui import figdata, plots
+    from cem_core.ui import figdata, trained_plots
 
     gp = figdata.gp_test_time_curves(root=MODELS)
     for name, c in gp.items():
@@ -92,11 +92,11 @@ def test_the_test_time_figures_show_what_was_measured():
         assert all(losses[-1] == pytest.approx(math.log(lm["ppl"][name]["ppl"][at]), abs=1e-6)
                    for losses in layers.values())
     assert not lm["steps"]["lm-llama"] and len(lm["steps"]["lm-cem-full"]) == 4
-    fig = plots.mpl_trained_test_time(gp)
+    fig = trained_plots.mpl_trained_test_time(gp)
     texts = " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
     assert "from T = 20: not finite on 25 of 256 functions" in texts and "the trained T" in texts
     stars = [line for line in fig.axes[0].lines if line.get_marker() == "*"]
     assert len(stars) == 5                                  # four models with steps, and the legend's
     plt.close(fig)
-    plt.close(plots.mpl_trained_lm_steps(lm))
-    plt.close(plots.mpl_trained_steps(figdata.gp_steps_on_function(root=MODELS)))
+    plt.close(trained_plots.mpl_trained_lm_steps(lm))
+    plt.close(trained_plots.mpl_trained_steps(figdata.gp_steps_on_function(root=MODELS)))

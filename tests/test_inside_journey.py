@@ -25,7 +25,7 @@ from conftest import ROOT, child_env, require_system_package
 
 from cem_core.experiments.gp.inspect import inspect_function
 from cem_core.experiments.gp.trained import GP_MODELS, load_gp_model
-from cem_core.ui.controls import InsideControls
+from cem_core.ui.inside_controls import InsideControls
 
 pytestmark = pytest.mark.slow
 require_system_package(CHROMIUM is not None, "the browser journey inside a trained model", "chromium",

@@ -58,7 +58,7 @@ from cem_core.nn.config import CEMOptions
 from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
 from cem_core.ui.explore import explore
-from cem_core.ui.interactive import FONT_PX
+from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
 
 pytestmark = pytest.mark.slow

@@ -209,7 +209,7 @@ def test_time_estimates_scale_timed_steps(monkeypatch):
     from cem_core.experiments.gp import train as gp_train
     from cem_core.experiments.lm.cost import run_seconds, seconds_per_step
     from cem_core.experiments.lm.train_config import LMTrainConfig
-    from cem_core.ui.controls import GPControls
+    from cem_core.ui.gp_controls import GPControls
 
     c = GPControls()
     probes = []

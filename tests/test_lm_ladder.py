@@ -280,11 +280,11 @@ def test_the_ladder_figures_and_summary_show_the_trend_and_no_interval_past_the_
     assert reach == pytest.approx(math.expm1(ladder.value_at(found["attn T=1"]["line"], ladder.paper_scale())))
     row = next(r for r in ladder.trend_rows(records) if r["variant"] == "attn T=1")
     assert row[ladder.reach_column()] == ladder.pct(reach, 0) and "[" not in row[ladder.reach_column()]
-    from cem_core.ui import interactive, plots
-    fig = interactive.lm_ladder_figure(records)
+    from cem_core.ui import lm_figures, sweep_plots
+    fig = lm_figures.lm_ladder_figure(records)
     assert max(max(t.x) for t in fig.data) == pytest.approx(max(r["params"] for r in records if r["name"] == "llama"))
     assert not fig.layout.annotations and "projection" not in str(fig.to_dict()).lower()
-    mpl = plots.LADDER_FIGURES["lm_ladder"](records)                       # derived from the Plotly figure
+    mpl = sweep_plots.LADDER_FIGURES["lm_ladder"](records)                       # derived from the Plotly figure
     labels = [t.get_text() for t in mpl.axes[0].get_legend().get_texts()]
     assert labels[0].startswith("attn T=1: |gap| narrowing, slope of g") and not mpl.axes[0].texts
 
@@ -430,9 +430,9 @@ def test_a_ladder_with_one_width_so_far_shows_its_points_and_no_line():
     assert all(r["trend of the gap's size"] == "no trend shown" and r["widths"] == "1" for r in rows)
     assert rows[0][ladder.SLOPE_COLUMN].startswith("– (a line needs")
     assert "(no line yet: it needs 2 widths" in ladder.summary(records) and "nan" not in ladder.ladder_markdown(records)
-    from cem_core.ui import interactive, plots
-    assert not any("fitted line" in (t.name or "") for t in interactive.lm_ladder_figure(records).data)
-    plots.LADDER_FIGURES["lm_ladder"](records)
+    from cem_core.ui import lm_figures, sweep_plots
+    assert not any("fitted line" in (t.name or "") for t in lm_figures.lm_ladder_figure(records).data)
+    sweep_plots.LADDER_FIGURES["lm_ladder"](records)
 
 
 @pytest.mark.slow
@@ -468,10 +468,11 @@ def test_a_gap_that_changes_sign_and_grows_in_size_is_growing_everywhere_it_is_s
     assert found["verdict"] == "growing" and "attn T=1" in ladder.growing_gaps(records)
     assert found["widths"][0]["mean"] < 0 < found["widths"][-1]["mean"]
     assert "(growing;" in ladder.summary(records)
-    from cem_core.ui import interactive, plots
+    from cem_core.ui import lm_figures, sweep_plots
     label = "attn T=1: |gap| growing, slope of g"
-    assert [t.name for t in interactive.lm_ladder_figure(records).data][0].startswith(label)
-    assert plots.LADDER_FIGURES["lm_ladder"](records).axes[0].get_legend().get_texts()[0].get_text().startswith(label)
+    assert [t.name for t in lm_figures.lm_ladder_figure(records).data][0].startswith(label)
+    legend = sweep_plots.LADDER_FIGURES["lm_ladder"](records).axes[0].get_legend()
+    assert legend.get_texts()[0].get_text().startswith(label)
 
 
 # -- words that must match the numbers ---------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_gp_page_ticks_subscripts_and_study_images(app, browser, tmp_path):
     """At 1280 x 720: the test-time scaling plot's x ticks read 1, 2, 4, 8, 16 (its last read "2x10"); y_j is a
     subscript, never a literal underscore; each study image is shown at least APP_IMAGE_PX wide (at which its
     text is at least APP_TEXT_PX, tests/test_figdata.py) with a caption and an alt text."""
-    from cem_core.ui import plots
+    from cem_core.ui import study_plots
 
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(f"{app.url}/gp")
@@ -84,9 +84,9 @@ def test_gp_page_ticks_subscripts_and_study_images(app, browser, tmp_path):
         image.scroll_into_view_if_needed()
         page.wait_for_function("e => e.complete && e.naturalWidth > 0", arg=image.element_handle())
         box = image.bounding_box()
-        assert box["width"] >= plots.APP_IMAGE_PX and box["x"] + box["width"] <= 1280, box
+        assert box["width"] >= study_plots.APP_IMAGE_PX and box["x"] + box["width"] <= 1280, box
         assert len(image.get_attribute("alt") or "") > 80
         image.screenshot(path=str(shots(tmp_path) / f"gp-study-{i}.png"))
     captions = page.locator("[data-testid='stImageCaption']").all_inner_texts()
-    assert [c.strip() for c in captions] == [plots.STUDY_CAPTIONS[n][0] for n in plots.GP_STUDY_FIGURES]
+    assert [c.strip() for c in captions] == [study_plots.STUDY_CAPTIONS[n][0] for n in study_plots.GP_STUDY_FIGURES]
     page.close()

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from cem_core.ui import interactive, playback
+from cem_core.ui import descent_figures, playback
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.explore import explore
 
@@ -17,13 +17,13 @@ def _figures(c: EnergyControls, pinned=None):
     other = None if pinned is None else explore(pinned)["phases"][0]
     names = None if pinned is None else (c.changes(pinned), pinned.changes(c))
     figures = {
-        "energy": interactive.per_token_figure(phase["energies"], "E", "energy", rose=phase["rose"], token=token,
+        "energy": descent_figures.per_token_figure(phase["energies"], "E", "energy", rose=phase["rose"], token=token,
                                                pinned=None if other is None else other["energies"], names=names),
-        "norm": interactive.per_token_figure(phase["update_norms"], "n", "norm", first_step=1, token=token),
-        "landscape": interactive.landscape_figure(
+        "norm": descent_figures.per_token_figure(phase["update_norms"], "n", "norm", first_step=1, token=token),
+        "landscape": descent_figures.landscape_figure(
             phase["landscape"], token, pinned=None if other is None else playback.pinned_path(phase, other),
             names=names),
-        "heatmap": None if phase["weights"] is None else interactive.attention_heatmap_figure(
+        "heatmap": None if phase["weights"] is None else descent_figures.attention_heatmap_figure(
             phase["weights"], len(phase["weights"]), 1, token=token)}
     return phase, token, figures, other
 

@@ -3,9 +3,9 @@ where values span orders of magnitude, only the followed token in a short legend
 import numpy as np
 import pytest
 
-from cem_core.ui import interactive, lesson, playback
+from cem_core.ui import descent_figures, figure_style, lesson, playback
 from cem_core.ui.explore import explore
-from cem_core.ui.interactive import SymLog
+from cem_core.ui.symlog import SymLog
 
 
 def test_a_diverging_descent_gets_a_symmetric_log_axis_that_keeps_its_early_steps_apart():
@@ -32,7 +32,7 @@ def test_values_within_two_orders_of_magnitude_keep_a_linear_axis():
 
 def test_the_figure_and_its_playback_frames_use_the_same_axis():
     energies = np.array([[1.0, 2.0], [1e3, -1e6], [1e9, -1e12]])
-    fig = interactive.per_token_figure(energies, "e", "energy", token=1)
+    fig = descent_figures.per_token_figure(energies, "e", "energy", token=1)
     scale = SymLog.needed(energies)
     line = next(t for t in fig.data if t.name == "token 1")
     assert list(line.y) == pytest.approx(list(scale(energies[:, 1])))
@@ -46,18 +46,18 @@ def test_the_figure_and_its_playback_frames_use_the_same_axis():
 
 def test_a_presented_legend_shows_the_followed_token_only():
     values = np.arange(24.0).reshape(3, 8)
-    fig = interactive.per_token_figure(values, "e", "energy", token=5, legend="followed")
+    fig = descent_figures.per_token_figure(values, "e", "energy", token=5, legend="followed")
     assert [t.name for t in fig.data if t.showlegend is not False and t.name.startswith("token")] == ["token 5"]
-    every = interactive.per_token_figure(values, "e", "energy", token=5)
+    every = descent_figures.per_token_figure(values, "e", "energy", token=5)
     assert len([t for t in every.data if t.showlegend is not False and t.name.startswith("token")]) == 8
 
 
 def test_enlarged_scales_every_font_of_a_figure():
-    fig = interactive.per_token_figure(np.ones((2, 2)), "t", "y")
-    big = interactive.enlarged(fig, 1.25)
+    fig = descent_figures.per_token_figure(np.ones((2, 2)), "t", "y")
+    big = figure_style.enlarged(fig, 1.25)
     assert big.layout.font.size == round(fig.layout.font.size * 1.25)
     assert big.layout.title.font.size == round(fig.layout.title.font.size * 1.25)
-    assert fig.layout.font.size == interactive.FONT_PX                     # the original is not changed
+    assert fig.layout.font.size == figure_style.FONT_PX                     # the original is not changed
 
 
 def test_every_lesson_step_names_two_views_of_its_page():

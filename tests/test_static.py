@@ -8,13 +8,13 @@ from conftest import ROOT
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import runner
-from cem_core.ui import interactive, plots, static
+from cem_core.ui import energy_plots, gp_figures, lm_figures, static, study_plots, sweep_plots, trained_plots
 
-COMMITTED = {interactive.gp_context_figure: (gp_sweep.GP_SWEEP, "gp-default"),
-             interactive.gp_ratio_figure: (gp_sweep.GP_SWEEP, "gp-default"),
-             interactive.gp_scaling_figure: (gp_sweep.GP_SWEEP, "gp-default"),
-             interactive.lm_sweep_figure: (runner.LM_SWEEP, "lm-own"),
-             interactive.lm_ladder_figure: (runner.LM_SWEEP, "lm-ladder")}
+COMMITTED = {gp_figures.gp_context_figure: (gp_sweep.GP_SWEEP, "gp-default"),
+             gp_figures.gp_ratio_figure: (gp_sweep.GP_SWEEP, "gp-default"),
+             gp_figures.gp_scaling_figure: (gp_sweep.GP_SWEEP, "gp-default"),
+             lm_figures.lm_sweep_figure: (runner.LM_SWEEP, "lm-own"),
+             lm_figures.lm_ladder_figure: (runner.LM_SWEEP, "lm-ladder")}
 
 
 def _records(builder):
@@ -75,13 +75,13 @@ def test_asymmetric_error_bars_rules_notes_and_log_axes_are_translated():
 
 def test_the_figures_of_figures_folder_come_from_the_app_builders():
     """The static GP and LM sweep figures are derived: no second builder draws them."""
-    assert plots.GP_FIGURES["gp_ratio_vs_T"].__name__ == "static gp_ratio_figure"
-    assert plots.LADDER_FIGURES["lm_ladder"].__name__ == "static lm_ladder_figure"
-    assert plots.LM_FIGURES["lm_validation_curves"].__name__ == "static lm_sweep_figure"
-    assert not [name for name in dir(plots) if name.startswith("mpl_") and ("gp_r" in name or "ladder" in name
-                                                                            or "validation" in name
-                                                                            or "scaling" in name)]
-    assert static.to_png(interactive.gp_ratio_figure(_records(interactive.gp_ratio_figure))).startswith(b"\x89PNG")
+    assert sweep_plots.GP_FIGURES["gp_ratio_vs_T"].__name__ == "static gp_ratio_figure"
+    assert sweep_plots.LADDER_FIGURES["lm_ladder"].__name__ == "static lm_ladder_figure"
+    assert sweep_plots.LM_FIGURES["lm_validation_curves"].__name__ == "static lm_sweep_figure"
+    assert not [name for module in (energy_plots, study_plots, sweep_plots, trained_plots) for name in dir(module)
+                if name.startswith("mpl_") and ("gp_r" in name or "ladder" in name or "validation" in name
+                                                or "scaling" in name)]
+    assert static.to_png(gp_figures.gp_ratio_figure(_records(gp_figures.gp_ratio_figure))).startswith(b"\x89PNG")
 
 
 def test_sub_and_superscripts_reach_the_static_form():

@@ -9,7 +9,9 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 
 from cem_core.ui import links, widgets
-from cem_core.ui.controls import DesignControls, EnergyControls, GPControls
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.design_controls import DesignControls
+from cem_core.ui.gp_controls import GPControls
 
 
 @pytest.mark.slow
@@ -75,11 +77,11 @@ def test_app_running_tells_a_listening_port_from_a_closed_one(monkeypatch):
 def test_the_explorer_figure_shows_step_lengths_for_attention_and_the_mlp():
     """Four panels at notebook width: energy and step length for every layer; weights (attention) or the
     radius (MLP) in the fourth; labels in rendered maths."""
-    from cem_core.ui import explore, plots
+    from cem_core.ui import energy_plots, explore
 
     for layer, fourth in (("attention", "attention weights at the last step (head 0)"),
                           ("mlp", "radius of every token")):
-        fig = plots.mpl_energy_explorer(explore.explore(EnergyControls.from_values(layer=layer, T=4)))
+        fig = energy_plots.mpl_energy_explorer(explore.explore(EnergyControls.from_values(layer=layer, T=4)))
         axes = [ax for ax in fig.axes if ax.get_title()]
         titles = [ax.get_title() for ax in axes]
         assert titles[1] == "step length of every token" and titles[3] == fourth, titles

@@ -32,7 +32,7 @@ def add_figures(figures) -> None:
 
 
 def write_figures(args) -> int:
-    from cem_core.ui.plots import write_all_figures
+    from cem_core.ui.figure_files import write_all_figures
     out = Path(args.out)
     if (out.exists() or out.is_symlink()) and not out.is_dir():
         raise ValueError(f"out={args.out!r} is invalid: it is a file (or a link to no folder), not a folder")

@@ -5,22 +5,17 @@ Every combination of control values either builds configs or raises ``ValueError
 reason, including sizes too large for an interactive page. Each control class
 round-trips through URL query parameters (``to_query`` / ``from_query``) so a copied link
 restores the view.
+
+Here: the ``Controls`` every page's controls build on, and the energy page's (``EnergyControls``); the other
+pages' are in design_controls, gp_controls and inside_controls.
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import MISSING, dataclass, field, replace
 
-from cem_core.experiments.gp.model import GPModelConfig
-from cem_core.experiments.gp.task import KERNELS, GPTaskConfig
-from cem_core.experiments.gp.train import GPTrainConfig
-from cem_core.experiments.gp.trained import GP_MODELS
-from cem_core.experiments.lm.trained import LM_MODELS
 from cem_core.nn.activations import ACTIVATIONS
-from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, ModelShape, switches
-from cem_core.nn.model import VARIANTS, ModelConfig
-from cem_core.nn.readout import TEST_T_FACTOR
+from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, switches
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
 LAYERS = ("attention", "mlp", "block", "joint")
@@ -322,168 +317,3 @@ class EnergyControls(Controls):
         return BlockConfig(d_model=self.width, n_heads=self.heads, rope=self.rope, d_ff=self.d_ff,
                            activation=self.activation,
                            **self._switches().attention_fields())
-
-
-@dataclass(frozen=True, kw_only=True)
-class DesignControls(Controls):
-    """The design-space page: model sizes and the CEM options."""
-
-    SHAPE = {"d_model": ("int", (8, 8192)), "n_layers": ("int", (1, 128)), "n_heads": ("int", (1, 128)),
-             "d_ff": ("int", (8, 32768))}     # the activation changes no parameter count or FLOP count
-    SPECS = {"vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
-             "p_scale": ("float", (0.0, 3.0, 0.1)), "seed": ("int", (0, 9999))}
-    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block")   # those that change parameters or FLOPs
-    CEM_RANGES = {"rank": (1, 64)}
-    LABELS = {"n_layers": "layers", "n_heads": "heads", "vocab_size": "vocabulary", "seq_len": "sequence length",
-              "p_scale": "low-rank scale (spectrum demo)"}
-    PREFIX = "ds_"
-
-    shape: ModelShape = ModelShape(d_model=768, n_layers=12, n_heads=12, d_ff=2048)
-    vocab_size: int = 32000
-    seq_len: int = 1024
-    cem: CEMOptions = field(default_factory=lambda: CEMOptions(preconditioner="psd"))
-    p_scale: float = 1.0     # std of the preconditioner's low-rank factors, times 1/sqrt(d) (eigenvalue demo)
-    seed: int = 0
-
-    @classmethod
-    def heads_options(cls, d_model: int) -> tuple[int, ...]:
-        """The head counts the page offers: those that divide d_model into even head widths d_h = d / H (the
-        models use RoPE, which rotates pairs of coordinates)."""
-        lo, hi = cls.SHAPE["n_heads"][1]
-        return tuple(h for h in range(lo, min(hi, d_model) + 1) if d_model % h == 0 and (d_model // h) % 2 == 0)
-
-    @classmethod
-    def settle(cls, values: dict) -> tuple[dict, list[str]]:
-        """An odd d_model goes down to the even one below it (RoPE needs even head widths), and the heads snap to
-        the nearest count that divides it, downwards (see EnergyControls.settle)."""
-        values, notes = dict(values), []
-        if values["d_model"] % 2:
-            notes.append(f"d_model {values['d_model']} → {values['d_model'] - 1}: RoPE rotates pairs of "
-                         "coordinates, so every head width, and d_model, is even.")
-            values["d_model"] -= 1
-        options = cls.heads_options(values["d_model"])
-        if values["n_heads"] not in options:
-            heads = max(h for h in options if h <= values["n_heads"]) if values["n_heads"] > 0 else 1
-            notes.append(f"heads {values['n_heads']} → {heads}: the heads must divide d_model = {values['d_model']} "
-                         "into even head widths.")
-            values["n_heads"] = heads
-        return values, notes
-
-    def __post_init__(self) -> None:
-        self._validate()
-        for name in VARIANTS:
-            self.model_config(name)
-
-    def model_config(self, variant: str) -> ModelConfig:
-        return ModelConfig.variant(variant, cem=replace(self.cem, rank=min(self.cem.rank, self.shape.d_model)),
-                                   shape=self.shape, vocab_size=self.vocab_size, max_seq_len=self.seq_len)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GPControls(Controls):
-    """The GP page: the sampled-function demo and the small model trained live."""
-
-    SPECS = {"kernel": ("choice", KERNELS), "seed": ("int", (0, 9999)), "context": ("int", (0, 32)),
-             "steps": ("int", (50, 1000))}   # worst case (T=8, per-head D+LR): about 40 s on 2 cores
-    SHAPE = {"activation": ("choice", ACTIVATIONS)}
-    CEM = ("T", "diagonal")
-    CEM_RANGES = {"T": (1, 8)}
-    PREFIX = "gp_"
-
-    kernel: str = "rbf"
-    seed: int = 0
-    context: int = 8
-    shape: ModelShape = ModelShape(d_model=32, n_layers=1, n_heads=4, d_ff=64)
-    cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=2))
-    steps: int = 600
-
-    def __post_init__(self) -> None:
-        self._validate()
-
-    def task(self) -> GPTaskConfig:
-        return GPTaskConfig(kernel=self.kernel)
-
-    def model(self) -> GPModelConfig:
-        return GPModelConfig(shape=self.shape, cem=self.cem)
-
-    def train(self) -> GPTrainConfig:
-        return GPTrainConfig(steps=self.steps, batch_size=32, eval_size=256, seed=self.seed)
-
-
-def _most_T(trained: int, cem: bool) -> int:
-    """The largest test-time T a trained model offers: TEST_T_FACTOR x its trained T (1 without CEM layers)."""
-    return TEST_T_FACTOR * trained if cem else 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class InsideControls(Controls):
-    """The page "Inside a trained model": a trained GP model on one function (``gp.inspect``), or a trained
-    language model reading a text (``lm.inspect``), each at a test-time T up to TEST_T_FACTOR x its trained T."""
-
-    SPECS = {"side": ("choice", ("gp", "lm")), "gp_model": ("choice", tuple(GP_MODELS)), "seed": ("int", (0, 9999)),
-             "context": ("int", (1, 31)), "gp_T": ("int", (1, TEST_T_FACTOR * 8)),
-             "lm_model": ("choice", tuple(LM_MODELS)), "text": ("text", None), "lm_T": ("int", (1, TEST_T_FACTOR * 2)),
-             "layer": ("int", (0, 7)), "step": ("int", (0, TEST_T_FACTOR * 2)), "head": ("int", (0, 7))}
-    LABELS = {"gp_model": "GP checkpoint", "seed": "function seed", "context": "points seen",
-              "gp_T": "test-time T", "lm_model": "language model", "lm_T": "test-time T (LM)",
-              "layer": "CEM layer", "step": "step t", "head": "attention head"}
-    PREFIX = "in_"
-
-    side: str = "gp"
-    gp_model: str = "gp-cem-T8"
-    seed: int = 0
-    context: int = 8
-    gp_T: int = 8                 # test-time T of the GP model's CEM layers (its trained T by default)
-    lm_model: str = "lm-cem-full"
-    text: str = "Return a new list containing all items from the iterable in ascending order."
-    lm_T: int = 2
-    layer: int = 0                # which of the language model's CEM layers the lens reads
-    step: int = 2                 # the step t it reads after (shown as min(step, lm_T))
-    head: int = 0                 # the attention head shown
-
-    @staticmethod
-    def gp_most_T(name: str) -> int:
-        entry = GP_MODELS[name]
-        return _most_T(entry.T, entry.attention != "llama")
-
-    @staticmethod
-    @functools.cache
-    def lm_most_T(name: str) -> int:
-        options = LM_MODELS[name].config.cem_options()
-        return _most_T(options.T, LM_MODELS[name].config.variant != "llama")
-
-    @classmethod
-    def from_link(cls, query: dict):
-        """As ``Controls.from_link``; a link that names a checkpoint without a test-time T opens it at its trained T
-        (the default T belongs to the default checkpoint), and the lens's step at the last one."""
-        query = dict(query)
-        gp, lm = query.get(cls.PREFIX + "gp_model"), query.get(cls.PREFIX + "lm_model")
-        if gp in GP_MODELS and cls.PREFIX + "gp_T" not in query:
-            query[cls.PREFIX + "gp_T"] = str(GP_MODELS[gp].T)
-        if lm in LM_MODELS and cls.PREFIX + "lm_T" not in query:
-            query[cls.PREFIX + "lm_T"] = str(max(1, cls.lm_most_T(lm) // TEST_T_FACTOR))
-        if cls.PREFIX + "step" not in query and cls.PREFIX + "lm_T" in query:
-            query[cls.PREFIX + "step"] = query[cls.PREFIX + "lm_T"]
-        return super().from_link(query)
-
-    @classmethod
-    def settle(cls, values: dict) -> tuple[dict, list[str]]:
-        """A test-time T beyond what the checkpoint offers comes down to its largest (with a note), and the step
-        shown to the last of the test-time T."""
-        values, notes = dict(values), []
-        for key, name, most in (("gp_T", values["gp_model"], cls.gp_most_T), ("lm_T", values["lm_model"],
-                                                                                cls.lm_most_T)):
-            if values[key] > most(name):
-                notes.append(f"test-time T {values[key]} → {most(name)}: {name} offers T up to {most(name)}.")
-                values[key] = most(name)
-        values["step"] = min(values["step"], values["lm_T"])
-        return values, notes
-
-    def __post_init__(self) -> None:
-        self._validate()
-        for key, name, most in (("gp_T", self.gp_model, self.gp_most_T), ("lm_T", self.lm_model, self.lm_most_T)):
-            if getattr(self, key) > most(name):
-                fail(key, getattr(self, key), f"must be in [1, {most(name)}] for {name} (up to {TEST_T_FACTOR} "
-                     "times its trained T; 1 without CEM layers)")
-        if self.step > self.lm_T:
-            fail("step", self.step, f"must be in [0, {self.lm_T}] (the test-time T)")

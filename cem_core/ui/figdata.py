@@ -2,8 +2,8 @@
 
 Each function takes plain arguments (sizes, seeds, step settings), so the app can cache it,
 builds its layer in float64 from a seed without touching the global random state, and returns
-numpy arrays in a dict. ``cem_core.ui.plots`` draws these dicts with matplotlib for figures/; the
-app draws the same dicts with Plotly.
+numpy arrays in a dict. ``cem_core.ui.energy_plots`` and ``trained_plots`` draw these dicts with
+matplotlib for figures/; the app draws the same dicts with Plotly.
 """
 from __future__ import annotations
 

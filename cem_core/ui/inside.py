@@ -1,5 +1,5 @@
 """The page "Inside a trained model", as data: what ``gp.inspect`` and ``lm.inspect`` read inside a trained model,
-made ready for the app (the figures themselves: ``interactive.inside_*``).
+made ready for the app (the figures themselves: ``inside_figures``).
 
 GP: ``gp_view`` gives the step playback's arguments (app_pages/playback/) for one function: the prediction after
 step t against the posterior, the RMSE after each step, each token's energy E(x⁽ᵗ⁾ | c) per step and the attention
@@ -21,9 +21,10 @@ import numpy as np
 
 from cem_core.experiments.gp.inspect import extra_steps, scaling_reading
 
-from . import interactive
-from .interactive import CURSOR, NOW, WEIGHTS, SymLog
+from . import descent_figures, inside_figures
+from .figure_style import CURSOR, NOW, WEIGHTS
 from .playback import typed_array
+from .symlog import SymLog
 
 GP_PLOTS = ("curve", "rmse", "energy", "heatmap")     # the GP side's playback plots, in the page's order
 CARRIES = 2 / 3                 # the steps "carry the prediction towards the posterior": RMSE at T <= 2/3 step 0's
@@ -36,17 +37,17 @@ PLAIN_SENTENCE = re.compile(r"[A-Z][A-Za-z ,;'()-]+[a-z][.!?]")
 def gp_figures(data: dict, pinned: dict | None = None, names: tuple[str, str] | None = None,
                height: int | None = None, legend: str = "below") -> dict:
     """The GP side's figures by name (GP_PLOTS; a model without CEM layers has only the curve and the RMSE), their
-    legends `legend` ("below" or "right", ``interactive.inside_legend``)."""
+    legends `legend` ("below" or "right", ``inside_figures.inside_legend``)."""
     layer = data["layers"][0] if data["layers"] else None
     query = len(data["context_x"])                                    # the query token: after the K context tokens
     figures = {name: build(data, pinned=pinned, names=names, height=height, legend=legend) for name, build in
-               (("curve", interactive.inside_curve_figure), ("rmse", interactive.inside_rmse_figure))}
+               (("curve", inside_figures.inside_curve_figure), ("rmse", inside_figures.inside_rmse_figure))}
     if layer is not None:
-        figures["energy"] = interactive.per_token_figure(
+        figures["energy"] = descent_figures.per_token_figure(
             np.asarray(layer["energies"]), f"token energies ({query}: the query)", "energy",
             height=height, token=query, legend="followed")
         if layer["attention"] is not None:
-            figures["heatmap"] = interactive.attention_heatmap_figure(np.asarray(layer["attention"]), layer["T"], 0,
+            figures["heatmap"] = descent_figures.attention_heatmap_figure(np.asarray(layer["attention"]), layer["T"], 0,
                                                                       height=height, token=query)
     return figures
 
@@ -74,14 +75,14 @@ def gp_frames(data: dict) -> list[list[dict]]:
     out = []
     for t in range(layer["T"] + 1):
         frame = [{"figure": "curve", "meta": NOW, "y": finite(layer["prediction"][t]),     # x: the grid, kept
-                  "title": interactive.inside_curve_title(data, t)},
+                  "title": inside_figures.inside_curve_title(data, t)},
                  {"figure": "rmse", "meta": CURSOR, "x": [t, t], "y": rmse_y},
                  {"figure": "rmse", "meta": NOW, "x": [t, t], "y": finite([posterior[t], truth[t]])},
                  {"figure": "energy", "meta": CURSOR, "x": [t, t], "y": extent(energies)},
                  {"figure": "energy", "meta": NOW, "x": [t], "y": finite([energies[t, query]])}]
         if layer["attention"] is not None:
             frame.append({"figure": "heatmap", "meta": WEIGHTS, "z": {"array": "weights", "index": max(t, 1) - 1},
-                          "title": interactive.heatmap_title(t, layer["T"], 0)})
+                          "title": descent_figures.heatmap_title(t, layer["T"], 0)})
         out.append(frame)
     return out
 

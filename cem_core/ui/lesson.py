@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import inside
-from .controls import EnergyControls, GPControls, InsideControls
+from .controls import EnergyControls
 from .explore import Diagnosis
+from .gp_controls import GPControls
+from .inside_controls import InsideControls
 from .links import APP_ADDRESS, APP_PATHS
 
 PAGES = {page: APP_PATHS[page] for page in ("energy", "gp", "inside")}   # a step's page: its path in the app

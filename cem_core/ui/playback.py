@@ -14,8 +14,9 @@ import json
 
 import numpy as np
 
-from . import interactive
-from .interactive import CURSOR, NOW, WEIGHTS, cursor_y
+from . import descent_figures, symlog
+from .descent_figures import cursor_y
+from .figure_style import CURSOR, NOW, WEIGHTS
 
 PLOTS = ("energy", "norm", "landscape", "heatmap")     # a phase's figures, by name, in the page's order
 PICK = {"energy": "customdata", "norm": "customdata", "heatmap": "y"}   # how a click there names a token
@@ -23,7 +24,7 @@ PICK = {"energy": "customdata", "norm": "customdata", "heatmap": "y"}   # how a 
 
 def _per_token(name: str, values: np.ndarray, first_step: int, token: int, t: int, pinned=None) -> list[dict]:
     """Step t on a per-token plot: the cursor at t, the marker on the followed token (none before first_step).
-    `values` and `pinned` are on the plot's axis (interactive.SymLog.on_axis)."""
+    `values` and `pinned` are on the plot's axis (symlog.SymLog.on_axis)."""
     here = t - first_step
     return [{"figure": name, "meta": CURSOR, "x": [t, t], "y": cursor_y(values, pinned)},
             {"figure": name, "meta": NOW, "x": [t] if here >= 0 else [],
@@ -34,9 +35,9 @@ def frames(phase: dict, token: int, head: int, pinned: dict | None = None) -> li
     """For t = 0..T, the updates that show step t (see the module doc). A heatmap update names its weights
     by step index into the view's "weights" array."""
     # each per-token plot's values on its axis (a symmetric log one where its builder chose it), once
-    energies, pinned_energies, _ = interactive.SymLog.on_axis(phase["energies"],
+    energies, pinned_energies, _ = symlog.SymLog.on_axis(phase["energies"],
                                                               None if pinned is None else pinned["energies"])
-    norms, pinned_norms, _ = interactive.SymLog.on_axis(phase["update_norms"],
+    norms, pinned_norms, _ = symlog.SymLog.on_axis(phase["update_norms"],
                                                         None if pinned is None else pinned["update_norms"])
     trajectory = phase["landscape"]["trajectory"]
     steps = len(energies) - 1
@@ -48,7 +49,7 @@ def frames(phase: dict, token: int, head: int, pinned: dict | None = None) -> li
                      "y": [float(trajectory[t, 1])]}])
         if phase["weights"] is not None:
             frame.append({"figure": "heatmap", "meta": WEIGHTS, "z": {"array": "weights", "index": max(t, 1) - 1},
-                          "title": interactive.heatmap_title(t, steps, head)})
+                          "title": descent_figures.heatmap_title(t, steps, head)})
         out.append(frame)
     return out
 

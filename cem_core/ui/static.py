@@ -1,6 +1,6 @@
-"""The static form of a Plotly figure, drawn by matplotlib: each figure has one builder (in
-cem_core.ui.interactive), and its PNG and SVG (figures/, the notebooks, the app's PNG download) are derived
-from it here, since Plotly's own static export needs a browser download
+"""The static form of a Plotly figure, drawn by matplotlib: each figure has one builder (in the app's figure
+modules: cem_core.ui.descent_figures, gp_figures, lm_figures, ...), and its PNG and SVG (figures/, the notebooks,
+the app's PNG download) are derived from it here, since Plotly's own static export needs a browser download
 (docs/design.md#74-static-plotly-export-needs-chrome).
 
 What is translated: scatter traces (lines, markers, both; dashes, widths, open and filled symbols, opacity;
@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from cem_core.ui.interactive import PALETTE
+from cem_core.ui.figure_style import PALETTE
 
 DASHES = {"dash": "--", "dot": ":", "dashdot": "-.", "longdash": "--", "solid": "-", None: "-"}
 SYMBOLS = {"diamond": "D", "square": "s", "triangle-up": "^", "x": "x", "cross": "P", "circle": "o"}

@@ -2,7 +2,7 @@
 
 The notebooks derive; these only arrange. ``EnergyExplorer`` puts sliders for the energy page's
 controls (``EnergyControls``: T, eta, anchor, preconditioner, seed, ...) over one PNG drawn by
-``plots.mpl_energy_explorer`` from ``explore.explore``, the same data as the app's energy page, and a
+``energy_plots.mpl_energy_explorer`` from ``explore.explore``, the same data as the app's energy page, and a
 link that opens the app in the same state (with how to start the app when none answers). A
 combination the controls refuse shows its reason in place of the figure and the link, never a
 traceback. Displayed, an explorer also carries a static PNG of its
@@ -16,7 +16,7 @@ import io
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from . import explore, plots
+from . import energy_plots, explore
 from .controls import EnergyControls
 from .links import APP_ADDRESS, app_link, app_running
 
@@ -84,7 +84,7 @@ class EnergyExplorer:
             self.image.value, self.link.value, self.url = b"", "", None
             return
         self.message.value = ""
-        self.image.value = png(plots.mpl_energy_explorer(explore.explore(state)))
+        self.image.value = png(energy_plots.mpl_energy_explorer(explore.explore(state)))
         self.url = url = app_link("energy", state)
         hint = "" if app_running() else (f" <i>No app answers at {APP_ADDRESS}: start it with <code>make app</code> "
                                          "in a terminal at the repository root, then follow the link.</i>")

@@ -293,7 +293,7 @@ def stale_hashes(records: list[dict], preset: str) -> tuple[set, set]:
     return sweep.stale(records, (s.hash for s in gp_preset_runs(preset)))
 
 
-# -- figure data (plotted by cem_core.ui.plots with matplotlib, and by the app with plotly) -----
+# -- figure data (plotted by the app with plotly, cem_core.ui.gp_figures; figures/ derives its static form) -
 
 
 def _depth1_cem(records, diagonal="none"):
