@@ -60,7 +60,7 @@ lm-sweep: $(BIN)/.runtime     ## rerun (resume) the LM claims sweep into results
 lm-rates: $(BIN)/.runtime     ## rerun (resume) each variant's learning-rate grid into results/lm-rates (70 min on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-rates --preset rates --jobs 2
 
-lm-own: $(BIN)/.runtime       ## rerun (resume) each variant at its own rate into results/lm-own (about 90 min on 2 cores)
+lm-own: $(BIN)/.runtime       ## rerun (resume) each variant at its own rate into results/lm-own (about 2 hours on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-own --preset own --rates-from results/lm-rates --jobs 2
 
 lm-ladder: $(BIN)/.runtime    ## rerun (resume) the quarter-budget width ladder into results/lm-ladder (about 50 min on 2 cores)

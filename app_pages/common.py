@@ -12,7 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import exports, figure_style, jobs, links, static
+from cem_core.ui import exports, figure_style, jobs, links
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
@@ -233,28 +233,37 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+PNG_HINT = "PNG: the camera in the chart's toolbar (hover over the chart)"
 PRESENT_FONTS = 1.25          # presentation mode: every plot's fonts this much larger, for the room
+
+
+def chart_config(name: str) -> dict:
+    """Plotly's own toolbar for a chart: its camera saves the chart as the reader sees it, a PNG named after it at
+    twice the screen's resolution, drawn by the reader's browser
+    (docs/design.md#74-static-plotly-export-needs-chrome)."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": _slug(name), "scale": 2}}
 
 
 def show_figure(fig, name: str, key: str, height: int | None = None) -> None:
     """The chart plus its download buttons; in presentation mode larger, without them (`height`: there)."""
     if st.session_state.get("present"):
         fig = figure_style.enlarged(fig, PRESENT_FONTS).update_layout(**({"height": height} if height else {}))
-    st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None)   # our fonts, not the theme's 12 px
+    st.plotly_chart(fig, key=f"chart-{key}", width="stretch", theme=None,   # our fonts, not the theme's 12 px
+                    config=chart_config(name))
     if not st.session_state.get("present"):
         download_buttons(fig, name, key)
 
 
 def download_buttons(fig, name: str, key: str) -> None:
-    """A figure's downloads: interactive HTML, PNG and the data as CSV (each built on click)."""
+    """A figure's downloads: interactive HTML and the data as CSV (each built on click); its PNG is the camera of
+    the chart's own toolbar (``chart_config``), which the third column points to."""
     slug = _slug(name)
     cols = st.columns(3)
     cols[0].download_button("HTML", lambda: exports.to_html(fig), file_name=f"{slug}.html",
                             mime="text/html", key=f"html-{key}", on_click="ignore", icon=":material/download:")
-    cols[1].download_button("PNG", lambda: static.to_png(fig), file_name=f"{slug}.png", mime="image/png",
-                            key=f"png-{key}", on_click="ignore", icon=":material/download:")
-    cols[2].download_button("CSV", lambda: exports.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
+    cols[1].download_button("CSV", lambda: exports.to_csv(fig), file_name=f"{slug}.csv", mime="text/csv",
                             key=f"csv-{key}", on_click="ignore", icon=":material/download:")
+    cols[2].caption(PNG_HINT)
 
 
 def results_heading(title: str, records: list, missing: int, absent: str, what: str, shown: str = "the tables") -> bool:

@@ -185,17 +185,24 @@ def sweep_section(records) -> None:
             "a claim, not about the paper's scale.")
 
 
-def missing_runs(records, preset: str, folder) -> int:
-    """How many runs of the preset the committed folder's records lack, at the rates of its decisions table."""
+def missing_runs(records, preset: str, folder) -> int | None:
+    """How many runs of the preset the committed folder's records lack, at the rates of its decisions table; None,
+    with the reason shown, when that table is missing or refused (the section is left out, the page stays)."""
+    if not records:
+        return 0
+    return committed(_missing_runs, f"The {preset} sweep (its decisions table)", records, preset, folder)
+
+
+def _missing_runs(records, preset: str, folder) -> int:
     decided = lm_decisions.folder_decisions(ROOT / folder, preset)
     return len(lm_runner.stale_runs(records, preset, decisions=decided)[0])
 
 
 def own_rate_section(common, own) -> None:
-    if not results_heading("Each variant at its own learning rate", own,
-                           missing_runs(own, "own", lm_presets.COMMITTED_OWN),
-                           "No own-rate sweep results found: run `make lm-own` (about 2 hours on 2 cores).",
-                           "the own-rate sweep"):
+    missing = missing_runs(own, "own", lm_presets.COMMITTED_OWN)
+    if missing is None or not results_heading(
+            "Each variant at its own learning rate", own, missing,
+            "No own-rate sweep results found: run `make lm-own` (about 2 hours on 2 cores).", "the own-rate sweep"):
         return
     st.caption(f"{len(own)} runs on the {DEMO_LABEL}: {lm_presets.preset_summary('own')}. Each rate is the best of a "
                "6-rate grid at a "
@@ -229,8 +236,8 @@ RECORDED_RULE = ("Rule recorded before the quarter ladder ran, kept in its sweep
 def ladder_section(records, preset: str, folder) -> None:
     title, absent = LADDER_SECTIONS[preset]
     staged = bool(lm_presets.SWEEP_PRESETS[preset].rate_steps)     # its runs grow: the note below says what is left
-    if not results_heading(title, records, 0 if staged else missing_runs(records, preset, folder), absent,
-                           "the ladder", "the figure and tables"):
+    missing = 0 if staged else missing_runs(records, preset, folder)
+    if missing is None or not results_heading(title, records, missing, absent, "the ladder", "the figure and tables"):
         return
     if note := ladder.progress_note(records, preset):
         st.warning(note)

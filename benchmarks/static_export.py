@@ -20,11 +20,11 @@ from pathlib import Path
 import plotly.io as pio
 
 from cem_core.experiments.gp.sweep import GP_SWEEP
-from cem_core.ui import interactive, static
+from cem_core.ui import gp_figures, static
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = {"gp_rmse_vs_context": interactive.gp_context_figure, "gp_ratio_vs_T": interactive.gp_ratio_figure,
-           "gp_test_time_scaling": interactive.gp_scaling_figure}
+FIGURES = {"gp_rmse_vs_context": gp_figures.gp_context_figure, "gp_ratio_vs_T": gp_figures.gp_ratio_figure,
+           "gp_test_time_scaling": gp_figures.gp_scaling_figure}
 
 
 def timed(draw) -> tuple[float, bytes]:

@@ -771,8 +771,9 @@ if lm:
 lm_own = load(lm_runner.LM_SWEEP.load, lm_own_path)
 lm_own_decisions = lm_decisions.read_decisions(Path(lm_own_path).parent)   # the rates it trains at
 if lm and lm_own:
-    own_total = len(lm_presets.preset_runs("own", decisions=lm_own_decisions))
-    report(f"{len(lm_own)} of the own-rate sweep's {own_total} runs loaded.")
+    planned = (f" of the own-rate sweep's {len(lm_presets.preset_runs('own', decisions=lm_own_decisions))} runs"
+               if lm_own_decisions else " own-rate runs (the decisions table beside them is missing)")
+    report(f"{len(lm_own)}{planned} loaded.")
     display(pd.DataFrame(lm_report.own_variant_rows(lm, lm_own)).set_index("variant"))
     side_by_side = lm_report.side_by_side_rows(lm, lm_own)
     if side_by_side:

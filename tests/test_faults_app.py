@@ -494,6 +494,36 @@ def test_an_edited_committed_record_costs_its_section_not_the_page(board, tmp_pa
     assert not any(h.startswith("The committed sweep") for h in headings)
 
 
+@pytest.mark.slow
+def test_a_missing_decisions_table_costs_its_section_not_the_page(board, tmp_path, monkeypatch):
+    """The own-rate sweep's records without the decisions table beside them (the rates they trained at). Old: the
+    page's error handler never saw it and the LM page ended in a traceback. Now that section says why it cannot be
+    shown and what writes the table; the ladders stay."""
+    import streamlit as st
+    from conftest import ROOT
+
+    from cem_core.experiments.lm import presets
+
+    copy = tmp_path / "lm-own"
+    copy.mkdir()
+    for name in ("sweep.json", "results.json"):                         # no decisions.json
+        (copy / name).write_bytes((ROOT / presets.COMMITTED_OWN / name).read_bytes())
+    monkeypatch.setattr(presets, "COMMITTED_OWN", copy)
+    st.cache_data.clear()
+    try:
+        at = run_page("lm")
+    finally:
+        st.cache_data.clear()
+    assert not at.exception
+    errors = [shown(e.value) for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("The own sweep (its decisions table) cannot be shown: "
+                                                     f"{copy / 'decisions.json'} is missing"), errors
+    assert "--rates-from DIR" in errors[0]
+    headings = [shown(s.value) for s in at.subheader]
+    assert not any(h.startswith("Each variant at its own learning rate") for h in headings), headings
+    assert any(h.startswith("The width ladder at the paper's budget") for h in headings), headings
+
+
 @pytest.mark.slow                      # a real server and eight clients at once
 def test_a_class_arriving_at_once_on_a_cold_server_gets_its_pages_without_an_error():
     """The load benchmark's walk at eight students on a fresh server (benchmarks/app_load.py: shared, distinct and

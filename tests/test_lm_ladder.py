@@ -377,6 +377,34 @@ def test_a_decided_preset_without_its_table_is_refused_and_rates_from_writes_it(
         decisions.read_decisions(tmp_path / "own")
 
 
+@pytest.mark.parametrize("preset, key, edit, message", [
+    ("ladder", "extensions", lambda rows: rows + [[32, "mlp T=1", 0.01]],
+     r"extensions row \[32, 'mlp T=1', 0.01\] is not one of this preset's widths"),
+    ("ladder", "extensions", lambda rows: rows + [[96, "llama", 0.01]], r"extensions row \[96, 'llama', 0.01\]"),
+    ("budget-ladder", "base_rates", lambda rows: rows[1:], r"base_rates must give one rate to every width and "
+                                                            r"variant; it lacks \(32, 'llama'\)"),
+    ("budget-ladder", "base_rates", lambda rows: rows[1:] + rows[1:2], r"it lacks \(32, 'llama'\)"),
+])
+def test_a_decisions_table_that_names_what_its_preset_does_not_train_is_refused(preset, key, edit, message):
+    """A table can be well formed and still not fit its preset: an extension at a variant or width the ladder does
+    not train, base rates that miss a width and variant. Old: a KeyError deep in the runner, or silently ignored."""
+    folder = presets.COMMITTED_LADDER if preset == "ladder" else presets.COMMITTED_BUDGET_LADDER
+    table = _decisions(folder)
+    presets.SWEEP_PRESETS[preset].decide(table)                                  # the committed table fits
+    with pytest.raises(ValueError, match=message):
+        presets.SWEEP_PRESETS[preset].decide(table | {key: edit(table[key])})
+
+
+def test_rates_from_into_another_sweeps_folder_writes_nothing(tmp_path):
+    """`--rates-from` with --out at another preset's sweep is refused before a decisions table is written there."""
+    out = tmp_path / "default"
+    out.mkdir()
+    (out / SWEEP_MANIFEST).write_bytes((ROOT / presets.COMMITTED_SWEEP / SWEEP_MANIFEST).read_bytes())
+    with pytest.raises(ValueError, match="holds the default preset's sweep, not the own preset's"):
+        runner.adopt_decisions(out, "own", ROOT / presets.COMMITTED_RATES)
+    assert not (out / decisions.DECISIONS_FILE).exists()
+
+
 def test_lm_sweep_refuses_a_fresh_own_rate_folder_until_rates_from_writes_its_table(tmp_path, capsys):
     """The own-rate sweep's records without its table: `lm sweep` says what to do, and `--rates-from` the rates
     sweep's folder writes the committed table again (every run already done: nothing trains)."""

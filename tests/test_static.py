@@ -81,7 +81,6 @@ def test_the_figures_of_figures_folder_come_from_the_app_builders():
     assert not [name for module in (energy_plots, study_plots, sweep_plots, trained_plots) for name in dir(module)
                 if name.startswith("mpl_") and ("gp_r" in name or "ladder" in name or "validation" in name
                                                 or "scaling" in name)]
-    assert static.to_png(gp_figures.gp_ratio_figure(_records(gp_figures.gp_ratio_figure))).startswith(b"\x89PNG")
 
 
 def test_sub_and_superscripts_reach_the_static_form():

@@ -62,8 +62,10 @@ async function build(args) {
   document.body.classList.toggle("big", (args.font_scale || 1) > 1);
   view.arrays = Object.fromEntries(Object.entries(args.arrays || {}).map(([k, spec]) => [k, decode(spec)]));
   delete document.body.dataset.images;
-  const config = {displaylogo: false, responsive: true};
   for (const {name, figure} of args.figures) {
+    // the toolbar's camera saves the chart as shown, at the step shown (app_pages/common.chart_config's options)
+    const config = {displaylogo: false, responsive: true,
+                    toImageButtonOptions: {format: "png", filename: `cem-${name}`, scale: 2}};
     const layout = scaled(figure.layout, args.font_scale || 1);
     let div = view.divs[name];
     if (div) {

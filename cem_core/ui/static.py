@@ -1,7 +1,7 @@
 """The static form of a Plotly figure, drawn by matplotlib: each figure has one builder (in the app's figure
-modules: cem_core.ui.descent_figures, gp_figures, lm_figures, ...), and its PNG and SVG (figures/, the notebooks,
-the app's PNG download) are derived from it here, since Plotly's own static export needs a browser download
-(docs/design.md#74-static-plotly-export-needs-chrome).
+modules: cem_core.ui.descent_figures, gp_figures, lm_figures, ...), and its PNG and SVG for figures/ and the
+notebooks are derived from it here, since Plotly's own static export needs a Chromium on the machine
+(docs/design.md#74-static-plotly-export-needs-chrome; the app's PNG is Plotly's own, drawn in the reader's browser).
 
 What is translated: scatter traces (lines, markers, both; dashes, widths, open and filled symbols, opacity;
 symmetric and asymmetric error bars; a band filled to the trace before it), bars, heatmaps and contours, the
@@ -11,7 +11,6 @@ traces with ``showlegend=False``.
 """
 from __future__ import annotations
 
-import io
 import math
 import re
 
@@ -167,10 +166,3 @@ def to_matplotlib(fig: go.Figure) -> Figure:
         ax.legend(*zip(*entries), fontsize=7.5)                 # inside the axes, wherever it covers least
     mfig.tight_layout()
     return mfig
-
-
-def to_png(fig: go.Figure, dpi: int = 110) -> bytes:
-    """The figure as PNG bytes (the app's PNG download)."""
-    buf = io.BytesIO()
-    to_matplotlib(fig).savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()

@@ -20,7 +20,7 @@ from cem_core.nn.validate import check_choice
 
 from . import rates
 from .data_config import DataConfig
-from .train import LMTrainConfig
+from .train_config import LMTrainConfig
 from .variants import LADDER_VARIANTS, RATED, SWEEP_VARIANTS, SWEPT
 
 PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder")
@@ -81,11 +81,24 @@ class SweepPreset:
             if missing := [name for name in self.variants if name not in own]:
                 raise ValueError(f"the decisions table has no own rate for {', '.join(missing)}")
             changes["own_lrs"] = tuple((name, tuple(own[name] * k for k in self.own_steps)) for name in self.variants)
-        if "extensions" in self.decided:
-            changes["extra_lrs"] = tuple(tuple(e) for e in decisions["extensions"])
-        if "base_rates" in self.decided:
-            changes["base_lrs"] = tuple(tuple(b) for b in decisions["base_rates"])
+        for key, field_ in (("extensions", "extra_lrs"), ("base_rates", "base_lrs")):
+            if key in self.decided:
+                self._check_rows(key, decisions[key])
+                changes[field_] = tuple(tuple(row) for row in decisions[key])
         return replace(self, **changes)
+
+    def _check_rows(self, key: str, rows: list) -> None:
+        """A decisions table's [width, variant, rate] rows name this preset's widths and variants, and its base
+        rates name every pair once."""
+        if strangers := [row for row in rows if row[0] not in self.widths or row[1] not in self.variants]:
+            raise ValueError(f"the decisions table's {key} row {strangers[0]} is not one of this preset's widths "
+                             f"({', '.join(map(str, self.widths))}) and variants ({', '.join(self.variants)})")
+        pairs = [(row[0], row[1]) for row in rows]
+        everyone = [(w, name) for w in self.widths for name in self.variants]
+        if key == "base_rates" and sorted(pairs) != sorted(everyone):
+            missing = [pair for pair in everyone if pair not in pairs] or ["one twice"]
+            raise ValueError(f"the decisions table's base_rates must give one rate to every width and variant; "
+                             f"it lacks {missing[0]}")
 
 
 # The learning rate of `default` was chosen by `--preset probe` (results/lm-probe): the one whose worst

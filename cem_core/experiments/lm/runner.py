@@ -183,6 +183,10 @@ def adopt_decisions(out, preset: str, source) -> dict:
     (``decisions.derive_decisions``), unless the folder holds that table already; return the folder's table. A
     table that holds other rates than `source` decides is refused."""
     out, source = Path(out), Path(source)
+    held = read_json(out / sweeps.SWEEP_MANIFEST).get("preset") if (out / sweeps.SWEEP_MANIFEST).exists() else preset
+    if held != preset:
+        raise ValueError(f"{out} holds the {held} preset's sweep, not the {preset} preset's: give the {preset} sweep "
+                         "a folder of its own (--out)")
     manifest_ = read_json(source / sweeps.SWEEP_MANIFEST) if (source / sweeps.SWEEP_MANIFEST).exists() else {}
     wanted = derive_decisions(preset, manifest_.get("preset"), LM_SWEEP.load(source / sweeps.RESULTS))
     held = read_decisions(out)
