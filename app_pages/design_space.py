@@ -17,6 +17,7 @@ from app_pages.common import (
     show_figure,
     widget_keys,
 )
+from cem_core.nn.block_modes import BLOCK_MODES
 from cem_core.nn.model import VARIANTS
 from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.ui import design_figures, figdata
@@ -88,13 +89,14 @@ def body() -> None:
                f"(H + 1) = {c.shape.n_heads + 1}× "
                "the plain core; one shared diagonal adds a head-independent bias and readout, 2× the plain core."
                + (" cem-full as one energy runs its T steps in x space (the MLP term needs x at every step) and "
-                  "applies P once per step, to the summed gradient." if c.cem.block == "joint" else ""))
+                  "applies P once per step, to the summed gradient." if BLOCK_MODES[c.cem.block].one_energy else ""))
     explain("Tying saves parameters, not matmuls: a CEM layer at T = 1 still multiplies by W_Q, W_K and W_Q^T. "
             "Each extra step T adds the query side and the attention core again, but reuses the keys.")
 
     st.subheader("The update for these options")
     layers = (("attention", "CEM attention"), ("mlp", "CEM gated MLP"))
-    for layer, title in layers + ((("joint", "cem-full's block as one energy"),) if c.cem.block == "joint" else ()):
+    one_energy = BLOCK_MODES[c.cem.block].one_energy
+    for layer, title in layers + ((("joint", "cem-full's block as one energy"),) if one_energy else ()):
         st.markdown(f"**{title}**")
         for line in update_latex(layer, c.cem, c.shape.activation):
             st.latex(line)

@@ -46,7 +46,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .config import AttentionConfig
 from .descent import EnergyDescentLayer, check_input
-from .diagonals import DIAGONAL_FORMS
+from .diagonals import DIAGONAL_FORMS, DIAGONALS
 from .energy import attention_energy, with_anchor
 from .rope import rope_angles, rotate, unrotate
 from .validate import check_config
@@ -195,8 +195,7 @@ class InteractionTerm:
         self.scale = config.head_dim ** -0.5                           # beta = 1/sqrt(d_h)
         self.q_proj = nn.Linear(d, d, bias=False)                      # W_Q (stacked heads), and W_O = W_Q^T
         self.k_proj = nn.Linear(d, d, bias=False)                      # W_K = W_V
-        if config.diagonal != "none":
-            rows = H if config.diagonal == "per_head" else 1
+        if rows := DIAGONALS[config.diagonal].rows(H):                  # d_k per head, one d for all, or none
             start = DIAGONAL_FORMS[config.diagonal_form].start(config.head_dim, d)   # bilinear: 0, plain attention
             self.diag = nn.Parameter(torch.full((rows, d), start))      # d_k (one row shared by all heads)
 

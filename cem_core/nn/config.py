@@ -63,12 +63,13 @@ class CEMOptions:
     anchor: float = switch(0.0, "float", (0.0, False), (0.0, 5.0, 0.1), "anchor lambda (our extension; 0 = the paper)",
                            "lambda of the anchor (lambda/2)|x - x0|^2, our extension; 0 = the paper")
     diagonal: str = switch("none", "choice", DIAGONALS, DIAGONALS, "diagonal (D+LR)",
-                           "D+LR diagonal of attention: none, one per head, or one shared by all heads",
+                           "D+LR diagonal of attention: " + "; ".join(f"{name}: {diagonal.label}" for name, diagonal
+                                                                      in DIAGONALS.items()),
                            attention_only=True)
     diagonal_form: str = switch("bilinear", "choice", DIAGONAL_FORMS, DIAGONAL_FORMS, "diagonal form",
                                 "; ".join(form.label for form in DIAGONAL_FORMS.values()), attention_only=True)
     preconditioner: str = switch("none", "choice", PRECONDITIONERS, PRECONDITIONERS, "preconditioner",
-                                 "dlr: the paper's diag + UVᵀ + VUᵀ (can be indefinite); psd: diag + UUᵀ (ours)")
+                                 "; ".join(f"{name} ({kind.label})" for name, kind in PRECONDITIONERS.items()))
     rank: int = switch(4, "int", (1, None), (1, 8), "preconditioner rank", "rank of the preconditioner's low-rank part")
     block: str = switch("sequential", "choice", BLOCK_MODES, BLOCK_MODES, "block energy",
                         "; ".join(mode.label for mode in BLOCK_MODES.values()))

@@ -30,10 +30,14 @@ from .registry import Registry
 class Diagonal:
     name: str                                   # the configuration's value: CEMOptions.diagonal
     label: str                                  # "one per head"
-    params: Callable[[int, int], int]           # its parameters at (d, H)
+    rows: Callable[[int], int]                  # its rows of d numbers with H heads: H, 1, or none
     core_width: Callable[[int, int], int]       # the attention core's width per query at (d, H): its FLOPs
     interaction_latex: str                      # A_k = ... (the bilinear form)
     D: str | None                               # D's symbol in the distance form (None: the form needs a diagonal)
+
+    def params(self, d: int, H: int) -> int:
+        """Its parameters at width d with H heads: a row of d per row."""
+        return self.rows(H) * d
 
     def distance_latex(self) -> str:
         """The distance form's score with this diagonal: x^T W_Q,k^T W_K,k c_j - (1/2)(x - c_j)^T D (x - c_j)."""
@@ -46,10 +50,10 @@ DIAGONALS: Registry = Registry("diagonal")
 register_diagonal = DIAGONALS.register                # add a Diagonal (a ValueError for a name taken)
 
 
-register_diagonal(Diagonal("none", "none", lambda d, H: 0, lambda d, H: d, r"A_k = W_{Q,k}^\top W_{K,k}", None))
-register_diagonal(Diagonal("per_head", "one per head", lambda d, H: H * d, lambda d, H: d + H * d,   # per head: d + H d
+register_diagonal(Diagonal("none", "none", lambda H: 0, lambda d, H: d, r"A_k = W_{Q,k}^\top W_{K,k}", None))
+register_diagonal(Diagonal("per_head", "one per head", lambda H: H, lambda d, H: d + H * d,   # per head: d + H d
                            r"A_k = \operatorname{diag}(d_k) + W_{Q,k}^\top W_{K,k}", "D_k"))
-register_diagonal(Diagonal("shared", "one shared by all heads", lambda d, H: d, lambda d, H: 2 * d,   # bias and readout
+register_diagonal(Diagonal("shared", "one shared by all heads", lambda H: 1, lambda d, H: 2 * d,   # bias and readout
                            r"A_k = \operatorname{diag}(d) + W_{Q,k}^\top W_{K,k}\ \ \text{(one d, all heads)}", "D"))
 
 

@@ -16,6 +16,7 @@ from dataclasses import MISSING, dataclass, field, replace
 
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import AttentionConfig, BlockConfig, CEMOptions, MLPConfig, switches
+from cem_core.nn.diagonals import DIAGONALS
 from cem_core.nn.validate import check_bool, check_choice, check_float, check_int, fail
 
 LAYERS = ("attention", "mlp", "block", "joint")
@@ -285,9 +286,10 @@ class EnergyControls(Controls):
 
     def cost(self) -> float:
         """Rough multiply-adds of one render: T+1 trace steps and the landscape grid, per phase."""
-        n, d, widen = self.seq_len, self.width, (self.heads + 1) if self.cem.diagonal != "none" else 1
+        n, d = self.seq_len, self.width
+        widen = DIAGONALS[self.cem.diagonal].core_width(d, self.heads) / d   # the core's width over the plain one
         per_step, per_point = 0.0, 0.0
-        if self.layer != "mlp":                                        # the D+LR core is (H+1) x wider (joint: both)
+        if self.layer != "mlp":                                        # per head (H+1) x, shared 2 x (joint: both)
             per_step += 3 * n * n * d * widen + 4 * n * d * d
             per_point += n * d * widen + 2 * d * d
         if self.layer != "attention":

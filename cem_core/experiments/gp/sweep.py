@@ -24,7 +24,9 @@ from cem_core.experiments.integrity import describe_differences, identity_differ
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import provenance, read_json
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan, is_kind, not_finite
+from cem_core.nn.block_modes import BLOCK_MODES
 from cem_core.nn.config import ModelShape
+from cem_core.nn.diagonals import DIAGONAL_FORMS
 from cem_core.nn.validate import check_choice, check_int
 
 from . import study as gp_study
@@ -233,10 +235,11 @@ def run_label(r: dict) -> str:
     if r["attention"] == "llama":
         return f"Llama attention{extras} (depth {r['depth']})"
     parts = [f"CEM{'-full' if r['mlp'] == 'cem' else ''} T={r['T']}{extras}"]
-    if r.get("block", "sequential") == "joint":
+    if BLOCK_MODES[r.get("block", "sequential")].one_energy:
         parts.append("joint block")
     if r["diagonal"] != "none":
-        parts.append(f"diag {r['diagonal']}" + (" (distance)" if r.get("diagonal_form") == "distance" else ""))
+        parts.append(f"diag {r['diagonal']}" + (" (distance)" if DIAGONAL_FORMS[r.get("diagonal_form", "bilinear")]
+                                                .centred else ""))
     if r["preconditioner"] != "none":
         parts.append(f"P {r['preconditioner']}")
     if r["eta_mode"] != "fixed":
