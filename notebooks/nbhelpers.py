@@ -134,7 +134,7 @@ def evidence(gp_study_path: str, lm_sweep_path: str) -> dict:
         parts["gp"] = f"**GP regression**: no study results at `{gp_study_path}` yet."
     lm = lm_runner.LM_SWEEP.load(lm_sweep_path) if Path(lm_sweep_path).exists() else []
     claims = lm_report.claim_rows(lm) if lm else []
-    reading = "t-based reading (95%, n − 1 dof)"
+    reading = lm_report.T_READING
     rows = [{"verdict": f"**{r['verdict']}**", "t reading": r[reading], "no.": str(r["#"]), "claim": r["claim"]}
             for r in claims]
     tables = [markdown_table(part) if part else "(no claims yet)" for part in (rows[:4], rows[4:8], rows[8:])]

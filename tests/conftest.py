@@ -17,8 +17,8 @@ NOT_RUN = "DID NOT RUN"
 
 
 def pytest_configure(config):
-    """The tests' own shard cache (the data module keeps shards' checksums between runs, by default under
-    ~/.cache): never the user's, and inherited by every process a test starts."""
+    """The tests' own shard cache (cem_core.experiments.lm.shard_cache keeps shards' checksums between runs, by
+    default under ~/.cache): never the user's, and inherited by every process a test starts."""
     import tempfile
 
     os.environ["CEM_LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="cem-lab-test-cache-")

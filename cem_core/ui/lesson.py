@@ -20,7 +20,6 @@ from .links import APP_ADDRESS, APP_PATHS
 PAGES = {page: APP_PATHS[page] for page in ("energy", "gp", "inside")}   # a step's page: its path in the app
 VIEWS = {"energy": ("energy", "norm", "landscape", "heatmap"),       # the plots a step can show, by page
          "gp": ("gp-ratio", "gp-scaling", "gp-context"), "inside": inside.GP_PLOTS}
-ELEMENTS = {page: (*views, "note") for page, views in VIEWS.items()}   # what a step can point at: a view, the note
 CONTROLS = {"energy": EnergyControls, "gp": GPControls, "inside": InsideControls}
 CARRIED = ("towards", "away", "barely", "lost")      # what a step on the inside page says the steps do
 

@@ -3,7 +3,7 @@ seed 0, on English prose.
 
 Each is the ``default`` sweep's run of its variant (``presets.preset_runs``: width 96, 2 layers, 4 heads, d_ff 256,
 the byte tokenizer, 128 tokens a sequence, 16 a batch, 2,406 steps at lr 1e-3) with one change: the data is
-the prose corpus (``data.prose_corpus``: the Python documentation's topics and the standard library's
+the prose corpus (``stdlib_corpus.prose_corpus``: the Python documentation's topics and the standard library's
 docstrings, about 2.2 MB, built from the Python installation without a download) instead of the demo corpus
 of Python source, with 5% of its documents held out (1% would leave too few for the sweep's 512 validation
 sequences). The run trains in ``runs/models/NAME`` (resumable, ``train``), then its final weights are saved.
