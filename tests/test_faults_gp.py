@@ -90,6 +90,15 @@ def wait_until_gone(processes: list[psutil.Process], timeout: float) -> tuple[li
     return alive(processes), time.monotonic() - start
 
 
+def kill_and_see_all_gone(proc: subprocess.Popen, family: list[psutil.Process], when: str) -> None:
+    """SIGKILL the sweep: every process it started ends within 10 s (docs/reliability.md's promise)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left, seconds = wait_until_gone(family, timeout=10)
+    print(f"workers gone {seconds:.2f} s after the SIGKILL{when}")
+    assert not left, f"still running 10 s after the sweep was killed: {[p.cmdline() for p in left]}"
+
+
 def kill_all(proc: subprocess.Popen, processes: list[psutil.Process]) -> None:
     """Clean up after a failure: the sweep we started and the processes it started, by pid."""
     if proc.poll() is None:
@@ -113,11 +122,7 @@ def test_sigkilled_sweep_leaves_no_workers_behind(tmp_path):
         family = psutil.Process(proc.pid).children(recursive=True)
         commands = [" ".join(p.cmdline()) for p in family]
         assert len(family) == 3 and sum("resource_tracker" in c for c in commands) == 1, commands  # + 2 workers
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        left, seconds = wait_until_gone(family, timeout=10)
-        print(f"workers gone {seconds:.2f} s after the SIGKILL")
-        assert not left, f"still running 10 s after the sweep was killed: {[p.cmdline() for p in left]}"
+        kill_and_see_all_gone(proc, family, "")
     finally:
         kill_all(proc, family)
 
@@ -135,7 +140,7 @@ def test_a_worker_watches_its_parent_before_it_imports_torch():
 @pytest.mark.slow
 def test_a_sweep_killed_while_its_workers_start_leaves_none_behind(tmp_path):
     """Attack: SIGKILL the real `python -m cem_core gp sweep --jobs 2` the moment its two workers exist, before they
-    have imported anything. Every process it started ends within 10 s (docs/reliability.md's promise)."""
+    have imported anything. Every process it started ends within 10 s."""
     proc = subprocess.Popen([sys.executable, "-m", "cem_core", "gp", "sweep", "--preset", "quick", "--jobs", "2",
                              "--out", str(tmp_path / "sweep")], cwd=ROOT, env=child_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "w"))
@@ -145,11 +150,7 @@ def test_a_sweep_killed_while_its_workers_start_leaves_none_behind(tmp_path):
             return [p for p in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(p.cmdline())]
         wait_for(lambda: len(workers()) == 2, proc, tmp_path)
         family = psutil.Process(proc.pid).children(recursive=True)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        left, seconds = wait_until_gone(family, timeout=10)
-        print(f"workers gone {seconds:.2f} s after the SIGKILL during their start-up")
-        assert not left, f"still running 10 s after the sweep was killed: {[p.cmdline() for p in left]}"
+        kill_and_see_all_gone(proc, family, " during their start-up")
     finally:
         kill_all(proc, family)
 
