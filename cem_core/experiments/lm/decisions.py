@@ -6,7 +6,9 @@ from the results of an earlier sweep, kept beside the results they produced. It 
   ``rules.RATE_RULE`` (``rates.own_rates``): ``own`` trains at it, ``ladder`` on a grid around it at each width;
 - "extensions": [[width, variant, rate], ...]: the ladder's grid extensions under ``rules.LADDER_RULE``, each a rate
   a factor of 2 beyond the edge of a grid whose best lay at that edge (``ladder.unfinished`` names those cells), in
-  the order they were added; a fresh ladder has none;
+  the order they were added; a fresh ladder has none. The quarter ladder is not staged, so its sweep does not add
+  them: when ``ladder.unfinished`` names a cell whose best rate lies at an edge of its grid, its row (the rate the
+  rule fixes) is added to the table by hand, and the same ``lm sweep`` trains it;
 - "base_rates": [[width, variant, rate], ...]: the centre of the budget ladder's staged grid at each width, the
   quarter-budget ladder's best rate there (``ladder.best_rates``).
 
