@@ -233,7 +233,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-PNG_HINT = "PNG: the camera in the chart's toolbar (hover over the chart)"
+PNG_HINT = "PNG: the chart's camera icon"
 PRESENT_FONTS = 1.25          # presentation mode: every plot's fonts this much larger, for the room
 
 

@@ -134,3 +134,35 @@ def test_a_links_values_are_shown_as_plain_text(server, browser, tmp_path):
         page.screenshot(path=tmp_path / f"plain-{k}.png", full_page=True)
     assert not elsewhere
     page.close()
+
+
+
+def _camera(page, where, tmp_path) -> str:
+    """Hover over the first chart in `where` (the page or a frame of it), click its toolbar's camera, and return the
+    name of the PNG that arrives (checked to be a PNG)."""
+    chart = where.locator(".js-plotly-plot").first
+    chart.scroll_into_view_if_needed()
+    chart.hover()
+    with page.expect_download(timeout=30000) as download:
+        chart.locator(".modebar-btn[data-title='Download plot as a PNG']").click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    assert path.read_bytes().startswith(b"\x89PNG"), path
+    return download.value.suggested_filename
+
+
+def test_a_charts_png_is_plotlys_own_download_named_after_the_chart(server, browser, tmp_path):
+    """The PNG of a chart is the camera in the chart's own toolbar (app_pages/common.chart_config), drawn by the
+    browser as the reader sees it. On the GP page a person hovers over a chart and clicks the camera, and a PNG
+    named after the chart arrives; on the energy page a playback chart's camera gives a PNG named after its plot.
+    The page points to the camera where the server's PNG button was."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page.goto(f"{server}/{PAGES['gp']}")
+    settle(page)
+    assert page.get_by_text("PNG: the chart's camera icon").count()
+    labels = [text.split()[-1] for text in page.locator("button").all_inner_texts() if text.strip()]
+    assert "CSV" in labels and "PNG" not in labels, labels
+    assert _camera(page, page, tmp_path) == "gp-ratio-vs-t.png"
+    page.goto(f"{server}/{PAGES['energy']}")
+    settle(page)
+    assert _camera(page, playback(page), tmp_path) == "cem-energy.png"
