@@ -122,7 +122,8 @@ def _definitions(tree: ast.Module) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
         elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+            names += [n.id for t in node.targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])
+                      if isinstance(n, ast.Name)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.append(node.target.id)
     return names
@@ -147,4 +148,5 @@ def test_no_name_is_defined_in_two_modules_and_no_new_function_is_long():
     twins = {name for name, paths in where.items() if len(paths) > 1}
     assert not twins, {name: sorted(where[name]) for name in twins}
     assert not long, sorted(long)
-    assert _definitions(ast.parse("A = 1\ndef f(): pass\nclass C: pass\nb: int = 2\n")) == ["A", "f", "C", "b"]
+    assert _definitions(ast.parse("A = 1\ndef f(): pass\nclass C: pass\nb: int = 2\nD, E = 3, 4\n")) == \
+        ["A", "f", "C", "b", "D", "E"]

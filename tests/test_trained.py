@@ -146,7 +146,7 @@ def test_a_damaged_missing_or_foreign_model_is_refused_with_what_to_do(tmp_path)
         gp_trained.load_gp_model("gp-cem-T2", root)
     with pytest.raises(ValueError, match="card.json is missing; retrain it with `python -m cem_core models train"):
         gp_trained.load_gp_model("gp-llama", root)
-    weights = root / "gp-cem-T1" / checkpoints.WEIGHTS
+    weights = root / "gp-cem-T1" / checkpoints.WEIGHTS_FILE
     data = bytearray(weights.read_bytes())
     data[-20] ^= 0xFF
     weights.write_bytes(bytes(data))

@@ -25,7 +25,7 @@ from .integrity import file_sha256
 from .records import atomic_write, atomic_write_text, provenance
 
 MODELS = Path("models")                                   # where the repository keeps them, from its root
-WEIGHTS, CARD = "weights.pt", "card.json"
+WEIGHTS_FILE, CARD = "weights.pt", "card.json"
 TRAINED_SEED = 0                                          # every trained model's seed
 MAX_TOTAL_BYTES = 10 * 2 ** 20                            # every committed model together
 CARD_FIELDS = {"name": str, "kind": str, "title": str, "config": dict, "config_hash": str, "data": str,
@@ -52,9 +52,9 @@ def save(root: Path, name: str, model: torch.nn.Module, card: dict) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, buffer)
-    atomic_write(folder / WEIGHTS, lambda tmp: Path(tmp).write_bytes(buffer.getvalue()))
+    atomic_write(folder / WEIGHTS_FILE, lambda tmp: Path(tmp).write_bytes(buffer.getvalue()))
     card = card | {"name": name, "params": sum(p.numel() for p in model.parameters()),
-                   "weights_sha256": file_sha256(folder / WEIGHTS), "command": command(name),
+                   "weights_sha256": file_sha256(folder / WEIGHTS_FILE), "command": command(name),
                    "provenance": provenance()}
     missing = sorted(set(CARD_FIELDS) - set(card))
     if missing:
@@ -104,7 +104,7 @@ def read_card(root: Path, name: str, names, config_hash: str | None = None) -> d
 def read(root: Path, name: str, names, config_hash: str) -> Trained:
     """The card and the weights of model ``name``, both checked (``read_card``; the weights' sha256)."""
     card = read_card(root, name, names, config_hash)
-    path = Path(root) / name / WEIGHTS
+    path = Path(root) / name / WEIGHTS_FILE
     if not path.is_file():
         raise ValueError(f"model {name!r} cannot be read: {path} is missing; retrain it with `{command(name)}`")
     if file_sha256(path) != card["weights_sha256"]:
@@ -130,7 +130,7 @@ def load_state(module: torch.nn.Module, trained: Trained) -> torch.nn.Module:
 def is_current(root: Path, name: str, config_hash: str) -> bool:
     """Whether ``root/name`` holds a finished model of this configuration (``make models`` skips it)."""
     folder = Path(root) / name
-    if card_problem(folder) or not (folder / WEIGHTS).is_file():
+    if card_problem(folder) or not (folder / WEIGHTS_FILE).is_file():
         return False
     card = json.loads((folder / CARD).read_text(encoding="utf-8"))
-    return card["config_hash"] == config_hash and file_sha256(folder / WEIGHTS) == card["weights_sha256"]
+    return card["config_hash"] == config_hash and file_sha256(folder / WEIGHTS_FILE) == card["weights_sha256"]
