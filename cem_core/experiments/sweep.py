@@ -128,10 +128,7 @@ def claim_folder(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -
     if stray:
         raise ValueError(f"{out} holds files that are not {kind.article} {kind.label}'s ({', '.join(stray[:6])}): "
                          "choose a new or empty folder with --out")
-    path = out / SWEEP_MANIFEST
-    recorded = read_json(path) if path.exists() else None
-    if recorded is not None and not isinstance(recorded, dict):
-        raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
+    recorded = recorded_manifest(out)
     wanted = set(plan.keys())
     problem = ""
     if recorded is not None and (differences := kind.compare(recorded, plan.manifest)):
@@ -142,7 +139,16 @@ def claim_folder(kind: Experiment, out: Path, plan: Plan, records: list[dict]) -
         raise ValueError(f"{out} holds another sweep ({problem}); runs of two sweeps must not mix in one folder: "
                          f"start afresh with another --out, or move {out} away")
     if recorded != plan.manifest:
-        atomic_write_text(path, json.dumps(plan.manifest, indent=1))
+        atomic_write_text(out / SWEEP_MANIFEST, json.dumps(plan.manifest, indent=1))
+
+
+def recorded_manifest(out) -> dict | None:
+    """The folder's sweep.json (None when it has none); refused when it is not a JSON object."""
+    path = Path(out) / SWEEP_MANIFEST
+    recorded = read_json(path) if path.exists() else None
+    if recorded is not None and not isinstance(recorded, dict):
+        raise ValueError(f"{path} is not a sweep manifest (a JSON object); move {out} away to start afresh")
+    return recorded
 
 
 def run_plan(kind: Experiment, out, plan: Plan, jobs: int = 1, executor=finished, on_start=None,

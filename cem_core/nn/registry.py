@@ -1,5 +1,5 @@
 """A registry of one design choice: its objects by name, in the order registered. Everything that offers, checks,
-counts or shows the choice iterates it (nn/activations.py, nn/precondition.py, nn/diagonals.py)."""
+counts or shows the choice iterates it (nn/activations.py, nn/precondition.py, nn/diagonals.py, nn/block_modes.py)."""
 from __future__ import annotations
 
 

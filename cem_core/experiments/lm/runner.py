@@ -25,7 +25,7 @@ import torch
 from cem_core.experiments import sweep as sweeps
 from cem_core.experiments.integrity import describe_differences, json_hash, seal, short_repr
 from cem_core.experiments.pool import finished
-from cem_core.experiments.records import provenance, read_json
+from cem_core.experiments.records import provenance
 from cem_core.experiments.sweep import MANIFEST_FORMAT, Experiment, Plan
 from cem_core.nn.validate import check_int
 
@@ -164,9 +164,8 @@ def _run_key(spec: SweepRun, data: DataConfig) -> str:
 
 def _recorded_runs(out: Path) -> list:
     """The runs a folder's manifest lists (a staged sweep's folder may list runs of a stage not yet finished)."""
-    path = out / sweeps.SWEEP_MANIFEST
-    recorded = read_json(path) if path.exists() else None
-    return recorded.get("runs", []) if isinstance(recorded, dict) and isinstance(recorded.get("runs"), list) else []
+    runs = (sweeps.recorded_manifest(out) or {}).get("runs")
+    return runs if isinstance(runs, list) else []
 
 
 def stale_runs(records: list[dict], preset: str, data: DataConfig | None = None,
@@ -183,12 +182,12 @@ def adopt_decisions(out, preset: str, source) -> dict:
     (``decisions.derive_decisions``), unless the folder holds that table already; return the folder's table. A
     table that holds other rates than `source` decides is refused."""
     out, source = Path(out), Path(source)
-    held = read_json(out / sweeps.SWEEP_MANIFEST).get("preset") if (out / sweeps.SWEEP_MANIFEST).exists() else preset
-    if held != preset:
-        raise ValueError(f"{out} holds the {held} preset's sweep, not the {preset} preset's: give the {preset} sweep "
+    other = (sweeps.recorded_manifest(out) or {}).get("preset", preset)
+    if other != preset:
+        raise ValueError(f"{out} holds the {other} preset's sweep, not the {preset} preset's: give the {preset} sweep "
                          "a folder of its own (--out)")
-    manifest_ = read_json(source / sweeps.SWEEP_MANIFEST) if (source / sweeps.SWEEP_MANIFEST).exists() else {}
-    wanted = derive_decisions(preset, manifest_.get("preset"), LM_SWEEP.load(source / sweeps.RESULTS))
+    source_preset = (sweeps.recorded_manifest(source) or {}).get("preset")
+    wanted = derive_decisions(preset, source_preset, LM_SWEEP.load(source / sweeps.RESULTS))
     held = read_decisions(out)
     if held is None:
         write_decisions(out, wanted)
