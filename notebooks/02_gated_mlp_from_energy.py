@@ -441,7 +441,7 @@ assert abs(far_gap) <= np.pi ** 2 / 3                       # |E - (-(t^2/2) S)|
 # %%
 controls = EnergyControls.from_values(layer="mlp", seed=0)  # the explorer's starting state
 explorer_layer = explore.build_layers(controls)[0][1]
-h_e = figdata.descent_input(controls.seq_len, controls.width, controls.seed)
+h_e = explore.seeded_input(controls)
 explorer_c = explorer_layer.norm(h_e)[0].detach().numpy()   # c = Norm(h), one row per token
 ups_e = explorer_layer.up_proj.weight.detach().numpy()     # U, (d_ff, d)
 gates_e = explorer_c @ explorer_layer.gate_proj.weight.detach().numpy().T   # G c per token

@@ -10,8 +10,8 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.ui import lesson
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.descent_figures import per_token_figure
-from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore
-from cem_core.ui.figdata import descent_input, key_tips
+from cem_core.ui.explore import RISE_TOLERANCE, SETTLED, build_layers, diagnose, explore, seeded_input
+from cem_core.ui.figdata import key_tips
 from cem_core.ui.symlog import SymLog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_first_step_is_the_attention_weighted_key_points(rope, diagonal):
     c = EnergyControls.from_values(heads=1, width=8, seq_len=6, rope=rope, diagonal=diagonal, preconditioner="psd",
                                    eta=0.7)
     (_, layer), = build_layers(c)
-    h = descent_input(c.seq_len, c.width, c.seed)
+    h = seeded_input(c)
     trace = layer.trace(h)
     token = 4
     tips = key_tips(layer, h, token)[0]                                     # (j, d)
@@ -36,7 +36,7 @@ def test_landscape_values_are_the_layer_energy():
     data = explore(c, token=3)
     land = data["phases"][0]["landscape"]
     (_, layer), = build_layers(c)
-    h = descent_input(c.seq_len, c.width, c.seed)
+    h = seeded_input(c)
     assert land["energy"].shape == (len(land["b"]), len(land["a"]))
     np.testing.assert_allclose(land["trajectory"][0], [0.0, 0.0], atol=1e-12)     # the plane passes through x^(0)
     assert np.abs(land["off_plane"][:3]).max() < 1e-9                              # x^(0..2) span the plane
@@ -109,7 +109,7 @@ def test_a_lesson_step_is_checked_at_construction():
 
 def _independent_traces(c: EnergyControls):
     """The phases' traces recomputed here from the layers (a block's MLP sees the attention's output)."""
-    h = descent_input(c.seq_len, c.width, c.seed)
+    h = seeded_input(c)
     out = []
     for name, layer in build_layers(c):
         with torch.no_grad():

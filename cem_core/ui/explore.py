@@ -16,7 +16,8 @@ from cem_core.nn.diagonals import DIAGONAL_FORMS
 from cem_core.nn.mlp import CEMGatedMLP
 
 from .controls import LANDSCAPE_GRID, EnergyControls
-from .figdata import descent_input, landscape
+from . import seeded
+from .figdata import landscape
 
 RISE_TOLERANCE = 1e-12     # a step "raises" the energy when it grows by more than this times max |E| (rounding)
 SETTLED = 1e-3             # the iterates settle when every token's last step is at most this times its first
@@ -25,25 +26,48 @@ GROWING = 10.0             # above it the steps grow: the descent diverges
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
-    """Seeded float64 layers; a block is attention then MLP (its two phases), a joint block one phase."""
+    """Float64 layers with the seed's weights (``seeded``, mirrored in JavaScript); a block is attention then MLP
+    (its two phases), a joint block one phase. Both read the same W_Q, W_K, diagonal, U and G."""
     layers = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(c.seed)
-        if c.attention_config() is not None:
-            layers.append(("attention", CEMAttention(c.attention_config()).double()))
-        if c.mlp_config() is not None:
-            layers.append(("mlp", CEMGatedMLP(c.mlp_config()).double()))
-        if c.block_config() is not None:
-            layers.append(("joint", CEMBlock(c.block_config()).double()))
-        with torch.no_grad():
-            for _, layer in layers:
-                if getattr(layer, "diag", None) is not None:   # a visible diagonal (it starts at zero in training);
-                    # in distance form D = softplus(p) about 0.2, a pull -eta sum_k D x that does not overshoot at eta 1
-                    layer.diag.normal_(-1.5 if DIAGONAL_FORMS[c.cem.diagonal_form].centred else 0.0, 0.5)
-                for name in ("U", "V"):                          # U, V ~ N(0, p_scale^2 / d)
-                    if hasattr(layer.preconditioner, name):
-                        getattr(layer.preconditioner, name).normal_(0.0, c.p_scale / c.width ** 0.5)
+    if c.attention_config() is not None:
+        layers.append(("attention", CEMAttention(c.attention_config()).double()))
+    if c.mlp_config() is not None:
+        layers.append(("mlp", CEMGatedMLP(c.mlp_config()).double()))
+    if c.block_config() is not None:
+        layers.append(("joint", CEMBlock(c.block_config()).double()))
+    for name, layer in layers:
+        _seed_weights(c, name, layer)
     return layers
+
+
+@torch.no_grad()
+def _seed_weights(c: EnergyControls, name: str, layer: torch.nn.Module) -> None:
+    """The layer's weights from the seed: W_Q, W_K, U, G as torch's Linear init draws them (uniform on
+    ±1/sqrt(d)); a visible diagonal d_k ~ N(0, 0.5^2) (it starts at zero in training), in distance form its
+    parameter p_k ~ N(-1.5, 0.5^2), so D = softplus(p) is about 0.2, a pull -eta sum_k D x that does not overshoot
+    at eta 1; P's factors U, V ~ N(0, p_scale^2 / d) (P's own streams for the MLP phase)."""
+    def fill(tensor, values):
+        tensor.copy_(torch.from_numpy(values))
+
+    if hasattr(layer, "q_proj"):
+        fill(layer.q_proj.weight, seeded.linear(c.seed, "W_Q", tuple(layer.q_proj.weight.shape)))
+        fill(layer.k_proj.weight, seeded.linear(c.seed, "W_K", tuple(layer.k_proj.weight.shape)))
+    if getattr(layer, "diag", None) is not None:
+        mean = -1.5 if DIAGONAL_FORMS[c.cem.diagonal_form].centred else 0.0
+        fill(layer.diag, mean + 0.5 * seeded.normal(c.seed, "diag", tuple(layer.diag.shape)))
+    if hasattr(layer, "up_proj"):
+        fill(layer.up_proj.weight, seeded.linear(c.seed, "U_mlp", tuple(layer.up_proj.weight.shape)))
+        fill(layer.gate_proj.weight, seeded.linear(c.seed, "G_mlp", tuple(layer.gate_proj.weight.shape)))
+    for factor in ("U", "V"):
+        if hasattr(layer.preconditioner, factor):
+            tensor = getattr(layer.preconditioner, factor)
+            stream = f"P_{'mlp' if name == 'mlp' else 'att'}.{factor}"
+            fill(tensor, c.p_scale / c.width ** 0.5 * seeded.normal(c.seed, stream, tuple(tensor.shape)))
+
+
+def seeded_input(c: EnergyControls) -> torch.Tensor:
+    """The seed's residual stream h (1, n, d), standard normal (``seeded``'s stream "h")."""
+    return torch.from_numpy(seeded.normal(c.seed, "h", (1, c.seq_len, c.width)))
 
 
 @torch.no_grad()
@@ -57,7 +81,7 @@ def explore(c: EnergyControls, token: int | None = None) -> dict:
     token = c.followed() if token is None else token
     if not 0 <= token < c.seq_len:
         raise ValueError(f"token={token} is invalid: must be in [0, {c.seq_len - 1}]")
-    h = descent_input(c.seq_len, c.width, c.seed)
+    h = seeded_input(c)
     phases = []
     for name, layer in build_layers(c):
         trace = layer.trace(h)
