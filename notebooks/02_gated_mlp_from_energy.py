@@ -66,7 +66,7 @@ from nbhelpers import check_answer, matrix, numeric, proved, report, show, vecto
 
 import cem_core
 import cem_core.nn.activations
-from cem_core.ui import explore, figdata
+from cem_core.ui import explore
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.widgets import EnergyExplorer
 

@@ -10,13 +10,13 @@ from cem_core.ui.symlog import SymLog
 
 def test_a_diverging_descent_gets_a_symmetric_log_axis_that_keeps_its_early_steps_apart():
     step = next(s for s in lesson.STEPS if s.course == "diverges" and s.state.get("layer") is None)
-    energies = explore(step.controls())["phases"][0]["energies"]           # up to about 4e28
+    energies = explore(step.controls())["phases"][0]["energies"]           # up to about 6e19
     scale = SymLog.needed(energies)
     assert scale is not None
     shown = scale(energies)
-    # On a linear axis steps 0-3 lie within 1e-20 of the axis' span; here each of them moves at least 1% of it.
+    # On a linear axis steps 0-3 lie within 1e-15 of the axis' span; here each of them moves at least 1% of it.
     span = shown.max() - shown.min()
-    assert np.abs(energies[:4]).max() < 1e-20 * (energies.max() - energies.min())
+    assert np.abs(energies[:4]).max() < 1e-15 * (energies.max() - energies.min())
     assert np.all(np.abs(np.diff(shown[:4], axis=0)).max(axis=1) > 0.01 * span)
     axis = scale.axis()
     assert axis["ticktext"][0] == "0" and "10<sup>" in axis["ticktext"][-1]

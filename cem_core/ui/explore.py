@@ -15,8 +15,8 @@ from cem_core.nn.block import CEMBlock
 from cem_core.nn.diagonals import DIAGONAL_FORMS
 from cem_core.nn.mlp import CEMGatedMLP
 
-from .controls import LANDSCAPE_GRID, EnergyControls
 from . import seeded
+from .controls import LANDSCAPE_GRID, EnergyControls
 from .figdata import landscape
 
 RISE_TOLERANCE = 1e-12     # a step "raises" the energy when it grows by more than this times max |E| (rounding)

@@ -99,10 +99,10 @@ STEPS = (
     Step("The paper's preconditioner can point uphill",
          "Back to the defaults (T = 4, no anchor), then set the preconditioner to `dlr`, its scale to 2 and the "
          "seed to 2: P has negative eigenvalues, and "
-         "token 3's energy rises at steps 1–2 (ringed on the energy plot): the paper's P can be indefinite, "
+         "token 1's energy rises at steps 1–4 (ringed on the energy plot): the paper's P can be indefinite, "
          "and −P∇E can point uphill.",
          state={"preconditioner": "dlr", "p_scale": 2.0, "seed": 2}, points_at="energy", course="runs off",
-         rises=True, phrases=("token 3 at steps 1–2", "negative eigenvalue")),
+         rises=True, phrases=("token 1 at steps 1–4", "negative eigenvalue")),
     Step("A positive-definite P descends",
          "Switch the preconditioner to `psd`: P is positive definite and E_att concave, so every step descends.",
          state={"preconditioner": "psd", "p_scale": 2.0, "seed": 2}, points_at="energy", uses=("preconditioner",),
