@@ -12,7 +12,6 @@ numpy's BLAS): a coordinate that cancels to 1e-15 has no relative precision on e
 keys and lengths exactly; Python's JSON writes a NaN or an infinity as null, which a non-finite JS number matches.
 """
 import base64
-import json
 import math
 import shutil
 from pathlib import Path
@@ -185,6 +184,8 @@ def view_difference(py: dict, js: dict) -> str | None:
         a, b = (np.frombuffer(base64.b64decode(s["bdata"]), dtype="<f4") for s in (spec, mine))
         if not np.array_equal(a, b, equal_nan=True):
             return f"arrays.{name}: float32 values differ first at {int(np.argmax(~((a == b) | np.isnan(a))))}"
+        if spec["bdata"] != mine["bdata"]:
+            return f"arrays.{name}.bdata: the same values, written otherwise"
     for key in ("steps", "start", "pick"):
         if found := difference(py[key], js[key], key):
             return found
@@ -305,7 +306,8 @@ def test_a_changed_formula_is_found_and_named(browser, before, after, values, wh
 def test_the_players_draw_what_the_browser_built(tmp_path, browser):
     """The app's player (app_pages/playback/, opened from file:// with the installed plotly.js) draws the
     arguments figures.js builds: every plot with its traces, steps moved by the keys, no console error; then a
-    state with other plots (the MLP: no heatmap) replaces them."""
+    state with other plots (the MLP: no heatmap) replaces them. The heatmap of a step is the weights figures.js wrote
+    (float32, as the player reads them)."""
     from app_pages.playback import FRONTEND, PLOTLY_JS
 
     folder = tmp_path / "playback"
@@ -341,6 +343,14 @@ def test_the_players_draw_what_the_browser_built(tmp_path, browser):
             assert landscape == pytest.approx(first["x"])
             player.keyboard.press("ArrowRight")
             player.wait_for_function("document.body.dataset.step === '1'", timeout=10000)
+            if "heatmap" in drawn:               # step 2 shows its weights, read from the weights figures.js wrote
+                player.keyboard.press("ArrowRight")
+                expected = np.asarray(data[0]["phases"][0]["weights"], dtype=np.float32)[1, 3]
+                player.wait_for_function("""expected => {
+                    const d = document.querySelector('.plot[data-name=heatmap]');
+                    const z = d.data.find(t => t.type === 'heatmap').z;
+                    return z.every((row, i) => Array.from(row).every((v, j) => v === expected[i][j]));
+                }""", arg=expected.tolist(), timeout=10000)
         assert not errors, errors
     finally:
         player.close()
