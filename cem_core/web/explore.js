@@ -68,11 +68,25 @@
 
   // -- scalar functions ------------------------------------------------------------------------------------------
 
+  function dot(a, ao, b, bo, len) {
+    // sum_m a[ao + m] b[bo + m], in four running sums (the loops that bound the time are these dot products)
+    let s0 = 0, s1 = 0, s2 = 0, s3 = 0, m = 0;
+    for (; m + 3 < len; m += 4) {
+      s0 += a[ao + m] * b[bo + m];
+      s1 += a[ao + m + 1] * b[bo + m + 1];
+      s2 += a[ao + m + 2] * b[bo + m + 2];
+      s3 += a[ao + m + 3] * b[bo + m + 3];
+    }
+    for (; m < len; m++) s0 += a[ao + m] * b[bo + m];
+    return (s0 + s1) + (s2 + s3);
+  }
+
   function softplus(x) {                                  // torch's softplus (beta 1, threshold 20)
     return x > 20 ? x : Math.log1p(Math.exp(x));
   }
 
   const TWO_OVER_SQRT_PI = 2 / Math.sqrt(Math.PI);
+  const TWO_OVER_ODD = Float64Array.from({length: 100}, (_, n) => 2 / (2 * n + 1));   // 2 / (2n + 1)
 
   function erf(x) {
     // erf(x) = 2/sqrt(pi) x e^{-x^2} sum_n (2x^2)^n / (1 3 5 ... (2n+1)) below 2.5 (positive terms, no
@@ -85,7 +99,7 @@
       const x2 = ax * ax;
       let term = 1, sum = 1;
       for (let n = 1; term > 1e-17 * sum; n++) {
-        term *= 2 * x2 / (2 * n + 1);
+        term *= x2 * TWO_OVER_ODD[n];
         sum += term;
       }
       r = TWO_OVER_SQRT_PI * ax * Math.exp(-x2) * sum;
@@ -189,11 +203,13 @@
           if (cfg.distance) diag[k] = softplus(diag[k]);  // DiagonalForm.matrix: D_k = softplus(p_k) (distance)
         }
       }
-      layer.att = {Wq: linear(seed, "W_Q", d, d), Wk: linear(seed, "W_K", d, d), diag, rows,
+      const Wq = linear(seed, "W_Q", d, d);
+      layer.att = {Wq, WqT: transpose(Wq, d, d), Wk: linear(seed, "W_K", d, d), diag, rows,
                    rope: cfg.rope ? ropeTables(cfg.n, cfg.dh) : null, beta: Math.pow(cfg.dh, -0.5)};
     }
     if (name !== "attention") {
-      layer.mlp = {U: linear(seed, "U_mlp", f, d), G: linear(seed, "G_mlp", f, d)};  // up_proj U, gate_proj G
+      const U = linear(seed, "U_mlp", f, d);          // up_proj U (f, d), and gate_proj G
+      layer.mlp = {U, UT: transpose(U, f, d), G: linear(seed, "G_mlp", f, d)};
     }
     layer.P = preconditioner(cfg, name === "mlp" ? "P_mlp" : "P_att");
     return layer;
@@ -242,6 +258,17 @@
     }
   }
 
+  function transpose(a, rows, cols, block) {
+    // a (rows, cols) as (cols, rows); with `block`, each run of `block` rows is transposed on its own
+    const out = new Float64Array(rows * cols), b = block || rows;
+    for (let base = 0; base < rows; base += b) {
+      for (let r = 0; r < b; r++) {
+        for (let q = 0; q < cols; q++) out[base * cols + q * b + r] = a[(base + r) * cols + q];
+      }
+    }
+    return out;
+  }
+
   function rmsNorm(h, n, d) {
     // nn.RMSNorm with weight 1 (EnergyDescentLayer.norm): c_j = h_j / sqrt(mean(h_j^2) + eps)
     const out = new Float64Array(n * d);
@@ -256,25 +283,66 @@
 
   // -- the fixed context, once for all T steps ---------------------------------------------------------------------
 
+  const FULL = 0, LOWER = 1, CAUSAL = 2;   // matmul's modes: every C[i][j]; only j <= i; sums over m <= i only
+
+  function matmul(A, ao, lda, B, bo, ldb, C, co, ldc, rows, cols, inner, mode, add) {
+    // C[i][j] (+)= sum_m A[i][m] B[j][m] (B's rows are the columns of the product: a Linear's weight as it is
+    // stored), for i < rows, j < cols, m < inner. LOWER computes j <= i only (causal scores); CAUSAL sums over
+    // m <= i only (a product with causal weights, zero beyond i). Two rows by two columns at a time: each load
+    // serves two multiply-adds, which is what bounds this loop in JavaScript.
+    for (let i = 0; i < rows; i += 2) {
+      const two = i + 1 < rows, a0 = ao + i * lda, a1 = a0 + lda, c0 = co + i * ldc, c1 = c0 + ldc;
+      const len = mode === CAUSAL ? Math.min(inner, i + 2) : inner, end = mode === LOWER ? Math.min(cols, i + 2) : cols;
+      for (let j = 0; j < end; j += 2) {
+        const pair = j + 1 < end, b0 = bo + j * ldb, b1 = pair ? b0 + ldb : b0;
+        let s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+        if (two) {
+          for (let m = 0; m < len; m++) {
+            const x0 = A[a0 + m], x1 = A[a1 + m], y0 = B[b0 + m], y1 = B[b1 + m];
+            s00 += x0 * y0;
+            s01 += x0 * y1;
+            s10 += x1 * y0;
+            s11 += x1 * y1;
+          }
+        } else {
+          for (let m = 0; m < len; m++) {
+            const x0 = A[a0 + m];
+            s00 += x0 * B[b0 + m];
+            s01 += x0 * B[b1 + m];
+          }
+        }
+        if (add) {
+          C[c0 + j] += s00;
+          if (pair) C[c0 + j + 1] += s01;
+          if (two) {
+            C[c1 + j] += s10;
+            if (pair) C[c1 + j + 1] += s11;
+          }
+        } else {
+          C[c0 + j] = s00;
+          if (pair) C[c0 + j + 1] = s01;
+          if (two) {
+            C[c1 + j] = s10;
+            if (pair) C[c1 + j + 1] = s11;
+          }
+        }
+      }
+    }
+  }
+
   function context(layer, cfg, c) {
     // mirrors InteractionTerm._interaction_context and ElementwiseTerm._elementwise_context
     const {n, d, H, dh, f} = cfg, ctx = {c};
     const att = layer.att;
     if (att) {
       const keys = new Float64Array(H * n * dh);       // R_j W_K,k c_j: (H, n, d_h)
-      for (let j = 0; j < n; j++) {
-        for (let k = 0; k < H; k++) {
-          const off = (k * n + j) * dh;
-          for (let q = 0; q < dh; q++) {
-            let acc = 0;
-            const w = (k * dh + q) * d;
-            for (let m = 0; m < d; m++) acc += att.Wk[w + m] * c[j * d + m];
-            keys[off + q] = acc;
-          }
-          if (att.rope) turn(keys, off, att.rope, j, 1);
-        }
+      for (let k = 0; k < H; k++) {
+        matmul(c, 0, d, att.Wk, k * dh * d, d, keys, k * n * dh, dh, n, dh, d, FULL);
+        if (att.rope) for (let j = 0; j < n; j++) turn(keys, (k * n + j) * dh, att.rope, j, 1);
       }
       ctx.keys = keys;
+      ctx.keysT = transpose(keys, H * n, dh, n);      // (H, d_h, n): the readouts sum over j
+      ctx.cT = transpose(c, n, d);                     // (d, n)
       if (att.rows) {
         // D_k c_j per diagonal row (H rows per head, 1 shared): the diagonal's part of the score is x_i . (D_k c_j)
         const rows = att.rows, Dc = new Float64Array(rows * n * d);
@@ -293,25 +361,19 @@
         ctx.Dc = Dc;
         ctx.kb = kb;
       }
+      // scratch of every iterate: W_Q x (n, d), the scores (n, n), their weights where the trace keeps none, the
+      // shared diagonal's bias and head-summed weights (n, n), the heads' readouts (n, d), sum_j a_ij c_j (n, d)
+      ctx.work = {q: new Float64Array(n * d), scores: new Float64Array(n * n), a: new Float64Array(n * n),
+                  bias: new Float64Array(n * n), summed: new Float64Array(n * n), o: new Float64Array(n * d),
+                  oc: new Float64Array(n * d)};
     }
     if (layer.mlp) {
       const gate = new Float64Array(n * f);           // G c: (n, f)
-      matRows(layer.mlp.G, f, d, c, n, gate);
+      matmul(c, 0, d, layer.mlp.G, 0, d, gate, 0, f, n, f, d, FULL);
       ctx.gate = gate;
+      ctx.z = new Float64Array(n * f);                // U x, then phi(U x) * G c
     }
     return ctx;
-  }
-
-  function matRows(W, rows, cols, x, n, out) {
-    // out_i = W x_i for the n rows x_i: (n, rows); W (rows, cols) as a Linear's weight
-    for (let i = 0; i < n; i++) {
-      for (let o = 0; o < rows; o++) {
-        let acc = 0;
-        const w = o * cols, xi = i * cols;
-        for (let m = 0; m < cols; m++) acc += W[w + m] * x[xi + m];
-        out[i * rows + o] = acc;
-      }
-    }
   }
 
   // -- one iterate: -grad E and E at x^(t) ------------------------------------------------------------------------
@@ -323,94 +385,70 @@
     //   E_att = -sum_k (1/beta) LSE_{j<=i}(beta s^k_ij),
     //   -grad E_att = sum_k W_Q,k^T R_i^T sum_j a^k_ij R_j W_K,k c_j + sum_k D_k (sum_j a^k_ij c_j [- x_i]).
     // The weights a^k_ij go to `weights` (H, n, n) when it is given; without `u` only the energy is computed.
-    const {n, d, H, dh} = cfg, att = layer.att, {keys, Dc, kb, c} = ctx, beta = att.beta;
-    const Wq = att.Wq, diag = att.diag, shared = cfg.diagonal === "shared", perHead = cfg.diagonal === "per_head";
-    const q = new Float64Array(d), s = new Float64Array(n), o = new Float64Array(d), bias = new Float64Array(n);
-    const summed = new Float64Array(n);               // shared diagonal: sum_k a^k_ij
-    for (let i = 0; i < n; i++) {
-      const xi = i * d;
-      for (let r = 0; r < d; r++) {                     // W_Q x_i
-        let acc = 0;
-        for (let m = 0; m < d; m++) acc += Wq[r * d + m] * x[xi + m];
-        q[r] = acc;
-      }
-      if (shared) {                                   // the head-independent bias x_i . (d c_j) [- (1/2) c_j^T D c_j]
-        for (let j = 0; j <= i; j++) {
-          let acc = 0;
-          for (let m = 0; m < d; m++) acc += x[xi + m] * Dc[j * d + m];
-          bias[j] = kb ? acc + kb[j] : acc;
-          summed[j] = 0;
-        }
-      }
-      let energy = 0;
-      for (let k = 0; k < H; k++) {
-        const qo = k * dh;
-        if (att.rope) turn(q, qo, att.rope, i, 1);      // R_i W_Q,k x_i
+    const {n, d, H, dh} = cfg, att = layer.att, {keys, keysT, Dc, kb, cT} = ctx, beta = att.beta;
+    const diag = att.diag, shared = cfg.diagonal === "shared", perHead = cfg.diagonal === "per_head";
+    const {q, scores: S, bias, summed, o, oc} = ctx.work;
+    matmul(x, 0, d, att.Wq, 0, d, q, 0, d, n, d, d, FULL);                     // W_Q x_i
+    if (att.rope) for (let i = 0; i < n; i++) for (let k = 0; k < H; k++) turn(q, i * d + k * dh, att.rope, i, 1);
+    if (shared) {                                       // the head-independent bias x_i . (d c_j) [- (1/2) c_j^T D c_j]
+      matmul(x, 0, d, Dc, 0, d, bias, 0, n, n, n, d, LOWER);
+      if (kb) for (let i = 0; i < n; i++) for (let j = 0; j <= i; j++) bias[i * n + j] += kb[j];
+      if (u) summed.fill(0);
+    }
+    for (let k = 0; k < H; k++) {
+      const A = weights ? weights.subarray(k * n * n, (k + 1) * n * n) : ctx.work.a;
+      matmul(q, k * dh, d, keys, k * n * dh, dh, S, 0, n, n, n, dh, LOWER);    // (R_i W_Q,k x_i) . (R_j W_K,k c_j)
+      if (perHead) matmul(x, 0, d, Dc, k * n * d, d, S, 0, n, n, n, d, LOWER, true);   // + x_i . (D_k c_j)
+      const dr = shared ? 0 : k * d;
+      for (let i = 0; i < n; i++) {
+        const row = i * n;
         let max = -Infinity;
         for (let j = 0; j <= i; j++) {
-          const ko = (k * n + j) * dh;
-          let acc = 0;
-          for (let m = 0; m < dh; m++) acc += q[qo + m] * keys[ko + m];
-          if (perHead) {                                // x_i . (D_k c_j) [- (1/2) c_j^T D_k c_j]
-            const dco = (k * n + j) * d;
-            let dd = 0;
-            for (let m = 0; m < d; m++) dd += x[xi + m] * Dc[dco + m];
-            acc += kb ? dd + kb[k * n + j] : dd;
-          } else if (shared) {
-            acc += bias[j];
-          }
-          const z = beta * acc;
-          s[j] = z;
+          let z = S[row + j];
+          if (perHead && kb) z += kb[k * n + j];      // - (1/2) c_j^T D_k c_j
+          else if (shared) z += bias[row + j];
+          z *= beta;
+          S[row + j] = z;
           if (z > max) max = z;
         }
         let Z = 0;
         for (let j = 0; j <= i; j++) {
-          s[j] = Math.exp(s[j] - max);
-          Z += s[j];
+          const w = Math.exp(S[row + j] - max);
+          A[row + j] = w;
+          Z += w;
         }
-        energy -= (max + Math.log(Z)) / beta;          // -(1/beta) LSE_j(beta s^k_ij)
-        if (cfg.distance) {                            // the score's -(1/2) x_i^T D_k x_i, outside the LSE
-          const dr = shared ? 0 : k * d;
+        let energy = -(max + Math.log(Z)) / beta;     // -(1/beta) LSE_j(beta s^k_ij)
+        if (cfg.distance) {                           // the score's -(1/2) x_i^T D_k x_i, outside the LSE
           let xdx = 0;
-          for (let m = 0; m < d; m++) xdx += x[xi + m] * x[xi + m] * diag[dr + m];
+          for (let m = 0; m < d; m++) xdx += x[i * d + m] * x[i * d + m] * diag[dr + m];
           energy += 0.5 * xdx;
         }
-        for (let j = 0; j <= i; j++) s[j] /= Z;        // a^k_ij
-        if (weights) {
-          const wo = (k * n + i) * n;
-          for (let j = 0; j <= i; j++) weights[wo + j] = s[j];
-        }
-        if (!u) continue;
-        for (let m = 0; m < dh; m++) o[m] = 0;          // o = sum_j a_ij R_j W_K,k c_j
-        for (let j = 0; j <= i; j++) {
-          const a = s[j], ko = (k * n + j) * dh;
-          for (let m = 0; m < dh; m++) o[m] += a * keys[ko + m];
-        }
-        if (att.rope) turn(o, 0, att.rope, i, -1);      // R_i^T o
-        for (let m = 0; m < dh; m++) {                  // + W_Q,k^T o
-          const om = o[m], w = (qo + m) * d;
-          for (let r = 0; r < d; r++) u[xi + r] += om * Wq[w + r];
-        }
-        if (perHead) {                                  // + D_k sum_j a^k_ij c_j [- D_k x_i]
-          const dr = k * d;
-          for (let r = 0; r < d; r++) o[r] = 0;
-          for (let j = 0; j <= i; j++) {
-            const a = s[j], co = j * d;
-            for (let r = 0; r < d; r++) o[r] += a * c[co + r];
+        e[i] += energy;
+        for (let j = 0; j <= i; j++) A[row + j] /= Z; // a^k_ij
+        if (u && shared) for (let j = 0; j <= i; j++) summed[row + j] += A[row + j];
+      }
+      if (!u) continue;
+      matmul(A, 0, n, keysT, k * dh * n, n, o, k * dh, d, n, dh, n, CAUSAL);   // sum_j a^k_ij R_j W_K,k c_j
+      if (att.rope) for (let i = 0; i < n; i++) turn(o, i * d + k * dh, att.rope, i, -1);   // R_i^T (...)
+      if (perHead) {                                    // + D_k sum_j a^k_ij c_j [- D_k x_i]
+        matmul(A, 0, n, cT, 0, n, oc, 0, d, n, d, n, CAUSAL);
+        for (let i = 0; i < n; i++) {
+          for (let r = 0; r < d; r++) {
+            const v = oc[i * d + r];
+            u[i * d + r] += diag[dr + r] * (cfg.distance ? v - x[i * d + r] : v);
           }
-          for (let r = 0; r < d; r++) u[xi + r] += diag[dr + r] * (cfg.distance ? o[r] - x[xi + r] : o[r]);
-        } else if (shared) {
-          for (let j = 0; j <= i; j++) summed[j] += s[j];
         }
       }
-      e[i] += energy;
-      if (u && shared) {                                // + d sum_j (sum_k a^k_ij) c_j [- H D x_i]
-        for (let r = 0; r < d; r++) o[r] = 0;
-        for (let j = 0; j <= i; j++) {
-          const a = summed[j], co = j * d;
-          for (let r = 0; r < d; r++) o[r] += a * c[co + r];
+    }
+    if (!u) return;
+    matmul(o, 0, d, att.WqT, 0, d, u, 0, d, n, d, d, FULL, true);            // + sum_k W_Q,k^T (...), heads merged
+    if (shared) {                                       // + d sum_j (sum_k a^k_ij) c_j [- H D x_i]
+      matmul(summed, 0, n, cT, 0, n, oc, 0, d, n, d, n, CAUSAL);
+      for (let i = 0; i < n; i++) {
+        for (let r = 0; r < d; r++) {
+          const v = oc[i * d + r];
+          u[i * d + r] += diag[r] * (cfg.distance ? v - H * x[i * d + r] : v);
         }
-        for (let r = 0; r < d; r++) u[xi + r] += diag[r] * (cfg.distance ? o[r] - H * x[xi + r] : o[r]);
       }
     }
   }
@@ -418,22 +456,17 @@
   function mlpPass(layer, cfg, ctx, x, u, e) {
     // mirrors ElementwiseTerm._elementwise_gradient (u += U^T (phi(U x) * G c)) and energy.mlp_energy
     // (e += -sum_m (G c)_m Phi((U x)_m))
-    const {n, d, f} = cfg, U = layer.mlp.U, gate = ctx.gate, {phi, Phi} = cfg.activation;
+    const {n, d, f} = cfg, {U, UT} = layer.mlp, {gate, z} = ctx, {phi, Phi} = cfg.activation;
+    matmul(x, 0, d, U, 0, d, z, 0, f, n, f, d, FULL);                          // U x_i: (n, f)
     for (let i = 0; i < n; i++) {
-      const xi = i * d, gi = i * f;
       let energy = 0;
-      for (let m = 0; m < f; m++) {
-        let z = 0;
-        const w = m * d;
-        for (let r = 0; r < d; r++) z += U[w + r] * x[xi + r];   // (U x)_m
-        energy -= gate[gi + m] * Phi(z);
-        if (u) {
-          const g = phi(z) * gate[gi + m];
-          for (let r = 0; r < d; r++) u[xi + r] += g * U[w + r];
-        }
+      for (let m = i * f; m < (i + 1) * f; m++) {
+        energy -= gate[m] * Phi(z[m]);
+        z[m] = phi(z[m]) * gate[m];                     // phi(U x) * G c
       }
       e[i] += energy;
     }
+    if (u) matmul(z, 0, f, UT, 0, f, u, 0, d, n, d, f, FULL, true);           // U^T (phi(U x) * G c)
   }
 
   // -- the trace: mirrors EnergyDescentLayer.trace ----------------------------------------------------------------
@@ -473,12 +506,6 @@
   }
 
   // -- the landscape: mirrors figdata.landscape, _plane and key_tips ---------------------------------------------
-
-  function dot(a, ao, b, bo, len) {
-    let acc = 0;
-    for (let m = 0; m < len; m++) acc += a[ao + m] * b[bo + m];
-    return acc;
-  }
 
   function plane(path, T, d) {
     // mirrors figdata._plane: width 2, the true plane (origin 0, the axes); otherwise the plane through x^(0)
