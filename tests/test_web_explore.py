@@ -147,6 +147,10 @@ def test_explore_and_diagnose_equal_pythons_on_a_covering_grid(page):
     every array (shape and numbers), every rose flag and every diagnosis field and text as Python's."""
     states = mirror.states()
     assert len(states) >= 200
+    for name, options in (mirror.CHOICES | mirror.NUMBERS).items():
+        assert {s[name] for s in states} >= set(options), name
+    pairs = {(s["diagonal"], s["diagonal_form"]) for s in states} | {(s["layer"], s["preconditioner"]) for s in states}
+    assert len(pairs) == 5 + 12                       # every diagonal in each form it allows; every layer with each P
     problems, times = _compare(page, states)
     again = states[:12]
     tokens = [v["seq_len"] // 2 for v in again]

@@ -161,16 +161,17 @@ def _walk(where: str, py, js, out: list[str], scale: float | None = None) -> Non
         elif py.dtype == bool:
             bad = np.flatnonzero(js.ravel() != py.ravel())
             if bad.size:
-                k = np.unravel_index(bad[0], py.shape)
-                out.append(f"{where}: {bad.size} of {py.size} booleans differ, first at {k}: js {js[k]}, py {py[k]}")
+                k = tuple(int(v) for v in np.unravel_index(bad[0], py.shape))
+                out.append(f"{where}: {bad.size} of {py.size} booleans differ, first at {k}: js {bool(js[k])}, "
+                           f"py {bool(py[k])}")
         else:
             ok, allowed = close(js, py, scale)
             if not ok.all():
                 excess = np.where(ok, -np.inf, np.abs(js - py) / np.where(allowed > 0, allowed, np.inf))
                 excess = np.where(np.isnan(excess), np.inf, excess)
-                k = np.unravel_index(int(np.argmax(excess)), py.shape)
-                out.append(f"{where}: {int((~ok).sum())} of {py.size} numbers differ, worst at {k}: js {js[k]!r}, "
-                           f"py {py[k]!r} (allowed |Δ| {allowed[k]:.3g})")
+                k = tuple(int(v) for v in np.unravel_index(int(np.argmax(excess)), py.shape))
+                out.append(f"{where}: {int((~ok).sum())} of {py.size} numbers differ, worst at {k}: "
+                           f"js {float(js[k])!r}, py {float(py[k])!r} (allowed |Δ| {allowed[k]:.3g})")
     elif isinstance(py, dict):
         if set(py) != set(js):
             out.append(f"{where}: keys js {sorted(js)}, py {sorted(py)}")

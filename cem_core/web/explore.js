@@ -68,17 +68,10 @@
 
   // -- scalar functions ------------------------------------------------------------------------------------------
 
-  function dot(a, ao, b, bo, len) {
-    // sum_m a[ao + m] b[bo + m], in four running sums (the loops that bound the time are these dot products)
-    let s0 = 0, s1 = 0, s2 = 0, s3 = 0, m = 0;
-    for (; m + 3 < len; m += 4) {
-      s0 += a[ao + m] * b[bo + m];
-      s1 += a[ao + m + 1] * b[bo + m + 1];
-      s2 += a[ao + m + 2] * b[bo + m + 2];
-      s3 += a[ao + m + 3] * b[bo + m + 3];
-    }
-    for (; m < len; m++) s0 += a[ao + m] * b[bo + m];
-    return (s0 + s1) + (s2 + s3);
+  function dot(a, ao, b, bo, len) {                     // sum_m a[ao + m] b[bo + m]
+    let acc = 0;
+    for (let m = 0; m < len; m++) acc += a[ao + m] * b[bo + m];
+    return acc;
   }
 
   function softplus(x) {                                  // torch's softplus (beta 1, threshold 20)
@@ -281,7 +274,7 @@
     return out;
   }
 
-  // -- the fixed context, once for all T steps ---------------------------------------------------------------------
+  // -- matrix products ---------------------------------------------------------------------------------------------
 
   const FULL = 0, LOWER = 1, CAUSAL = 2;   // matmul's modes: every C[i][j]; only j <= i; sums over m <= i only
 
@@ -329,6 +322,8 @@
       }
     }
   }
+
+  // -- the fixed context, once for all T steps ---------------------------------------------------------------------
 
   function context(layer, cfg, c) {
     // mirrors InteractionTerm._interaction_context and ElementwiseTerm._elementwise_context
@@ -515,8 +510,7 @@
     let found = 0;
     for (let k = 0; k < 2 + d && found < 2; k++) {
       if (k < 2) {                                      // path[1:3] - path[:2] (at T = 1: x1 - x0, then 0)
-        const a = Math.min(k + 1, T), b = k;
-        for (let m = 0; m < d; m++) v[m] = k + 1 > T ? 0 : path[a * d + m] - path[b * d + m];
+        for (let m = 0; m < d; m++) v[m] = k + 1 > T ? 0 : path[(k + 1) * d + m] - path[k * d + m];
       } else {
         v.fill(0);
         v[k - 2] = 1;                                   // e_(k-2)
