@@ -85,7 +85,8 @@ def equations() -> dict:
 
 
 def data() -> dict:
-    return {"controls": controls(), "lesson": lesson_steps(), "equations": equations()}
+    return {"controls": controls(), "lesson": lesson_steps(), "lesson_total": len(lesson.STEPS),
+            "equations": equations()}
 
 
 def script() -> str:
