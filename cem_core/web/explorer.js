@@ -20,7 +20,8 @@
     lesson: null,        // the index into DATA.lesson of the step shown, or null
     before: null,        // the state and pin the lesson's steps replaced, for End
     phases: [],          // per phase shown: its section's elements and player
-    cache: new Map(),    // explore's data of the pinned states, by their controls
+    pinnedData: null,    // explore's data of the pinned state, and its controls as JSON
+    serial: 0,           // the draws so far
   };
 
   // -- text ------------------------------------------------------------------------------------------------------
@@ -203,11 +204,21 @@
 
   // -- a change, the way energy.page_controls reads one --------------------------------------------------------
 
+  // Changes made before the next frame (a held key) are drawn together, once.
+  let pending = null;
+
   function change(name, value) {
-    $("messages").innerHTML = "";
-    const current = {...page.widgets, [name]: value};
-    if (name === "token" && value >= current.seq_len - 1) current.token = LAST;   // the last stays the last
-    apply(current);
+    document.body.dataset.state = "drawing";
+    if (pending === null) {
+      requestAnimationFrame(() => {
+        const next = pending;
+        pending = null;
+        $("messages").innerHTML = "";
+        apply(next);
+      });
+    }
+    pending = {...(pending || page.widgets), [name]: value};
+    if (name === "token" && value >= pending.seq_len - 1) pending.token = LAST;   // the last stays the last
   }
 
   // Settle the controls (options that make no sense together reset together, with a notice), then draw them, or,
@@ -226,6 +237,7 @@
       if (!(err instanceof CEMControls.ControlError)) throw err;
       box("warning", `${CEMControls.explain(err.message)}. The plots show the last state that could be drawn.`);
       lessonBar();
+      document.body.dataset.state = "drawn";
       return;
     }
     if (controls.token >= controls.seq_len - 1) controls.token = LAST;
@@ -237,8 +249,10 @@
 
   function explored(controls) {                 // the pinned state's data, computed once
     const key = JSON.stringify(controls);
-    if (!page.cache.has(key)) page.cache.set(key, CEMExplore.explore(controls));
-    return page.cache.get(key);
+    if (page.pinnedData === null || page.pinnedData.key !== key) {
+      page.pinnedData = {key, data: CEMExplore.explore(controls)};
+    }
+    return page.pinnedData.data;
   }
 
   // equations.update_latex for a phase (its layer) and the controls: the build's lines, and the T-dependent last
@@ -264,7 +278,17 @@
     return parts;
   }
 
+  // Once every player shows the latest state drawn, the body says so (data-state "drawn"; the tests wait for it).
+  function whenDrawn(serial, versions) {
+    if (serial !== page.serial || pending !== null) return;
+    if (page.phases.every((parts, index) => parts.root.dataset.version === versions[index])) {
+      document.body.dataset.state = "drawn";
+    } else requestAnimationFrame(() => whenDrawn(serial, versions));
+  }
+
   function draw() {
+    const serial = ++page.serial;
+    document.body.dataset.state = "drawing";
     const c = page.values, step = page.lesson === null ? null : DATA.lesson[page.lesson];
     const data = CEMExplore.explore(c);
     const notes = CEMExplore.diagnose(c, data);
@@ -294,6 +318,7 @@
     pinBar();
     lessonBar();
     share();
+    whenDrawn(serial, views.map(v => v.version));
   }
 
   function pinBar() {                           // common.pin_bar
