@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from cem_core.ui import descent_figures, playback
+from cem_core.ui import descent_figures, playback, symlog
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.explore import explore
 
@@ -38,14 +38,16 @@ def test_each_frame_moves_the_named_traces_to_step_t(values):
     assert len(view["frames"]) == T + 1 == view["steps"] + 1 and view["start"] == T
     shown = {f["name"]: f["figure"] for f in view["figures"]}
     assert set(shown) == {n for n, f in figures.items() if f is not None}
+    energies = symlog.SymLog.on_axis(phase["energies"], None)[0]      # the values on each plot's axis (symlog
+    norms = symlog.SymLog.on_axis(phase["update_norms"], None)[0]      # where they span orders of magnitude)
     for t, frame in enumerate(view["frames"]):
         for update in frame:
             metas = [trace.get("meta") for trace in shown[update["figure"]]["data"]]
             assert update["meta"] in metas, (t, update)                 # the browser finds every trace it moves
         by = {(u["figure"], u["meta"]): u for u in frame}
         assert by["energy", "cursor"]["x"] == [t, t]
-        assert by["energy", "now"]["y"] == [pytest.approx(phase["energies"][t, token])]
-        assert by["norm", "now"]["y"] == ([] if t == 0 else [pytest.approx(phase["update_norms"][t - 1, token])])
+        assert by["energy", "now"]["y"] == [pytest.approx(energies[t, token])]
+        assert by["norm", "now"]["y"] == ([] if t == 0 else [pytest.approx(norms[t - 1, token])])
         np.testing.assert_allclose([by["landscape", "now"]["x"][0], by["landscape", "now"]["y"][0]],
                                    phase["landscape"]["trajectory"][t])
         if phase["weights"] is not None:

@@ -12,7 +12,6 @@ numpy's BLAS): a coordinate that cancels to 1e-15 has no relative precision on e
 keys and lengths exactly; Python's JSON writes a NaN or an infinity as null, which a non-finite JS number matches.
 """
 import base64
-import json
 import math
 import shutil
 from pathlib import Path
@@ -185,6 +184,8 @@ def view_difference(py: dict, js: dict) -> str | None:
         a, b = (np.frombuffer(base64.b64decode(s["bdata"]), dtype="<f4") for s in (spec, mine))
         if not np.array_equal(a, b, equal_nan=True):
             return f"arrays.{name}: float32 values differ first at {int(np.argmax(~((a == b) | np.isnan(a))))}"
+        if spec["bdata"] != mine["bdata"]:
+            return f"arrays.{name}.bdata: the same values, written otherwise"
     for key in ("steps", "start", "pick"):
         if found := difference(py[key], js[key], key):
             return found
@@ -261,11 +262,11 @@ def test_a_legend_names_a_state_as_python_does(page):
 
 def test_numbers_are_written_as_python_writes_them(page):
     """format(x, ".3g") and ".4g" (hover texts) and str(x) (a legend's float controls), on a few hundred values:
-    tiny, huge, negative, zero, exact ties (2.5, 0.125, 12345) and rounding edges (9.995, 0.00099995)."""
+    tiny, huge, negative, zero, exact ties (100.5, 1.125, 12345: to even) and rounding edges (9.995, 0.00099995)."""
     rng = np.random.default_rng(0)
     values = [0.0, -0.0, 1.0, -1.0, 2.5, 0.125, 0.03125, 12345.0, 123456.0, 9.995, 99.95, 0.00099995, 1e-4,
               9.9995e-5, 1e16, 1e15, 123.0, 0.3, 1e-5, 5e-324, 1.7976931348623157e308, math.inf, -math.inf, math.nan,
-              0.1 + 0.2, 1 / 3, 2 ** 53, 0.05, 20.0]
+              0.1 + 0.2, 1 / 3, 2 ** 53, 0.05, 20.0, 100.5, 1.125, -1.0625, 0.0001234375]
     values += list(rng.normal(size=100) * 10.0 ** rng.integers(-12, 30, 100))
     values += [round(v, int(k)) for v, k in zip(rng.uniform(-10, 10, 100), rng.integers(0, 4, 100))]
     got = page.evaluate("vs => vs.map(v => [CEMFigures.formatG(v, 3), CEMFigures.formatG(v, 4), "
@@ -302,10 +303,11 @@ def test_a_changed_formula_is_found_and_named(browser, before, after, values, wh
     assert found is not None and found.startswith(f"{where}:"), found
 
 
-def test_the_players_draw_what_the_browser_built(tmp_path, browser):
+def test_the_player_draws_what_the_browser_built(tmp_path, browser):
     """The app's player (app_pages/playback/, opened from file:// with the installed plotly.js) draws the
     arguments figures.js builds: every plot with its traces, steps moved by the keys, no console error; then a
-    state with other plots (the MLP: no heatmap) replaces them."""
+    state with other plots (the MLP: no heatmap) replaces them. The heatmap of a step is the weights figures.js wrote
+    (float32, as the player reads them)."""
     from app_pages.playback import FRONTEND, PLOTLY_JS
 
     folder = tmp_path / "playback"
@@ -341,6 +343,14 @@ def test_the_players_draw_what_the_browser_built(tmp_path, browser):
             assert landscape == pytest.approx(first["x"])
             player.keyboard.press("ArrowRight")
             player.wait_for_function("document.body.dataset.step === '1'", timeout=10000)
+            if "heatmap" in drawn:               # step 2 shows its weights, read from the weights figures.js wrote
+                player.keyboard.press("ArrowRight")
+                expected = np.asarray(data[0]["phases"][0]["weights"], dtype=np.float32)[1, 3]
+                player.wait_for_function("""expected => {
+                    const d = document.querySelector('.plot[data-name=heatmap]');
+                    const z = d.data.find(t => t.type === 'heatmap').z;
+                    return z.every((row, i) => Array.from(row).every((v, j) => v === expected[i][j]));
+                }""", arg=expected.tolist(), timeout=10000)
         assert not errors, errors
     finally:
         player.close()

@@ -6,7 +6,7 @@
 // (tests/test_web_figures.py compares the two). A classic script (no modules, no build; it runs from file://):
 // globalThis.CEMFigures.
 //
-// Arrays come as CEMExplore gives them: {shape, data}, data a typed (or plain) array in row-major order.
+// Arrays come as CEMExplore gives them: {shape, data}, data a typed array in row-major order.
 "use strict";
 
 (function () {
@@ -424,43 +424,67 @@
     return out;
   }
 
-  // mirrors playback.typed_array for weights[:, head] of weights (T, H, n, n): Plotly's typed-array JSON, float32
-  // (rounded as numpy rounds) in little-endian order (every browser's platform order), base64
+  const BASE64 = new TextEncoder().encode("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+
+  // bytes in base64 (btoa would want them as a string, which is slow to build for a megabyte)
+  function base64(bytes) {
+    const out = new Uint8Array(4 * Math.ceil(bytes.length / 3)).fill(61);         // "=" pads the end
+    let o = 0;
+    for (let k = 0; k < bytes.length; k += 3) {
+      const rest = bytes.length - k, n = (bytes[k] << 16) | ((rest > 1 ? bytes[k + 1] : 0) << 8)
+        | (rest > 2 ? bytes[k + 2] : 0);
+      out[o] = BASE64[n >>> 18];
+      out[o + 1] = BASE64[(n >>> 12) & 63];
+      if (rest > 1) out[o + 2] = BASE64[(n >>> 6) & 63];
+      if (rest > 2) out[o + 3] = BASE64[n & 63];
+      o += 4;
+    }
+    return new TextDecoder().decode(out);
+  }
+
+  // weights[:, head] of weights (T, H, n, n) in float32, rounded as numpy rounds
   function headWeights(weights, head) {
     const [steps, heads, n, m] = weights.shape, size = n * m;
     const out = new Float32Array(steps * size);
     for (let t = 0; t < steps; t++) {
       const start = (t * heads + head) * size;
-      for (let k = 0; k < size; k++) out[t * size + k] = weights.data[start + k];
+      out.set(weights.data.subarray(start, start + size), t * size);
     }
-    const bytes = new Uint8Array(out.buffer);
-    let binary = "";
-    for (let k = 0; k < bytes.length; k += 0x8000) binary += String.fromCharCode(...bytes.subarray(k, k + 0x8000));
-    return {dtype: "f4", shape: [steps, n, m], bdata: btoa(binary)};
+    return out;
   }
 
-  // cyrb53, a cheap 53-bit string hash: the version only has to change when the content does
-  function hash(text) {
+  // mirrors playback.typed_array: Plotly's typed-array JSON, float32 in little-endian order (every browser's
+  // platform order), base64
+  function typedArray(values, shape) {
+    return {dtype: "f4", shape, bdata: base64(new Uint8Array(values.buffer))};
+  }
+
+  // cyrb53, a cheap 53-bit hash of a text and 32-bit words: the version only has to change when the content does
+  function hash(text, words) {
     let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
-    for (let k = 0; k < text.length; k++) {
-      const c = text.charCodeAt(k);
+    const mix = c => {
       h1 = Math.imul(h1 ^ c, 2654435761);
       h2 = Math.imul(h2 ^ c, 1597334677);
-    }
+    };
+    for (let k = 0; k < text.length; k++) mix(text.charCodeAt(k));
+    for (let k = 0; k < words.length; k++) mix(words[k]);
     h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
     h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
     return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16);
   }
 
   // mirrors playback.view (start: the last step): the playback component's arguments for one phase, with a
-  // version that changes when any of them does (a hash of their JSON, not Python's sha1)
+  // version that changes when any of them does (a hash of the figures, frames and weights, not Python's sha1)
   function view(phase, figures, token, head, pinned) {
     const shown = PLOTS.filter(name => figures[name] !== null).map(name => ({name, figure: figures[name]}));
-    const arrays = phase.weights === null ? {} : {weights: headWeights(phase.weights, head)};
+    const weights = phase.weights === null ? null : headWeights(phase.weights, head);
+    const arrays = weights === null ? {} : {weights: typedArray(weights, [phase.weights.shape[0],
+                                                                          ...phase.weights.shape.slice(2)])};
     const steps = phase.energies.shape[0] - 1;
     const payload = {figures: shown, frames: frames(phase, token, head, pinned), arrays, steps, start: steps,
                      pick: {...PICK}};
-    return {...payload, version: hash(JSON.stringify([shown, payload.frames, arrays]))};
+    const words = weights === null ? new Uint32Array(0) : new Uint32Array(weights.buffer);
+    return {...payload, version: hash(JSON.stringify([shown, payload.frames]), words)};
   }
 
   // mirrors playback.pinned_path: the pinned phase's iterates in the plane of this phase's landscape, (k, 2), or
