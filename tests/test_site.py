@@ -267,6 +267,12 @@ def _drawn(page, before: str | None = None) -> None:
         document.querySelector('.playback').dataset.version !== v""", arg=before, timeout=30000)
 
 
+def _typeset(page) -> None:
+    """Wait until MathJax has typeset every phase's equations."""
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.equations .lines')).every(
+        e => e.dataset.typeset === 'yes')""", timeout=30000)
+
+
 def _notes(page) -> list[str]:
     return page.evaluate("() => Array.from(document.querySelectorAll('.note'), e => e.innerText)")
 
@@ -330,7 +336,8 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     assert set(view["names"]) == {"energy", "norm", "landscape", "heatmap"} and view["step"] == 4
     assert _notes(page) == _expected_note()
     assert _controls(page) == EnergyControls().to_query()
-    page.wait_for_function("() => document.querySelectorAll('.math .MathJax').length >= 7", timeout=30000)
+    _typeset(page)
+    assert page.locator(".equations .lines .MathJax").count() == 7                   # each line typeset
     page.screenshot(path=folder / "site-defaults.png", full_page=True)
 
     # 2. T and the anchor moved: the iterates settle.
@@ -338,7 +345,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     _set_slider(page, "anchor lambda (our extension; 0 = the paper)", 1.0, 0.1)
     assert _controls(page) == EnergyControls.from_values(T=16, anchor=1.0).to_query()
     assert _notes(page) == _expected_note(T=16, anchor=1.0) and "settle into a minimum" in _notes(page)[0]
-    lines = page.evaluate("() => JSON.parse(document.querySelector('.math').dataset.lines)")
+    lines = page.evaluate("() => JSON.parse(document.querySelector('.equations .lines').dataset.lines)")
     assert lines == update_latex("attention", CEMOptions(T=16, anchor=1.0))          # the update, typeset
 
     # 3. The steps played: |◀, ▶| three times, ▶ to the end, the scrubber by keyboard.
@@ -407,6 +414,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
         assert pointed == (step.points_at == "note")
         assert _view(page)["pointed"] == ([] if step.points_at == "note" else [step.points_at])
         assert _view(page)["step"] == step.controls().cem.T                # a step opens at its last step
+        _typeset(page)
         page.screenshot(path=folder / f"site-lesson-{number}.png")
         if number == 4:
             lesson_link = page.locator("#link").input_value()

@@ -269,9 +269,9 @@
     const section = document.createElement("section");
     section.className = "phase";
     section.innerHTML = `<h3></h3><div class="note box"></div><div class="playback" tabindex="0"></div>
-      <details class="equations" open><summary>The update</summary><div class="math"></div></details>`;
+      <details class="equations" open><summary>The update</summary><div class="lines"></div></details>`;
     const parts = {section, heading: section.querySelector("h3"), note: section.querySelector(".note"),
-                   root: section.querySelector(".playback"), math: section.querySelector(".math")};
+                   root: section.querySelector(".playback"), math: section.querySelector(".equations .lines")};
     parts.player = CEMPlayer.create(parts.root, {onPick: token => change("token", token)});
     parts.root.addEventListener("keydown", parts.player.key);
     $("phases").appendChild(section);
@@ -308,10 +308,13 @@
       parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
                            start_key: step === null ? "free" : `lesson-${step.number}`});
       const lines = updateLatex(phase.name, c);
-      if (parts.math.dataset.lines !== JSON.stringify(lines)) {
-        parts.math.dataset.lines = JSON.stringify(lines);
-        parts.math.innerHTML = lines.map(line => `<div>\\[${escaped(line)}\\]</div>`).join("");
-        if (globalThis.MathJax && MathJax.Hub) MathJax.Hub.Queue(["Typeset", MathJax.Hub, parts.math]);
+      if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
+        const math = parts.math, text = JSON.stringify(lines);
+        Object.assign(math.dataset, {lines: text, typeset: "no"});
+        math.innerHTML = lines.map(line => `<div>\\[${escaped(line)}\\]</div>`).join("");
+        MathJax.Hub.Queue(["Typeset", MathJax.Hub, math], () => {
+          if (math.dataset.lines === text) math.dataset.typeset = "yes";
+        });
       }
     });
     $("layer-caption").textContent = DATA.controls.layer_captions[c.layer] || "";
