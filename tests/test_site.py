@@ -136,10 +136,6 @@ def test_the_command_line_and_make_build_it(tmp_path):
 
 # -- the controls: controls.js against cem_core/ui/controls.py -----------------------------------------------------
 
-browser_test = [pytest.mark.slow,
-                pytest.mark.skipif(CHROMIUM is None, reason="THE SITE'S BROWSER TESTS DID NOT RUN: no chromium")]
-
-
 @pytest.fixture(scope="module")
 def browser():
     require_system_package(CHROMIUM is not None, "the site's browser tests", "chromium")
@@ -452,7 +448,16 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
             assert _controls(page) == EnergyControls.from_values(**expected["values"]).to_query()
     page.screenshot(path=folder / "site-bad-link.png")
 
-    # 9. A size the page refuses: the app's warning, the plots of the last state that could be drawn.
+    # 9. Controls that depend on each other settle together, with the app's notice: width 7 leaves one head.
+    before = _view(page)["version"]
+    page.locator("input[aria-label='width d']").fill("7")
+    page.locator("input[aria-label='width d']").press("Enter")
+    _drawn(page, before)
+    values, notes = EnergyControls.settle(EnergyControls().values() | {"width": 7})
+    assert _messages(page) == notes and values["heads"] == 1
+    assert _controls(page) == EnergyControls.from_values(**values).to_query()
+
+    # 10. A size the page refuses: the app's warning, the plots of the last state that could be drawn.
     page.goto((built / "index.html").as_uri() + "?" + urlencode(dict(width=64, seq_len=64)))
     _drawn(page)
     before = _view(page)["version"]
