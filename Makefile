@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info models figures notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder clean
+.PHONY: app test info models figures site notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ models: $(BIN)/.runtime       ## retrain the trained models in models/ that are 
 
 figures: $(BIN)/.runtime      ## regenerate figures/ from the committed results
 	$(BIN)/python -m cem_core figures --out figures
+
+site: $(BIN)/.runtime         ## the energy explorer as a static site that needs no install: build/site/index.html (docs/site.md)
+	$(BIN)/python -m cem_core site $(if $(OUT),--out $(OUT))
 
 notebooks: $(BIN)/.runtime    ## open the SymPy derivation notebooks in JupyterLab (as root too: containers, lab machines)
 	$(BIN)/python -m jupyter lab notebooks/ $(LAB_ARGS) $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -25,7 +25,7 @@ from app_pages.playback import playback
 from cem_core.ui import descent_figures
 from cem_core.ui import playback as steps
 from cem_core.ui.cache import SizedCache, shared
-from cem_core.ui.controls import LAYER_LABELS, EnergyControls
+from cem_core.ui.controls import LAYER_CAPTIONS, LAYER_LABELS, EnergyControls
 from cem_core.ui.energy_mode import EnergyMode, PlotStyle
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
@@ -114,28 +114,24 @@ def draw_control(name: str) -> None:
         cem_widget(EnergyControls, name, KEYS[name])
     elif name == "p_scale":
         control(EnergyControls, "p_scale", KEYS["p_scale"], "preconditioner scale", step=0.1,
-                help="U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.")
+                help=EnergyControls.HELPS["p_scale"])
     elif name in ("width", "seq_len", "seed"):
         control(EnergyControls, name, KEYS[name], {"width": "width d", "seq_len": "sequence length"}.get(name, name),
                 st.number_input)
     elif name == "token":
         st.slider("followed token", 0, state[KEYS["seq_len"]] - 1, key=KEYS["token"],
-                  help="The token whose landscape is drawn and whose line is bold. Click a line or a heatmap "
-                       "row to choose it there.")
+                  help=EnergyControls.HELPS["token"])
     elif name == "heat_head":
         if state[KEYS["heads"]] > 1:
             st.slider("heatmap head", 0, state[KEYS["heads"]] - 1, key=KEYS["heat_head"])
     elif name == "activation":
-        control(EnergyControls, name, KEYS[name], "activation φ",
-                help="The MLP's nonlinearity φ; its energy uses the antiderivative Φ (Φ' = φ).")
+        control(EnergyControls, name, KEYS[name], "activation φ", help=EnergyControls.HELPS["activation"])
     elif name == "heads":
         st.select_slider("heads", EnergyControls.heads_options(state[KEYS["width"]], state[KEYS["rope"]]),
-                         key=KEYS["heads"], help="Offered: the head counts that divide the width d (with RoPE, into "
-                                                 "even head widths).")
+                         key=KEYS["heads"], help=EnergyControls.HELPS["heads"])
     else:
         control(EnergyControls, "rope", KEYS["rope"], "RoPE", disabled=state[KEYS["width"]] % 2 == 1,
-                help="Rotary position embedding in the score; it rotates pairs of coordinates, so it needs an even "
-                     "width d.")
+                help=EnergyControls.HELPS["rope"])
 
 
 SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale", "activation"),
@@ -287,12 +283,8 @@ def body() -> None:
             if mode.note_beside_words:
                 note(diagnoses[0], 0)
     views = phase_views(controls, pinned, mode.plots)
-    if controls.layer == "block" and mode.layer_caption:
-        caption.caption("A block runs attention, then the MLP on the attention's output: two descents, shown in turn.")
-    elif controls.layer == "joint" and mode.layer_caption:
-        caption.caption("The block as one energy: every step descends E_att + E_mlp together from one x⁽⁰⁾ = Norm(h), "
-                        "with one step size and preconditioner; at T = 1 it is a parallel block, "
-                        "h + Attn(Norm h) + MLP(Norm h).")
+    if controls.layer in LAYER_CAPTIONS and mode.layer_caption:
+        caption.caption(LAYER_CAPTIONS[controls.layer])
     for index, (phase, diagnosis, view) in enumerate(zip(data["phases"], diagnoses, views)):
         with phase_slots[index]:
             heading = st.container()

@@ -10,8 +10,6 @@ step uses and the plots it talks about, in larger fonts, so that they fit a proj
 """
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from app_pages.common import app_address, committed, gp_sweep_records, link_switch, plain, url_toggle
@@ -98,10 +96,9 @@ def start(pages: dict) -> None:
     """Before the page runs: apply a ``?lesson=k`` link once per session and open a chosen step's page."""
     wanted = st.query_params.get("lesson")        # a link's step; a button's step (GOTO) comes before it
     if GOTO not in st.session_state and wanted is not None and wanted != st.session_state.get(APPLIED):
-        if not re.fullmatch(r"[0-9]{1,4}", wanted) or not 1 <= int(wanted) <= len(lesson.STEPS):   # ASCII digits:
-            # "²" and "①" pass str.isdigit() and fail int(); 5,000 digits exceed int()'s limit
-            st.error(f"The link's lesson step {plain(repr(wanted))} does not exist: the lesson has steps 1 to "
-                     f"{len(lesson.STEPS)}.")
+        problem = lesson.missing_step(wanted, lambda value: plain(repr(value)))
+        if problem is not None:
+            st.error(problem)
             st.session_state[APPLIED] = wanted
         else:
             go(int(wanted) - 1)

@@ -2,11 +2,13 @@
 moves through the steps in the browser, from the data cem_core.ui.playback builds.
 
 It is a Streamlit component (components.v1, served from a folder): the folder holds our index.html and
-playback.js, and plotly.js is copied into it from the installed plotly package on first use (not committed:
-the copy always matches the Python package that builds the figures).
+playback.js (the Streamlit side), and on first use the drawing core shared with the static site (cem_core/web/'s
+player.js and player.css) and plotly.js from the installed plotly package are copied into it (not committed: the
+copies always match the core and the Python package that builds the figures).
 """
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 import tempfile
@@ -17,25 +19,29 @@ import streamlit.components.v1 as components
 
 FRONTEND = Path(__file__).resolve().parent / "playback"
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+WEB = Path(__file__).resolve().parents[1] / "cem_core" / "web"
+COPIED = {"plotly.min.js": PLOTLY_JS, "player.js": WEB / "player.js", "player.css": WEB / "player.css"}
 
 
-def _with_plotly_js(folder: Path) -> Path:
-    """The folder, with plotly.min.js beside our files: copied to a temporary name and renamed into place, so a
-    reader never sees half a file and a planted link at the target is replaced, not followed."""
-    target = folder / "plotly.min.js"
-    if target.is_symlink() or not target.is_file() or target.stat().st_size != PLOTLY_JS.stat().st_size:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".plotly-", suffix=".tmp")
-        os.close(fd)
-        try:
-            shutil.copyfile(PLOTLY_JS, tmp)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+def _with_copies(folder: Path) -> Path:
+    """The folder, with COPIED beside our files, each copied where it is missing or differs: to a temporary name
+    and renamed into place, so a reader never sees half a file and a planted link at the target is replaced, not
+    followed."""
+    for name, source in COPIED.items():
+        target = folder / name
+        if target.is_symlink() or not target.is_file() or not filecmp.cmp(target, source, shallow=False):
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".copy-", suffix=".tmp")
+            os.close(fd)
+            try:
+                shutil.copyfile(source, tmp)
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return folder
 
 
-_component = components.declare_component("cem_playback", path=str(_with_plotly_js(FRONTEND)))
+_component = components.declare_component("cem_playback", path=str(_with_copies(FRONTEND)))
 
 
 def playback(args: dict, key: str, on_change=None):

@@ -129,7 +129,7 @@ def test_the_playback_script_names_the_plotly_js_it_was_written_for_and_that_is_
     import plotly
 
     root = Path(__file__).resolve().parents[1]
-    script = (root / "app_pages" / "playback" / "playback.js").read_text()
+    script = (root / "cem_core" / "web" / "player.js").read_text()    # the drawing core of the app and the site
     written_for = re.search(r'const PLOTLY_WRITTEN_FOR = "([\d.]+)";', script).group(1)
     bundled = (Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js").read_text()[:300]
     assert re.search(r"plotly\.js v([\d.]+)", bundled).group(1) == written_for
@@ -146,12 +146,13 @@ def test_on_another_plotly_js_the_playback_says_so_above_the_plots(tmp_path):
 
     from appdriver import chromium
 
-    from app_pages.playback import FRONTEND, PLOTLY_JS
+    from app_pages.playback import COPIED, FRONTEND
 
     folder = tmp_path / "playback"
-    shutil.copytree(FRONTEND, folder, ignore=shutil.ignore_patterns("plotly.min.js"))
-    shutil.copyfile(PLOTLY_JS, folder / "plotly.min.js")
-    script = folder / "playback.js"
+    shutil.copytree(FRONTEND, folder, ignore=shutil.ignore_patterns(*COPIED))
+    for name, source in COPIED.items():
+        shutil.copyfile(source, folder / name)
+    script = folder / "player.js"
     written_for = re.search(r'const PLOTLY_WRITTEN_FOR = "([\d.]+)";', script.read_text()).group(1)
     script.write_text(script.read_text().replace(f'"{written_for}";', '"0.0.1";', 1))
     with chromium() as browser:

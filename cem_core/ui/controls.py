@@ -11,6 +11,7 @@ pages' are in design_controls, gp_controls and inside_controls.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import MISSING, dataclass, field, replace
 
@@ -22,6 +23,10 @@ from cem_core.nn.validate import check_bool, check_choice, check_float, check_in
 LAYERS = ("attention", "mlp", "block", "joint")
 LAYER_LABELS = {"attention": "CEM attention", "mlp": "CEM gated MLP", "block": "Full block (attention, then MLP)",
                 "joint": "Block as one energy (E_att + E_mlp)"}
+LAYER_CAPTIONS = {   # what a layer of two terms runs, under the controls
+    "block": "A block runs attention, then the MLP on the attention's output: two descents, shown in turn.",
+    "joint": "The block as one energy: every step descends E_att + E_mlp together from one x⁽⁰⁾ = Norm(h), with one "
+             "step size and preconditioner; at T = 1 it is a parallel block, h + Attn(Norm h) + MLP(Norm h)."}
 COST_LIMIT = 1e9          # rough multiply-adds of one energy-page render; above it we refuse. Lowered from 3e9 so that
                           # the largest allowed page (a block, width and sequence 128, per-head D+LR, T 16: 9.97e8)
                           # settles in a browser within about 2 s on 2 cores (benchmarks/browser_latency.py)
@@ -138,6 +143,8 @@ class Controls:
                 value = float(raw)
             except ValueError:
                 continue                                               # from_query says why
+            if not math.isfinite(value):
+                continue                                               # the validation says why (no grid point)
             lo = cls.specs()[name][1][0]
             snapped = round(lo + round((value - lo) / step) * step, 10)
             if abs(snapped - value) > 1e-9 * max(1.0, abs(value)):
@@ -205,6 +212,13 @@ class EnergyControls(Controls):
                                                                                 # (the layer control says joint)
     LABELS = {"p_scale": "preconditioner scale", "width": "width d", "seq_len": "sequence length", "rope": "RoPE",
               "token": "followed token", "heat_head": "heatmap head", "activation": "activation φ"}
+    HELPS = {"p_scale": "U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.",
+             "token": "The token whose landscape is drawn and whose line is bold. Click a line or a heatmap row to "
+                      "choose it there.",
+             "activation": "The MLP's nonlinearity φ; its energy uses the antiderivative Φ (Φ' = φ).",
+             "heads": "Offered: the head counts that divide the width d (with RoPE, into even head widths).",
+             "rope": "Rotary position embedding in the score; it rotates pairs of coordinates, so it needs an even "
+                     "width d."}      # the help a control's widget gives, where it has one (a CEM switch: its own)
 
     layer: str = "attention"
     cem: CEMOptions = field(default_factory=lambda: CEMOptions(T=4, rank=2))

@@ -8,6 +8,7 @@ So a step shows the same thing however the lesson got there, and its link opens 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import inside
@@ -146,6 +147,15 @@ def link(index: int, address: str = APP_ADDRESS) -> str:
     """The app link of lesson step `index` (0-based): it opens the step's page in the step's state, on the app
     served at `address` (docs/app.md's: `make app`'s; the app's own: where it was opened, links.served_address)."""
     return f"{address}/{PAGES[STEPS[index].page]}?lesson={index + 1}"
+
+
+def missing_step(wanted: str, quoted=repr) -> str | None:
+    """What a link's ``?lesson=`` value that names no step is told, the value written as `quoted` gives it (the app
+    escapes it for Markdown); None: it names step int(wanted)."""
+    if not re.fullmatch(r"[0-9]{1,4}", wanted) or not 1 <= int(wanted) <= len(STEPS):   # ASCII digits: "²" and "①"
+        # pass str.isdigit() and fail int(); 5,000 digits exceed int()'s limit
+        return f"The link's lesson step {quoted(wanted)} does not exist: the lesson has steps 1 to {len(STEPS)}."
+    return None
 
 
 def state_link(step: Step) -> str:

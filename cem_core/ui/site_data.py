@@ -1,0 +1,95 @@
+"""What the static site's explorer (cem_core/web/) reads from the Python core, exported once at build time: the
+energy page's controls (specs, labels, helps, defaults, the switches' own validation, what hides which control, the
+cost limit), the lesson's energy-page steps and the update's equations. ``script`` writes
+it as a classic script (``globalThis.CEMSiteData``), so the page opens from file:// without loading a data file.
+
+The JavaScript mirrors the functions these come from (``EnergyControls.from_link``, ``settle``, ``shown``, ``cost``,
+``explain``; ``equations.update_latex``); tests/test_site.py holds each mirror to its Python original.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+
+from cem_core.nn.activations import ACTIVATIONS
+from cem_core.nn.config import CEMOptions, switches
+from cem_core.nn.diagonals import DIAGONAL_FORMS, DIAGONALS
+from cem_core.nn.precondition import PRECONDITIONERS
+
+from . import lesson
+from .controls import COST_LIMIT, LANDSCAPE_GRID, LAYER_CAPTIONS, LAYER_LABELS, EnergyControls
+from .equations import update_latex
+
+EQUATION_LAYERS = ("attention", "mlp", "joint")     # a phase's name: the layer whose update it shows
+
+
+def controls() -> dict:
+    """The energy page's controls as the explorer builds, validates and names them."""
+    E = EnergyControls
+    cem_default = E.__dataclass_fields__["cem"].default_factory()
+    return {
+        "specs": {name: [kind, None if allowed is None else list(allowed)]
+                  for name, (kind, allowed) in E.specs().items()},
+        "labels": {name: E.label(name) for name in E.specs()},
+        "helps": {name: CEMOptions.__dataclass_fields__[name].metadata["help"] if name in E.CEM else E.HELPS.get(name)
+                  for name in E.specs()},
+        "defaults": E().values(),
+        # every switch of CEMOptions in its order, as its own validation checks it (before the page's ranges)
+        "switches": [{"name": f.name, "kind": f.metadata["kind"], "allowed": list(f.metadata["allowed"]),
+                      "default": getattr(cem_default, f.name)} for f in switches()],
+        "needs_diagonal": [name for name, form in DIAGONAL_FORMS.items() if form.needs_diagonal],
+        "attention_only": sorted({*E.ATTENTION_ONLY, *(f.name for f in switches() if f.metadata["attention_only"])}),
+        "preconditioner_only": list(E.PRECONDITIONER_ONLY),
+        "diagonal_only": list(E.DIAGONAL_ONLY),
+        "mlp_only": list(E.MLP_ONLY),
+        "cost_limit": COST_LIMIT,
+        "landscape_grid": LANDSCAPE_GRID,
+        "layer_labels": LAYER_LABELS,
+        "layer_captions": LAYER_CAPTIONS,
+    }
+
+
+def lesson_steps() -> list[dict]:
+    """The lesson's energy-page steps, numbered as in the app (its ?lesson=k), each with its complete state."""
+    return [{"number": index + 1, "title": step.title, "say": lesson.text(step), "state": step.controls().values(),
+             "pinned": None if step.pinned is None else step.pinned_controls().values(), "points_at": step.points_at,
+             "views": list(step.views), "uses": list(step.used())}
+            for index, step in enumerate(lesson.STEPS) if step.page == "energy"]
+
+
+def equation_key(layer: str, diagonal: str, diagonal_form: str, anchored: bool, preconditioner: str,
+                 activation: str) -> str:
+    """The choices update_latex's lines depend on, besides T (the last line: explorer.js mirrors it)."""
+    return "|".join((layer, diagonal, diagonal_form, "anchored" if anchored else "free", preconditioner, activation))
+
+
+def equations() -> dict:
+    """update_latex's lines for every combination of its discrete choices, without the T-dependent last line:
+    {"lines": the distinct lines, "keys": {equation_key: indices into lines}}."""
+    lines, keys = [], {}
+
+    def number(line: str) -> int:
+        if line not in lines:
+            lines.append(line)
+        return lines.index(line)
+
+    for layer, diagonal, form, anchored, preconditioner, activation in itertools.product(
+            EQUATION_LAYERS, DIAGONALS, DIAGONAL_FORMS, (False, True), PRECONDITIONERS, ACTIVATIONS):
+        if DIAGONAL_FORMS[form].needs_diagonal and diagonal == "none":
+            continue
+        cem = CEMOptions(diagonal=diagonal, diagonal_form=form, anchor=1.0 if anchored else 0.0,
+                         preconditioner=preconditioner)
+        keys[equation_key(layer, diagonal, form, anchored, preconditioner, activation)] = [
+            number(line) for line in update_latex(layer, cem, activation)[:-1]]
+    return {"lines": lines, "keys": keys}
+
+
+def data() -> dict:
+    return {"controls": controls(), "lesson": lesson_steps(), "lesson_total": len(lesson.STEPS),
+            "equations": equations()}
+
+
+def script() -> str:
+    """The data as the classic script the page loads before its own (site-data.js)."""
+    return ("// Written by cem_core/ui/site_data.py from the Python core at build time (python -m cem_core site): do "
+            "not edit.\nglobalThis.CEMSiteData = " + json.dumps(data(), indent=None, separators=(",", ":")) + ";\n")

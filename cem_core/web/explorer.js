@@ -1,0 +1,400 @@
+// The static site's energy explorer: the app's energy page (app_pages/energy.py) with no server. Every change of a
+// control recomputes in the browser (CEMExplore: the descent and its notes), builds the figures (CEMFigures) and
+// redraws them (CEMPlayer, the app's own player); the controls read, validate and settle as the app's do
+// (CEMControls), and the lesson's energy-page steps, pin-and-compare and share links work as in the app. The state
+// lives in the URL (the app's parameter names), kept up to date with history.replaceState.
+"use strict";
+
+(function () {
+  const DATA = globalThis.CEMSiteData, SPECS = DATA.controls.specs;
+  const LAST = SPECS.token[1][1];              // the stored token that means "the last one" (energy.py LAST)
+  const SIDEBAR = {Layer: ["layer", "T", "eta", "anchor", "diagonal", "diagonal_form", "preconditioner", "rank",
+                           "p_scale", "activation"],
+                   Sizes: ["heads", "width", "seq_len", "seed", "rope"], View: ["token", "heat_head"]};   // energy.py
+  const $ = id => document.getElementById(id);
+
+  const page = {
+    values: null,        // the state drawn: valid controls (the app's _controls_energy)
+    widgets: null,       // the controls as set, which the cost may refuse (then the plots keep `values`)
+    pinned: null,        // the pinned state's controls, or null
+    lesson: null,        // the index into DATA.lesson of the step shown, or null
+    before: null,        // the state and pin the lesson's steps replaced, for End
+    phases: [],          // per phase shown: its section's elements and player
+    pinnedData: null,    // explore's data of the pinned state, and its controls as JSON
+    serial: 0,           // the draws so far
+  };
+
+  // -- text ------------------------------------------------------------------------------------------------------
+
+  function escaped(text) {
+    return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  // The Markdown the notes and the lesson's words use: **bold**, *emphasis*, `code`.
+  function markdown(text) {
+    return escaped(text).replace(/\*\*(.+?)\*\*/g, "<strong>$1</strong>").replace(/\*(.+?)\*/g, "<em>$1</em>")
+      .replace(/`(.+?)`/g, "<code>$1</code>");
+  }
+
+  function box(kind, text) {
+    const div = document.createElement("div");
+    div.className = `box ${kind}`;
+    div.setAttribute("role", kind === "error" ? "alert" : "status");
+    div.innerHTML = markdown(text);
+    $("messages").appendChild(div);
+  }
+
+  // -- the lesson (cem_core/ui/lesson.py) -------------------------------------------------------------------------
+
+  // lesson.missing_step: what a link's ?lesson= value that names no step of the lesson is told; and a step of
+  // another page of the app, which this page has not.
+  function lessonProblem(wanted) {
+    if (!/^[0-9]{1,4}$/.test(wanted) || !(Number(wanted) >= 1 && Number(wanted) <= DATA.lesson_total)) {
+      return `The link's lesson step ${CEMControls.strRepr(wanted)} does not exist: the lesson has steps 1 to ` +
+        `${DATA.lesson_total}.`;
+    }
+    if (!DATA.lesson.some(step => step.number === Number(wanted))) {
+      const numbers = DATA.lesson.map(step => step.number);
+      return `The link's lesson step ${CEMControls.strRepr(wanted)} is on another page of the app: this page has ` +
+        `the energy page's steps ${Math.min(...numbers)} to ${Math.max(...numbers)}.`;
+    }
+    return null;
+  }
+
+  function goStep(index) {                       // lesson_mode.go: the step's complete state from a clean one
+    if (page.lesson === null) page.before = {values: page.values, pinned: page.pinned};
+    const step = DATA.lesson[index];
+    page.lesson = index;
+    page.pinned = step.pinned;
+    $("messages").innerHTML = "";
+    apply({...step.state});
+  }
+
+  function endLesson() {                         // lesson_mode.end: the state from before the lesson
+    const before = page.before;
+    page.lesson = null;
+    page.before = null;
+    page.pinned = before.pinned;
+    $("messages").innerHTML = "";
+    apply({...before.values});
+  }
+
+  function lessonBar() {
+    const index = page.lesson, bar = $("lesson-bar");
+    bar.hidden = index === null;
+    $("lesson-start").hidden = index !== null;
+    $("intro").hidden = index !== null;                     // in a lesson, its bar heads the page (EnergyMode.title)
+    if (index === null) return;
+    const step = DATA.lesson[index];
+    $("lesson-title").textContent = `Lesson · step ${index + 1} of ${DATA.lesson.length}: ${step.title}`;
+    $("lesson-say").innerHTML = markdown(step.say);
+    $("lesson-back").disabled = index === 0;
+    $("lesson-next").disabled = index === DATA.lesson.length - 1;
+  }
+
+  // -- the controls ----------------------------------------------------------------------------------------------
+
+  const widgets = {};                            // name -> {row, input, output, set(value)}
+
+  function number(name, value) {                 // a widget's text as its control's value
+    return SPECS[name][0] === "float" ? Number(value) : Math.round(Number(value));
+  }
+
+  // A slider; `read` turns its position into the control's value.
+  function slider(name, lo, hi, step, read = text => number(name, text)) {
+    const row = document.createElement("div");
+    row.innerHTML = `<label><span></span><output></output></label><input type="range">`;
+    const input = row.querySelector("input"), output = row.querySelector("output");
+    Object.assign(input, {min: lo, max: hi, step});
+    input.addEventListener("input", () => change(name, read(input.value)));
+    return {row, input, output, set(value) { input.value = String(value); output.textContent = format(name, value); }};
+  }
+
+  function format(name, value) {
+    return SPECS[name][0] === "float" ? CEMFigures.formatG(value, 6) : String(value);
+  }
+
+  function makeWidget(name) {
+    const [kind, allowed] = SPECS[name];
+    let widget;
+    if (name === "layer") {
+      const row = document.createElement("div");
+      row.setAttribute("role", "radiogroup");
+      row.innerHTML = `<div class="label"><span></span></div>` + allowed.map(layer =>
+        `<label class="radio"><input type="radio" name="layer" value="${layer}"> ` +
+        `${escaped(DATA.controls.layer_labels[layer])}</label>`).join("");
+      row.addEventListener("change", event => change("layer", event.target.value));
+      widget = {row, input: row, set(value) { row.querySelector(`input[value=${value}]`).checked = true; }};
+    } else if (kind === "choice") {
+      const row = document.createElement("div");
+      row.innerHTML = `<label><span></span></label><select>` +
+        allowed.map(option => `<option>${option}</option>`).join("") + "</select>";
+      const input = row.querySelector("select");
+      input.addEventListener("change", () => change(name, input.value));
+      widget = {row, input, set(value) { input.value = value; }};
+    } else if (kind === "bool") {
+      const row = document.createElement("div");
+      row.classList.add("toggle");
+      row.innerHTML = `<label><input type="checkbox"><span></span></label>`;
+      const input = row.querySelector("input");
+      input.addEventListener("change", () => change(name, input.checked));
+      widget = {row, input, set(value) { input.checked = value; }};
+    } else if (["width", "seq_len", "seed"].includes(name)) {          // energy.py: number inputs
+      const row = document.createElement("div");
+      row.innerHTML = `<label><span></span></label><input type="number" step="1">`;
+      const input = row.querySelector("input");
+      Object.assign(input, {min: allowed[0], max: allowed[1]});
+      input.addEventListener("change", () => {                        // a number input keeps to its range
+        const value = Math.min(allowed[1], Math.max(allowed[0], Math.round(Number(input.value))));
+        if (Number.isFinite(value)) change(name, value);
+        else input.value = String(page.widgets[name]);
+      });
+      widget = {row, input, set(value) { input.value = String(value); }};
+    } else if (name === "heads") {                // a select slider over the counts the width allows (heads_options)
+      widget = slider(name, 0, 0, 1, text => widget.options[Number(text)]);
+      widget.set = value => {
+        widget.options = CEMControls.headsOptions(page.widgets.width, page.widgets.rope);
+        widget.input.max = String(widget.options.length - 1);
+        widget.input.value = String(widget.options.indexOf(value));
+        widget.output.textContent = String(value);
+      };
+    } else if (name === "token" || name === "heat_head") {             // ranges that follow n and H
+      widget = slider(name, 0, 1, 1);
+    } else {
+      widget = slider(name, allowed[0], allowed[1], kind === "float" ? allowed[2] : 1);
+    }
+    widget.row.classList.add("control");
+    widget.row.dataset.control = name;
+    const label = widget.row.querySelector("span");
+    label.textContent = CEMControls.label(name);
+    if (DATA.controls.helps[name]) widget.row.title = DATA.controls.helps[name];
+    if (widget.input !== widget.row) widget.input.setAttribute("aria-label", CEMControls.label(name));
+    else widget.row.setAttribute("aria-label", CEMControls.label(name));
+    return widget;
+  }
+
+  function buildControls() {
+    for (const [group, names] of Object.entries(SIDEBAR)) {
+      const heading = document.createElement("h2");
+      heading.textContent = group;
+      $("controls").appendChild(heading);
+      for (const name of names) {
+        widgets[name] = makeWidget(name);
+        $("controls").appendChild(widgets[name].row);
+      }
+    }
+  }
+
+  // The widgets show `page.widgets`, those that apply (EnergyControls.shown); the token's and the heatmap head's
+  // ranges follow the sequence length and the heads, and RoPE is off at an odd width (energy.draw_control).
+  function showWidgets() {
+    const w = page.widgets, shown = CEMControls.shown(w.layer, w.preconditioner, w.diagonal);
+    for (const [name, widget] of Object.entries(widgets)) {
+      widget.row.hidden = !shown.includes(name) || (name === "heat_head" && w.heads <= 1);
+      if (name === "token") {
+        widget.input.max = String(w.seq_len - 1);
+        widget.set(Math.min(w.token, w.seq_len - 1));
+      } else if (name === "heat_head") {
+        widget.input.max = String(Math.max(w.heads - 1, 0));
+        widget.set(Math.min(w.heat_head, w.heads - 1));
+      } else widget.set(w[name]);
+    }
+    widgets.rope.input.disabled = w.width % 2 === 1;
+  }
+
+  // -- a change, the way energy.page_controls reads one --------------------------------------------------------
+
+  // Changes made before the next frame (a held key) are drawn together, once.
+  let pending = null;
+
+  function change(name, value) {
+    document.body.dataset.state = "drawing";
+    if (pending === null) {
+      requestAnimationFrame(() => {
+        const next = pending;
+        pending = null;
+        $("messages").innerHTML = "";
+        apply(next);
+      });
+    }
+    pending = {...(pending || page.widgets), [name]: value};
+    if (name === "token" && value >= pending.seq_len - 1) pending.token = LAST;   // the last stays the last
+  }
+
+  // Settle the controls (options that make no sense together reset together, with a notice), then draw them, or,
+  // where the cost refuses them, keep the plots of the last state that could be drawn, with the app's warning.
+  function apply(given) {
+    const {values, notes} = CEMControls.settle(given);
+    values.token = values.token === LAST ? LAST : Math.min(values.token, values.seq_len - 1);
+    values.heat_head = Math.min(values.heat_head, values.heads - 1);
+    page.widgets = values;
+    showWidgets();
+    for (const note of notes) box("notice", note);
+    let controls;
+    try {
+      controls = CEMControls.construct(values);
+    } catch (err) {
+      if (!(err instanceof CEMControls.ControlError)) throw err;
+      box("warning", `${CEMControls.explain(err.message)}. The plots show the last state that could be drawn.`);
+      lessonBar();
+      document.body.dataset.state = "drawn";
+      return;
+    }
+    if (controls.token >= controls.seq_len - 1) controls.token = LAST;
+    page.values = controls;
+    draw();
+  }
+
+  // -- drawing ---------------------------------------------------------------------------------------------------
+
+  function explored(controls) {                 // the pinned state's data, computed once
+    const key = JSON.stringify(controls);
+    if (page.pinnedData === null || page.pinnedData.key !== key) {
+      page.pinnedData = {key, data: CEMExplore.explore(controls)};
+    }
+    return page.pinnedData.data;
+  }
+
+  // equations.update_latex for a phase (its layer) and the controls: the build's lines, and the T-dependent last
+  // (equations.steps_latex).
+  function updateLatex(layer, c) {
+    const key = [layer, c.diagonal, c.diagonal_form, c.anchor ? "anchored" : "free", c.preconditioner,
+                 c.activation].join("|");
+    const steps = c.T === 1 ? "t = 0" : c.T === 2 ? "t = 0, 1" : `t = 0, \\dots, ${c.T - 1}`;
+    return [...DATA.equations.keys[key].map(i => DATA.equations.lines[i]),
+            `${steps}, \\qquad h_i' = h_i + x^{(${c.T})} - x^{(0)}`];
+  }
+
+  function phaseSection() {
+    const section = document.createElement("section");
+    section.className = "phase";
+    section.innerHTML = `<h3></h3><div class="note box"></div><div class="playback" tabindex="0"></div>
+      <details class="equations" open><summary>The update</summary><div class="lines"></div></details>`;
+    const parts = {section, heading: section.querySelector("h3"), note: section.querySelector(".note"),
+                   root: section.querySelector(".playback"), math: section.querySelector(".equations .lines")};
+    parts.player = CEMPlayer.create(parts.root, {onPick: token => change("token", token)});
+    parts.root.addEventListener("keydown", parts.player.key);
+    $("phases").appendChild(section);
+    return parts;
+  }
+
+  // Once every player shows the latest state drawn, the body says so (data-state "drawn"; the tests wait for it).
+  function whenDrawn(serial, versions) {
+    if (serial !== page.serial || pending !== null) return;
+    if (page.phases.every((parts, index) => parts.root.dataset.version === versions[index])) {
+      document.body.dataset.state = "drawn";
+    } else requestAnimationFrame(() => whenDrawn(serial, versions));
+  }
+
+  function draw() {
+    const serial = ++page.serial;
+    document.body.dataset.state = "drawing";
+    const c = page.values, step = page.lesson === null ? null : DATA.lesson[page.lesson];
+    const data = CEMExplore.explore(c);
+    const notes = CEMExplore.diagnose(c, data);
+    const pinnedData = page.pinned === null ? null : explored(page.pinned);
+    const views = CEMFigures.phaseViews(c, data, page.pinned, pinnedData, CEMFigures.PAGE_PLOTS);
+    while (page.phases.length > data.phases.length) page.phases.pop().section.remove();
+    while (page.phases.length < data.phases.length) page.phases.push(phaseSection());
+    data.phases.forEach((phase, index) => {
+      const parts = page.phases[index], note = notes[index];
+      parts.heading.hidden = data.phases.length === 1;
+      parts.heading.textContent = `Phase ${index + 1}: ${DATA.controls.layer_labels[phase.name]}`;
+      parts.note.className = `note box ${note.level === "warning" ? "warning" : "info"}`;
+      parts.note.innerHTML = markdown(note.text);
+      const pointed = step !== null && step.points_at === "note";
+      parts.note.classList.toggle("pointed", pointed);
+      parts.section.insertBefore(parts.note, pointed ? parts.root : parts.root.nextSibling);  // above when pointed at
+      parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
+                           start_key: step === null ? "free" : `lesson-${step.number}`});
+      const lines = updateLatex(phase.name, c);
+      if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
+        const math = parts.math, text = JSON.stringify(lines);
+        Object.assign(math.dataset, {lines: text, typeset: "no"});
+        math.innerHTML = lines.map(line => `<div>\\[${escaped(line)}\\]</div>`).join("");
+        MathJax.Hub.Queue(["Typeset", MathJax.Hub, math], () => {
+          if (math.dataset.lines === text) math.dataset.typeset = "yes";
+        });
+      }
+    });
+    $("layer-caption").textContent = DATA.controls.layer_captions[c.layer] || "";
+    pinBar();
+    lessonBar();
+    share();
+    whenDrawn(serial, views.map(v => v.version));
+  }
+
+  function pinBar() {                           // common.pin_bar
+    const button = $("pin");
+    if (page.pinned === null) {
+      button.textContent = "Pin this state";
+      $("pinned-caption").textContent = "";
+      return;
+    }
+    button.textContent = "Unpin";
+    $("pinned-caption").innerHTML = markdown(`Pinned: **${CEMFigures.changes(page.pinned, page.values)}**, drawn ` +
+      `faint and dashed; now: **${CEMFigures.changes(page.values, page.pinned)}**.`);
+  }
+
+  // -- the link --------------------------------------------------------------------------------------------------
+
+  function share() {                            // common.keep_controls: the state into the URL
+    const query = new URLSearchParams(CEMControls.toQuery(page.values));
+    if (page.lesson !== null) query.set("lesson", String(DATA.lesson[page.lesson].number));
+    history.replaceState(null, "", `?${query}`);
+    $("link").value = location.href;
+  }
+
+  async function copyLink() {
+    const link = $("link");
+    try {
+      await navigator.clipboard.writeText(link.value);
+    } catch (err) {                             // no clipboard API here (an old browser): the selection's copy
+      link.select();
+      document.execCommand("copy");
+    }
+    $("copy").textContent = "Copied";
+    setTimeout(() => { $("copy").textContent = "Copy link"; }, 1500);
+  }
+
+  // The state a link opens: its lesson step (lesson_mode.start) and its controls over the step's state
+  // (common.restore_controls), or the defaults with the app's messages.
+  function open() {
+    const query = Object.fromEntries(new URLSearchParams(location.search));
+    let base = {};
+    if (query.lesson !== undefined) {
+      const problem = lessonProblem(query.lesson);
+      if (problem !== null) box("error", problem);
+      else {
+        const index = DATA.lesson.findIndex(step => step.number === Number(query.lesson));
+        page.lesson = index;
+        page.before = {values: {...DATA.controls.defaults}, pinned: null};
+        page.pinned = DATA.lesson[index].pinned;
+        base = CEMControls.toQuery(DATA.lesson[index].state);
+      }
+    }
+    const {values, error, notes} = CEMControls.restore({...base, ...query});
+    if (error !== null) box("error", error);
+    for (const note of notes) box("info", note);
+    page.values = values;
+    apply({...values});
+  }
+
+  function start() {
+    buildControls();
+    $("pin").onclick = () => {
+      page.pinned = page.pinned === null ? {...page.values} : null;
+      draw();
+    };
+    $("copy").onclick = copyLink;
+    $("lesson-start").onclick = () => goStep(0);
+    $("lesson-back").onclick = () => goStep(page.lesson - 1);
+    $("lesson-next").onclick = () => goStep(page.lesson + 1);
+    $("lesson-end").onclick = endLesson;
+    CEMPlayer.checkVersion();
+    open();
+  }
+
+  globalThis.CEMExplorer = {lessonProblem, updateLatex, page};   // (for the tests)
+  start();
+})();

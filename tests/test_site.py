@@ -1,0 +1,477 @@
+"""The static site (`make site`, cem_core/ui/site.py; docs/site.md): the energy explorer as one folder that needs no
+install and no network.
+
+- The build: at most 15 MB; our own files name no http(s) address and the vendored ones (plotly.js, MathJax) only
+  inert ones (licences, XML namespaces, and plotly's map and geo defaults, which only its map traces reach); an
+  --out that is a file, a link or a folder of other files is refused before anything is written, and an earlier
+  site is replaced whole; the command line and `make site` build it.
+- The page's controls mirror the app's (cem_core/web/controls.js against cem_core/ui/controls.py): a table of bad
+  and odd links gets the message the app shows (the same Python functions: from_link, explain) or the same
+  snapped state and notes; settle, shown, the heads offered and the cost agree on a grid; the update's equations
+  equal update_latex's.
+- A journey on the built page from file://, every request that is not a file:// one aborted and recorded (none may
+  be tried), in one session the way a person walks it: the defaults drawn with their note, T and the anchor moved
+  (the note says the iterates settle), the steps played, a token followed by a click, a state pinned and compared,
+  the lesson's energy-page steps in order (each step's state set and its claim in the note), a share link opened
+  in a new page (the same state), and a bad link (the app's message). Screenshots go to the test's tmp_path, or
+  to CEM_LAB_SCREENSHOTS when set.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlparse
+
+import pytest
+from appdriver import CHROMIUM, chromium, shots
+from conftest import ROOT, child_env, require_system_package
+
+from cem_core.nn.config import CEMOptions
+from cem_core.ui import lesson, site
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.equations import update_latex
+from cem_core.ui.explore import diagnose, explore
+
+# The app's sentences around a refusal (app_pages/common.py restore_controls, app_pages/energy.py page_controls)
+LINK_REFUSED = "The link's settings could not be used: {}. Showing the defaults instead."
+COST_REFUSED = "{}. The plots show the last state that could be drawn."
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The site, built once for the module."""
+    return site.build(tmp_path_factory.mktemp("site") / "site").parent
+
+
+# -- the build ----------------------------------------------------------------------------------------------------
+
+def test_the_app_says_the_sentences_the_site_mirrors():
+    common = (ROOT / "app_pages" / "common.py").read_text()
+    energy = (ROOT / "app_pages" / "energy.py").read_text()
+    assert 'st.error(f"The link\'s settings could not be used: {plain(cls.explain(err))}. Showing the defaults "' \
+           in common and '"instead.")' in common
+    assert '. The plots show the last state that could be drawn."' in energy
+
+
+def test_the_site_is_small_and_holds_what_the_page_loads(built):
+    total = site.size(built)
+    print(f"the site: {total / 1e6:.2f} MB")
+    assert total <= 15_000_000
+    page = (built / "index.html").read_text()
+    for src in re.findall(r'<(?:script src|link rel="stylesheet" href)="([^"?]+)', page):
+        assert (built / src).is_file(), src
+    assert (built / "plotly.min.js").read_bytes() == site.PLOTLY_JS.read_bytes()      # the installed plotly's own
+
+
+# Hosts the vendored scripts name without fetching them here: licences and credits (in comments and messages), XML
+# namespaces, and plotly.js's defaults for map and geo traces and its Chart Studio button, which the site never draws.
+INERT_HOSTS = {
+    "www.apache.org", "www.mathjax.org", "github.com", "plotly.com", "feross.org", "getify.mit-license.org",
+    "syntheti.cc", "www.stixfonts.org", "www.esri.com", "maplibre.org", "wiki.openstreetmap.org",
+    "www.openstreetmap.org", "get.webgl.org",                                          # licences, credits, help
+    "www.w3.org", "exslt.org",                                                          # XML namespaces
+    "cdn.plot.ly", "cloud.plotly.com", "cdn.jsdelivr.net", "basemaps.cartocdn.com", "tiles.basemaps.cartocdn.com",
+    "tile.openstreetmap.org", "server.arcgisonline.com", "geoserveis.icgc.cat", "tilemaps.icgc.cat",
+    "fonts.openmaptiles.org",                                                           # plotly's map and geo traces
+}
+VENDORED = ("plotly.min.js", "mathjax")
+
+
+def test_no_address_on_the_web_is_loaded(built):
+    ours, hosts = [], set()
+    for path in built.rglob("*"):
+        if not path.is_file() or path.suffix in (".woff", ".otf", ".eot", ".mp3", ".ogg"):
+            continue
+        found = re.findall(r"https?://([\w.-]+)", path.read_text(errors="replace"))
+        if path.relative_to(built).parts[0] in VENDORED:
+            hosts |= set(found)
+        elif found:
+            ours.append((path.name, found))
+    assert ours == []
+    assert hosts - INERT_HOSTS == set()
+
+
+def test_an_out_that_is_not_a_site_is_refused_and_a_site_is_replaced(tmp_path):
+    afile = tmp_path / "file"
+    afile.write_text("mine")
+    with pytest.raises(ValueError, match="is a file or a link, not a folder"):
+        site.build(afile)
+    others = tmp_path / "others"
+    others.mkdir()
+    (others / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds files that no site build put there"):
+        site.build(others)
+    assert [p.name for p in others.iterdir()] == ["notes.txt"] and afile.read_text() == "mine"
+    link = tmp_path / "link"
+    link.symlink_to(others)
+    with pytest.raises(ValueError, match="is a file or a link"):
+        site.build(link)
+    out = tmp_path / "site"
+    site.build(out)
+    (out / "stale.js").write_text("from an older build")
+    index = site.build(out)                                           # an earlier site: replaced whole
+    assert index == out / "index.html" and not (out / "stale.js").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "link", "others", "site"]   # no temporary left
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert site.build(empty).is_file()
+
+
+@pytest.mark.slow                        # a subprocess, and make
+def test_the_command_line_and_make_build_it(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "cem_core", "site", "--out", str(tmp_path / "a")], cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a" / "index.html").is_file() and "MB" in done.stdout
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("x")
+    done = subprocess.run([sys.executable, "-m", "cem_core", "site", "--out", str(tmp_path / "b")], cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "error: --out" in done.stderr and "holds files" in done.stderr
+    make = subprocess.run(["make", "-n", "site", f"OUT={tmp_path / 'c'}"], cwd=ROOT, capture_output=True, text=True)
+    assert f"-m cem_core site --out {tmp_path / 'c'}" in make.stdout
+
+
+# -- the controls: controls.js against cem_core/ui/controls.py -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    require_system_package(CHROMIUM is not None, "the site's browser tests", "chromium")
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def scripts(built, browser):
+    """A page with the site's scripts loaded (not drawing): site-data, figures, controls."""
+    page = browser.new_page()
+    page.goto((built / "index.html").as_uri())
+    page.wait_for_function("() => !!globalThis.CEMControls && !!globalThis.CEMExplorer")
+    yield page
+    page.close()
+
+
+def app_link(query: str) -> dict:
+    """What the app makes of a link's query (common.restore_controls with EnergyControls): the state, the error it
+    shows and the notes of snapped values. Streamlit reads a repeated parameter's last value."""
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    try:
+        controls, notes = EnergyControls.from_link(params)
+    except ValueError as err:
+        return {"values": EnergyControls().values(), "error": LINK_REFUSED.format(EnergyControls.explain(err)),
+                "notes": []}
+    return {"values": controls.values(), "error": None, "notes": notes}
+
+
+BAD_LINKS = [
+    "layer=transformer", "T=abc", "T=", "T=0", "T=17", "T=100", "T=4.0", "T=0x10", "T=99999999999999999999",
+    "T=5&T=20", "eta=0", "eta=0.01", "eta=25", "eta=inf", "eta=nan", "eta=1e999", "eta=1,5", "eta=__1",
+    "anchor=-1", "p_scale=-0.5", "heads=3", "heads=4&width=6", "heads=2&width=6&rope=true",
+    "width=7&heads=1&rope=true", "width=600", "seq_len=1", "seed=-1", "seed=10000", "token=256", "heat_head=8",
+    "rope=yes", "rope=", "activation=tanh", "diagonal=full", "diagonal_form=distance", "preconditioner=exact",
+    "preconditioner=dlr&rank=0", "rank=9", "width=512&seq_len=256&T=16&layer=block&diagonal=per_head",
+    "width=512&seq_len=100", "layer=%27quoted%27", "layer=it%27s", "layer=a%0Ab", "layer=%E2%80%8B",
+    "layer=x%20is%20invalid%3A%20y", "seed=%F0%9F%99%82",
+]
+ODD_LINKS = [                              # read, or snapped to the slider's grid with a note, as the app does
+    "", "T=%20%205%20", "T=1_6", "T=%D9%A3", "T=+5", "rope=TRUE", "rope=1", "eta=.5", "eta=5.", "eta=1_0.5",
+    "eta=0.33", "eta=1e-1", "anchor=3.65", "anchor=0.15", "anchor=-0", "p_scale=2.55", "p_scale=3.04",
+    "heads=3&layer=mlp", "diagonal_form=distance&diagonal=shared", "preconditioner=dlr&rank=8&width=4",
+    "token=3&seq_len=4", "p_scale=1e-400", "lesson=3&present=true&unknown=1",
+]
+
+
+@pytest.mark.parametrize("links", [BAD_LINKS, ODD_LINKS], ids=["bad", "odd"])
+@pytest.mark.slow
+def test_a_link_gets_the_apps_state_and_words(scripts, links):
+    got = scripts.evaluate("""queries => queries.map(q => {
+        const r = CEMControls.restore(Object.fromEntries(new URLSearchParams(q)));
+        return {values: r.values, error: r.error, notes: r.notes}; })""", links)
+    wrong = []
+    for query, js in zip(links, got):
+        py = app_link(query)
+        if (js["error"], js["notes"]) != (py["error"], py["notes"]) or js["values"] != py["values"]:
+            wrong.append(f"{query!r}:\n  app  {py}\n  site {js}")
+        assert (py["error"] is not None) == (links is BAD_LINKS), query          # the table holds what it says
+    print(f"{len(links)} links, each as the app reads it")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.slow
+def test_settle_shown_heads_and_cost_agree_with_python(scripts):
+    cases = [dict(EnergyControls().values(), width=w, heads=h, rope=r, diagonal=d, diagonal_form=f)
+             for w in (2, 5, 6, 7, 8, 12, 30, 512) for h in (1, 3, 4, 5, 8) for r in (False, True)
+             for d, f in (("none", "distance"), ("shared", "distance"), ("none", "bilinear"))]
+    got = scripts.evaluate("cases => cases.map(c => CEMControls.settle(c))", cases)
+    for case, js in zip(cases, got):
+        values, notes = EnergyControls.settle(case)
+        assert (js["values"], js["notes"]) == (values, notes), case
+        assert scripts.evaluate("([w, r]) => CEMControls.headsOptions(w, r)", [case["width"], case["rope"]]) == list(
+            EnergyControls.heads_options(case["width"], case["rope"]))
+    combos = [(layer, p, d) for layer in ("attention", "mlp", "block", "joint") for p in ("none", "dlr", "psd")
+              for d in ("none", "per_head", "shared")]
+    assert scripts.evaluate("cs => cs.map(c => CEMControls.shown(...c))", combos) == [
+        list(EnergyControls.shown(*c)) for c in combos]
+    sizes = [EnergyControls.from_values(layer=layer, width=w, seq_len=n, T=T, diagonal=d, heads=2)
+             for layer in ("attention", "mlp", "block", "joint") for w, n in ((8, 8), (128, 128), (64, 200))
+             for T in (1, 16) for d in ("none", "per_head", "shared")
+             if EnergyControls.from_values(layer=layer, width=w, seq_len=n, T=T, diagonal=d).cost() <= 1e9]
+    costs = scripts.evaluate("vs => vs.map(v => CEMControls.cost(v))", [c.values() for c in sizes])
+    assert costs == pytest.approx([c.cost() for c in sizes], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_the_equations_are_update_latex(scripts):
+    """Every combination the build exported, with the T-dependent last line mirrored in the page."""
+    from cem_core.ui.site_data import EQUATION_LAYERS
+
+    checked = 0
+    for layer in EQUATION_LAYERS:
+        for values in (dict(), dict(anchor=1.0, preconditioner="psd", T=2), dict(diagonal="shared", T=1),
+                       dict(diagonal="per_head", diagonal_form="distance", activation="relu", T=16),
+                       dict(activation="gelu", preconditioner="dlr", T=3)):
+            c = EnergyControls.from_values(**values).values()
+            cem = CEMOptions(**{k: c[k] for k in ("T", "anchor", "diagonal", "diagonal_form", "preconditioner")})
+            js = scripts.evaluate("([layer, c]) => CEMExplorer.updateLatex(layer, c)", [layer, c])
+            assert js == update_latex(layer, cem, c["activation"]), (layer, values)
+            checked += 1
+    assert checked == 15
+
+
+# -- the journey --------------------------------------------------------------------------------------------------
+
+def _view(page, index: int = 0) -> dict:
+    """What phase `index`'s player shows: its step, the landscape's marker, the traces' names per plot, the titles."""
+    return page.evaluate("""i => { const root = document.querySelectorAll('.playback')[i];
+        const plot = n => root.querySelector(`[data-name=${n}]`);
+        const now = plot('landscape').data.find(t => t.meta === 'now');
+        return {step: Number(root.dataset.step), version: root.dataset.version,
+                marker: [Array.from(now.x)[0], Array.from(now.y)[0]],
+                names: Object.fromEntries(['energy', 'norm', 'landscape', 'heatmap'].filter(plot).map(
+                    n => [n, plot(n).data.map(t => t.name)])),
+                titles: Object.fromEntries(['energy', 'landscape', 'heatmap'].filter(plot).map(
+                    n => [n, plot(n).querySelector('.gtitle').textContent])),
+                pointed: Array.from(root.querySelectorAll('.plot.pointed'), e => e.dataset.name)}; }""", index)
+
+
+def _drawn(page, before: str | None = None) -> None:
+    """Wait until the page has drawn its latest state in every player (and, with `before`, the first player's
+    version is another)."""
+    page.wait_for_function("""v => document.body.dataset.state === 'drawn' &&
+        document.querySelector('.playback').dataset.version !== v""", arg=before, timeout=30000)
+
+
+def _typeset(page) -> None:
+    """Wait until MathJax has typeset every phase's equations."""
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.equations .lines')).every(
+        e => e.dataset.typeset === 'yes')""", timeout=30000)
+
+
+def _notes(page) -> list[str]:
+    return page.evaluate("() => Array.from(document.querySelectorAll('.note'), e => e.innerText)")
+
+
+def _messages(page) -> list[str]:
+    return page.evaluate("() => Array.from(document.querySelectorAll('#messages .box'), e => e.innerText)")
+
+
+def _controls(page) -> dict:
+    """The page's state, as its share link writes it."""
+    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def _set_slider(page, label: str, value: float, step: float) -> None:
+    """Move a slider with the keyboard, as a person without a mouse does: Home, then arrow presses."""
+    thumb = page.locator(f"input[type=range][aria-label='{label}']")
+    thumb.focus()
+    before = _view(page)["version"]
+    page.keyboard.press("Home")
+    for _ in range(round((value - float(thumb.get_attribute("min"))) / step)):
+        page.keyboard.press("ArrowRight")
+    assert float(thumb.input_value()) == pytest.approx(value), label
+    _drawn(page, before)
+
+
+def _expected_note(**values) -> list[str]:
+    c = EnergyControls.from_values(**values)
+    return [d.text.replace("**", "") for d in diagnose(c, explore(c))]
+
+
+def _state(step: lesson.Step) -> dict:
+    return step.controls().to_query()
+
+
+@pytest.mark.slow
+def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tmp_path):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    tried, failed, problems = [], [], []
+    # MathJax's HTML-CSS output declares a font at about:blank to measure glyphs: not a request that leaves the page
+    inert = ("about:blank",)
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            tried.append(r.request.url)
+            r.abort()
+    context.route("**/*", route)
+    context.on("request", lambda r: None if r.url.startswith(("file://", *inert)) else tried.append(r.url))
+    page = context.new_page()
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    page.on("requestfailed", lambda r: failed.append((r.url, r.failure)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" and "about:blank" not in m.text
+            and m.text != "Failed to load resource: net::ERR_FAILED" else None)   # (about:blank's, in `failed`)
+    folder = shots(tmp_path)
+
+    # 1. The defaults, drawn with their note.
+    page.goto((built / "index.html").as_uri())
+    _drawn(page)
+    view = _view(page)
+    assert set(view["names"]) == {"energy", "norm", "landscape", "heatmap"} and view["step"] == 4
+    assert _notes(page) == _expected_note()
+    assert _controls(page) == EnergyControls().to_query()
+    _typeset(page)
+    assert page.locator(".equations .lines .MathJax").count() == 7                   # each line typeset
+    page.screenshot(path=folder / "site-defaults.png", full_page=True)
+
+    # 2. T and the anchor moved: the iterates settle.
+    _set_slider(page, "steps T", 16, 1)
+    _set_slider(page, "anchor lambda (our extension; 0 = the paper)", 1.0, 0.1)
+    assert _controls(page) == EnergyControls.from_values(T=16, anchor=1.0).to_query()
+    assert _notes(page) == _expected_note(T=16, anchor=1.0) and "settle into a minimum" in _notes(page)[0]
+    lines = page.evaluate("() => JSON.parse(document.querySelector('.equations .lines').dataset.lines)")
+    assert lines == update_latex("attention", CEMOptions(T=16, anchor=1.0))          # the update, typeset
+
+    # 3. The steps played: |◀, ▶| three times, ▶ to the end, the scrubber by keyboard.
+    trajectory = explore(EnergyControls.from_values(T=16, anchor=1.0))["phases"][0]["landscape"]["trajectory"]
+    player = page.locator(".playback").first
+    player.locator(".first").click()
+    for t in range(4):
+        shown = _view(page)
+        assert shown["step"] == t and shown["marker"] == pytest.approx(list(trajectory[t]), abs=1e-9)
+        assert ("at x⁽⁰⁾" if t == 0 else f"step {t} of 16") in shown["titles"]["heatmap"]
+        player.locator(".next").click()
+    player.locator(".play").click()
+    page.wait_for_function("() => document.querySelector('.playback').dataset.step === '16'", timeout=30000)
+    page.wait_for_function("() => document.querySelector('.playback .play').textContent === '▶'")
+    player.locator(".scrub").focus()
+    page.keyboard.press("Home")
+    assert _view(page)["step"] == 0
+    player.locator(".scrub").fill("7")
+    assert _view(page)["step"] == 7
+    page.screenshot(path=folder / "site-playback.png")
+
+    # 4. A token followed by a click on its heatmap row: every view follows it, the step kept.
+    box = page.evaluate("""() => { const d = document.querySelector('.playback [data-name=heatmap]');
+        const L = d._fullLayout, r = d.getBoundingClientRect();
+        return [r.left + L._size.l + L.xaxis.c2p(0), r.top + L._size.t + L.yaxis.c2p(2)]; }""")
+    before = _view(page)["version"]
+    page.mouse.click(*box)
+    _drawn(page, before)
+    assert _controls(page)["token"] == "2"
+    assert "token 2" in _view(page)["titles"]["landscape"]
+    assert page.locator("input[aria-label='followed token']").input_value() == "2"
+    assert _view(page)["step"] == 7
+
+    # 5. Pinned and compared: the pinned state drawn faint and dashed, the legend naming both.
+    page.get_by_role("button", name="Pin this state").click()
+    _set_slider(page, "steps T", 8, 1)
+    names = _view(page)["names"]
+    assert "pinned: T 16" in names["energy"] and "now: T 8" in names["energy"], names
+    assert "x⁽ᵗ⁾ pinned: T 16" in names["landscape"]
+    dashed = page.evaluate("""() => document.querySelector('.playback [data-name=energy]').data.filter(
+        t => t.name === 'pinned: T 16').map(t => t.line.dash)""")
+    assert dashed == ["dash"]
+    assert page.locator("#pinned-caption").inner_text() == "Pinned: T 16, drawn faint and dashed; now: T 8."
+    page.screenshot(path=folder / "site-pinned.png")
+    page.get_by_role("button", name="Unpin").click()
+    assert not [n for n in _view(page)["names"]["energy"] if (n or "").startswith("pinned")]
+
+    # 6. The lesson's energy-page steps in order: each sets its state, its pinned state and its highlight, and the
+    # note says its claim.
+    steps = [(index, step) for index, step in enumerate(lesson.STEPS) if step.page == "energy"]
+    before = _view(page)["version"]
+    page.get_by_role("button", name="Start the lesson").click()
+    for number, (index, step) in enumerate(steps, start=1):
+        _drawn(page, before)
+        assert page.locator("#lesson-title").inner_text() == \
+            f"Lesson · step {number} of {len(steps)}: {step.title}"
+        query = _controls(page)
+        assert query.pop("lesson") == str(index + 1)
+        assert query == _state(step), step.title
+        note = _notes(page)[0]
+        assert note == _expected_note(**step.state)[0]
+        assert [p for p in step.phrases if p not in note] == [], (step.title, note)
+        pinned = [n for n in _view(page)["names"]["energy"] if (n or "").startswith("pinned")]
+        assert bool(pinned) == (step.pinned is not None), step.title
+        pointed = page.evaluate("() => document.querySelector('.note').classList.contains('pointed')")
+        assert pointed == (step.points_at == "note")
+        assert _view(page)["pointed"] == ([] if step.points_at == "note" else [step.points_at])
+        assert _view(page)["step"] == step.controls().cem.T                # a step opens at its last step
+        _typeset(page)
+        page.screenshot(path=folder / f"site-lesson-{number}.png")
+        if number == 4:
+            lesson_link = page.locator("#link").input_value()
+        before = _view(page)["version"]
+        if number < len(steps):
+            page.get_by_role("button", name="Next →").click()
+    assert page.get_by_role("button", name="Next →").is_disabled()
+    page.get_by_role("button", name="✕ End").click()
+    _drawn(page, before)
+    assert _controls(page) == EnergyControls.from_values(T=8, anchor=1.0, token=2).to_query()   # as before it
+
+    # 7. A share link opened in a new page: the same state; a lesson step's link: that step.
+    page.get_by_role("button", name="Copy link").click()
+    link = page.locator("#link").input_value()
+    other = context.new_page()
+    other.goto(link)
+    _drawn(other)
+    assert _controls(other) == _controls(page) and _notes(other) == _notes(page)
+    other.goto(lesson_link)
+    _drawn(other)
+    assert other.locator("#lesson-title").inner_text().startswith("Lesson · step 4 of")
+    assert _notes(other)[0] == _expected_note(**lesson.STEPS[3].state)[0]
+    other.close()
+
+    # 8. Bad links: the app's words, and the defaults drawn.
+    for query in ("T=abc&eta=0.33", "heads=3", "eta=0.33", "lesson=12"):
+        page.goto((built / "index.html").as_uri() + "?" + query)
+        _drawn(page)
+        expected = app_link(query)
+        messages = _messages(page)
+        if query == "lesson=12":
+            assert messages == [lesson.missing_step("12")]
+        else:
+            assert messages == ([expected["error"]] if expected["error"] else expected["notes"]), query
+            assert _controls(page) == EnergyControls.from_values(**expected["values"]).to_query()
+    page.screenshot(path=folder / "site-bad-link.png")
+
+    # 9. Controls that depend on each other settle together, with the app's notice: width 7 leaves one head.
+    before = _view(page)["version"]
+    page.locator("input[aria-label='width d']").fill("7")
+    page.locator("input[aria-label='width d']").press("Enter")
+    _drawn(page, before)
+    values, notes = EnergyControls.settle(EnergyControls().values() | {"width": 7})
+    assert _messages(page) == notes and values["heads"] == 1
+    assert _controls(page) == EnergyControls.from_values(**values).to_query()
+
+    # 10. A size the page refuses: the app's warning, the plots of the last state that could be drawn.
+    page.goto((built / "index.html").as_uri() + "?" + urlencode(dict(width=64, seq_len=64)))
+    _drawn(page)
+    before = _view(page)["version"]
+    page.locator("input[aria-label='width d']").fill("512")
+    page.locator("input[aria-label='width d']").press("Enter")
+    page.wait_for_function("() => document.querySelector('#messages .box.warning')")
+    with pytest.raises(ValueError) as refused:
+        EnergyControls.from_values(width=512, seq_len=64)
+    assert _messages(page) == [COST_REFUSED.format(EnergyControls.explain(refused.value))]
+    assert _view(page)["version"] == before and _controls(page)["width"] == "64"
+
+    assert tried == [], f"the page tried the network: {tried}"
+    # (a file still loading when the page is left for another link is cancelled: that file is there)
+    assert [(url, why) for url, why in failed if url not in inert and not (
+        why == "net::ERR_ABORTED" and Path(urlparse(url).path).is_file())] == [], failed
+    assert problems == [], problems
+    context.close()
