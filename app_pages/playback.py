@@ -14,12 +14,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import plotly
 import streamlit.components.v1 as components
 
+from cem_core.ui.site import PLOTLY_JS, WEB
+
 FRONTEND = Path(__file__).resolve().parent / "playback"
-PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-WEB = Path(__file__).resolve().parents[1] / "cem_core" / "web"
 COPIED = {"plotly.min.js": PLOTLY_JS, "player.js": WEB / "player.js", "player.css": WEB / "player.css"}
 
 

@@ -13,6 +13,7 @@ an empty folder or an earlier site (which is replaced), never a file or a folder
 """
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
 import shutil
 import tempfile
@@ -22,7 +23,7 @@ import plotly
 
 from . import site_data
 
-WEB = Path(__file__).resolve().parents[1] / "web"
+WEB = Path(str(importlib.resources.files("cem_core") / "web"))   # the package's own web folder (package data)
 PAGE = "explorer.html"                         # the site's index.html
 FILES = ("explorer.js", "explorer.css", "explore.js", "figures.js", "controls.js", "player.js", "player.css")
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"

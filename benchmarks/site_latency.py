@@ -1,0 +1,163 @@
+"""Latency of the energy explorer computed in the browser (`make site`): a key press on a control to the plot
+redrawn, in Debian's headless Chromium (1280 x 720, through Playwright), the page opened from file:// with no
+server at all.
+
+    .venv/bin/python benchmarks/site_latency.py [--repeats 20] [--load N]
+
+Two states: the defaults and the largest one the page allows (benchmarks/browser_latency.py's: a block, width
+and sequence length 128, per-head D+LR, T 16). In each, the slider "step size eta" is focused and moved one
+arrow key press at a time, back and forth between two values (every press a new state: the page keeps no
+computed state but the pinned one, so each is computed afresh: the descent, the notes, the figures and the
+drawing). Each press is timed in the page with performance.now(), from the keydown reaching the window
+(a capturing listener) to:
+
+- "redrawn": the first phase's player holds the new state (its root's data-version, set once Plotly has drawn
+  it and the step is shown), plus the next animation frame, when that drawing is painted;
+- "settled": every phase's player holds it (body data-state "drawn"; a block has two).
+
+"held": the same slider held down, 30 presses 33 ms apart (a key's auto-repeat), timed from the last press's
+keydown to settled; no press may be lost (the page must end on the value all 30 make). Changes that arrive
+within one frame are drawn once, so the page never works through a queue of stale states.
+
+"--load N" runs N busy processes (a Python loop each) beside the browser for the whole benchmark.
+
+Targets: at most 50 ms median to redraw at the defaults, at most 100 ms at the largest state. Prints
+median [min, max] per state and measure, PASS or MISS, the held-key times, and the cores and load average
+before and after: the numbers are only as quiet as the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from cem_core.ui import site
+
+ROOT = Path(__file__).resolve().parents[1]
+LARGEST = {"layer": "block", "width": 128, "seq_len": 128, "diagonal": "per_head", "T": 16}
+TARGETS = {"defaults": 50.0, "largest": 100.0}        # ms, median of "redrawn"
+HELD = 30                                             # presses of a held key, 33 ms apart
+TIMEOUT_MS = 60_000
+
+# Installed before the page's own scripts: the time of every keydown, of the first phase's player taking a new
+# version (then the frame that paints it), and of the body saying every player is drawn.
+TIMER = """
+window.__bench = {keydown: 0, redrawn: 0, settled: 0, version: null};
+window.addEventListener("keydown", () => { __bench.keydown = performance.now(); }, true);
+new MutationObserver(() => {
+  const root = document.querySelector("#phases .playback");
+  if (!root || root.dataset.version === __bench.version) return;
+  __bench.version = root.dataset.version;
+  requestAnimationFrame(() => { __bench.redrawn = performance.now(); });
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-version"]});
+new MutationObserver(() => {
+  if (document.body.dataset.state === "drawn") __bench.settled = performance.now();
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-state"]});
+"""
+
+
+def query(values: dict) -> str:
+    return "&".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
+
+
+def open_page(browser, index: Path, values: dict):
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.add_init_script(TIMER)
+    page.goto(f"{index.as_uri()}?{query(values)}")
+    page.wait_for_function("document.body.dataset.state === 'drawn'", timeout=TIMEOUT_MS)
+    return page
+
+
+def eta_slider(page):
+    return page.locator("[data-control='eta'] input[type='range']")
+
+
+def drawn(page, before: str | None) -> None:
+    """Wait until the state after a key press is drawn and its first phase painted."""
+    page.wait_for_function("([before]) => __bench.settled > __bench.keydown && __bench.redrawn > __bench.keydown "
+                           "&& __bench.version !== before", arg=[before], timeout=TIMEOUT_MS)
+
+
+def presses(page, repeats: int) -> tuple[list[float], list[float]]:
+    """One arrow key press at a time on eta, back and forth: (redrawn, settled) in ms per press."""
+    slider = eta_slider(page)
+    slider.focus()
+    redrawn, settled = [], []
+    for i in range(repeats):
+        before = page.evaluate("__bench.version")
+        page.keyboard.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+        drawn(page, before)
+        keydown, first, every = page.evaluate("[__bench.keydown, __bench.redrawn, __bench.settled]")
+        redrawn.append(first - keydown)
+        settled.append(every - keydown)
+    return redrawn, settled
+
+
+def held(page) -> tuple[float, bool]:
+    """30 presses 33 ms apart; from the last keydown to every phase drawn, and whether no press was lost."""
+    slider = eta_slider(page)
+    slider.focus()
+    start = float(slider.input_value())
+    before = page.evaluate("__bench.version")
+    for _ in range(HELD):
+        page.keyboard.down("ArrowRight")
+        page.wait_for_timeout(33)
+    page.keyboard.up("ArrowRight")
+    drawn(page, before)
+    last = page.evaluate("__bench.settled - __bench.keydown")
+    expected = round(start + HELD * 0.05, 10)
+    shown = float(page.evaluate("new URLSearchParams(location.search).get('eta')"))
+    return last, abs(shown - expected) < 1e-9
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):7.1f} [{min(xs):.1f}, {max(xs):.1f}]"
+
+
+def load_average() -> str:
+    return f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--load", type=int, default=0, help="busy processes to run beside it (default 0)")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        sys.exit("site_latency: Debian's chromium is not installed (apt install chromium)")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        print(f"before: {load_average()}; --load {args.load}, --repeats {args.repeats}")
+        with tempfile.TemporaryDirectory() as tmp:
+            index = site.build(Path(tmp) / "site")
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--headless"])
+                rows = []
+                for state, values in (("defaults", {}), ("largest", LARGEST)):
+                    page = open_page(browser, index, values)
+                    redrawn, settled = presses(page, args.repeats)
+                    last, kept = held(page)
+                    page.close()
+                    verdict = "PASS" if statistics.median(redrawn) <= TARGETS[state] else "MISS"
+                    rows.append((state, redrawn, settled, last, kept, verdict))
+                browser.close()
+        print(f"{'state':9} {'key press -> redrawn, ms':>28} {'-> settled, ms':>28} {'held key (30), ms':>18}  target")
+        for state, redrawn, settled, last, kept, verdict in rows:
+            print(f"{state:9} {spread(redrawn):>28} {spread(settled):>28} {last:15.1f}{'' if kept else ' LOST'}  "
+                  f"{verdict} (median <= {TARGETS[state]:g} ms)")
+        print(f"after: {load_average()}")
+    finally:
+        for proc in busy:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()
