@@ -204,21 +204,29 @@
 
   // -- a change, the way energy.page_controls reads one --------------------------------------------------------
 
-  // Changes made before the next frame (a held key) are drawn together, once.
-  let pending = null;
+  // A change is drawn at once when the page is idle. Changes made while a state is computed and drawn (a held key)
+  // wait, merged, and the latest is drawn next, once: the page never works through a queue of stale states.
+  let pending = null, drawing = false;
 
   function change(name, value) {
     document.body.dataset.state = "drawing";
-    if (pending === null) {
-      requestAnimationFrame(() => {
+    pending = {...(pending || page.widgets), [name]: value};
+    if (name === "token" && value >= pending.seq_len - 1) pending.token = LAST;   // the last stays the last
+    if (!drawing) flush();
+  }
+
+  async function flush() {
+    drawing = true;
+    try {
+      while (pending !== null) {
         const next = pending;
         pending = null;
         $("messages").innerHTML = "";
-        apply(next);
-      });
+        await apply(next);
+      }
+    } finally {
+      drawing = false;
     }
-    pending = {...(pending || page.widgets), [name]: value};
-    if (name === "token" && value >= pending.seq_len - 1) pending.token = LAST;   // the last stays the last
   }
 
   // Settle the controls (options that make no sense together reset together, with a notice), then draw them, or,
@@ -238,11 +246,11 @@
       box("warning", `${CEMControls.explain(err.message)}. The plots show the last state that could be drawn.`);
       lessonBar();
       document.body.dataset.state = "drawn";
-      return;
+      return Promise.resolve();
     }
     if (controls.token >= controls.seq_len - 1) controls.token = LAST;
     page.values = controls;
-    draw();
+    return draw();
   }
 
   // -- drawing ---------------------------------------------------------------------------------------------------
@@ -294,6 +302,7 @@
     const notes = CEMExplore.diagnose(c, data);
     const pinnedData = page.pinned === null ? null : explored(page.pinned);
     const views = CEMFigures.phaseViews(c, data, page.pinned, pinnedData, CEMFigures.PAGE_PLOTS);
+    const renders = [];
     while (page.phases.length > data.phases.length) page.phases.pop().section.remove();
     while (page.phases.length < data.phases.length) page.phases.push(phaseSection());
     data.phases.forEach((phase, index) => {
@@ -305,8 +314,8 @@
       const pointed = step !== null && step.points_at === "note";
       parts.note.classList.toggle("pointed", pointed);
       parts.section.insertBefore(parts.note, pointed ? parts.root : parts.root.nextSibling);  // above when pointed at
-      parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
-                           start_key: step === null ? "free" : `lesson-${step.number}`});
+      renders.push(parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
+                                        start_key: step === null ? "free" : `lesson-${step.number}`}));
       const lines = updateLatex(phase.name, c);
       if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
         const math = parts.math, text = JSON.stringify(lines);
@@ -322,6 +331,7 @@
     lessonBar();
     share();
     whenDrawn(serial, views.map(v => v.version));
+    return Promise.all(renders);
   }
 
   function pinBar() {                           // common.pin_bar

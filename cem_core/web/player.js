@@ -78,6 +78,9 @@
   }
 
   // `fn` one call at a time: calls made while one runs collapse into the latest, which runs next.
+  // After the next paint: a frame's callbacks run before it is painted, a task queued from them after.
+  const painted = () => new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0)));
+
   function latestOnly(fn) {
     let busy = false, waiting = false, latest;
     return async arg => {
@@ -130,7 +133,8 @@
       root.classList.toggle("big", (args.font_scale || 1) > 1);
       view.arrays = Object.fromEntries(Object.entries(args.arrays || {}).map(([k, spec]) => [k, decode(spec)]));
       delete root.dataset.images;
-      for (const {name, figure} of args.figures) {
+      for (const [index, {name, figure}] of args.figures.entries()) {
+        if (index === 1) await painted();                  // the first plot is on the screen before the others
         // the toolbar's camera saves the chart as shown, at the step shown (app_pages/common.chart_config's options)
         const config = {displaylogo: false, responsive: true,
                         toImageButtonOptions: {format: "png", filename: `cem-${name}`, scale: 2}};
