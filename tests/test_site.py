@@ -475,3 +475,25 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
         why == "net::ERR_ABORTED" and Path(urlparse(url).path).is_file())] == [], failed
     assert problems == [], problems
     context.close()
+
+
+@pytest.mark.slow
+def test_a_held_key_is_drawn_once_it_stops_and_loses_no_press(built, browser):
+    """Twenty presses of an arrow key, as fast as the keyboard sends them, on a state that takes tens of
+    milliseconds to compute and draw: the presses that arrive while a state is drawn are merged, so the page
+    draws far fewer states than presses, and it ends on the state all twenty make, with that state's note."""
+    values = dict(layer="block", width=64, seq_len=64, T=16)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{(built / 'index.html').as_uri()}?{urlencode(values)}")
+    _drawn(page)
+    thumb = page.locator("input[type=range][aria-label='step size eta']")
+    thumb.focus()
+    before, draws = _view(page)["version"], page.evaluate("CEMExplorer.page.serial")
+    for _ in range(20):
+        page.keyboard.press("ArrowRight")
+    _drawn(page, before)
+    drawn = page.evaluate("CEMExplorer.page.serial") - draws
+    assert float(_controls(page)["eta"]) == pytest.approx(2.0)                # 1 + 20 x 0.05: no press lost
+    assert _notes(page) == _expected_note(**values, eta=2.0)
+    assert 1 <= drawn <= 10, f"{drawn} states drawn for 20 presses"
+    page.close()
