@@ -134,11 +134,6 @@ def draw_control(name: str) -> None:
                 help=EnergyControls.HELPS["rope"])
 
 
-SIDEBAR = {"Layer": ("layer", *EnergyControls.CEM, "p_scale", "activation"),
-           "Sizes": ("heads", "width", "seq_len", "seed", "rope"),
-           "View": ("token", "heat_head")}
-
-
 def page_controls(mode: EnergyMode):
     """Draw the controls where the mode puts them (in the sidebar, or only the mode's above the plots: in a row, or
     stacked beside what the lesson step says) and read the state. Returns it and where its caption goes."""
@@ -158,7 +153,7 @@ def page_controls(mode: EnergyMode):
         state[KEYS["heat_head"]] = min(state[KEYS["heat_head"]], state[KEYS["heads"]] - 1)
     if mode.controls_at == "sidebar":
         with st.sidebar:
-            for header, names in SIDEBAR.items():
+            for header, names in EnergyControls.GROUPS.items():
                 st.header(header)
                 for name in names:
                     if name in shown:

@@ -497,3 +497,57 @@ def test_a_held_key_is_drawn_once_it_stops_and_loses_no_press(built, browser):
     assert _notes(page) == _expected_note(**values, eta=2.0)
     assert 1 <= drawn <= 10, f"{drawn} states drawn for 20 presses"
     page.close()
+
+
+def test_every_control_is_in_one_group_of_the_sidebar():
+    """The app's sidebar and the site's draw EnergyControls.GROUPS: every control once."""
+    grouped = [name for names in EnergyControls.GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(EnergyControls.specs())
+
+
+@pytest.mark.slow
+def test_a_links_words_are_shown_as_written_and_a_failed_draw_is_said_and_survived(built, browser):
+    """A link's value goes into the message literally, as the app's plain() shows it (`*5*` is not emphasis); a draw
+    that fails (Plotly refusing once) is said on the page, and the next change draws again."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{(built / 'index.html').as_uri()}?T=*5*")
+    _drawn(page)
+    assert _messages(page) == [app_link("T=*5*")["error"]]
+    assert "*5*" in _messages(page)[0] and page.locator("#messages em").count() == 0
+    page.evaluate("""() => { const react = Plotly.react; let once = true;
+        Plotly.react = (...args) => { if (once) { once = false; return Promise.reject(new Error("no canvas")); }
+                                      return react(...args); }; }""")
+    thumb = page.locator("input[type=range][aria-label='steps T']")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.body.dataset.state === 'error'", timeout=30000)
+    assert any("no canvas" in m for m in _messages(page))
+    before = _view(page)["version"]
+    page.keyboard.press("ArrowRight")
+    _drawn(page, before)
+    assert _controls(page)["T"] == "6" and _view(page)["step"] == 6
+    assert _notes(page) == _expected_note(T=6)
+    page.close()
+
+
+@pytest.mark.slow
+def test_a_lesson_step_taken_while_keys_are_drawn_shows_the_steps_state(built, browser):
+    """Changes still waiting to be drawn when the lesson starts (three moves of eta in the same task as the click,
+    on a state that takes tens of milliseconds) do not leak into its first step: the step's state replaces them."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{(built / 'index.html').as_uri()}?layer=block&width=64&seq_len=64&T=16")
+    _drawn(page)
+    page.evaluate("""() => {                 // three moves of eta, then the lesson's first step, in one task
+        const eta = document.querySelector("input[type=range][aria-label='step size eta']");
+        for (const value of ["1.05", "1.1", "1.15"]) {
+          eta.value = value;
+          eta.dispatchEvent(new Event("input"));
+        }
+        document.getElementById("lesson-start").click(); }""")
+    page.wait_for_function("document.body.dataset.state === 'drawn' && new URLSearchParams(location.search)"
+                           ".get('lesson') === '1'", timeout=30000)
+    step = next(s for s in lesson.STEPS if s.page == "energy")
+    assert {k: v for k, v in _controls(page).items() if k != "lesson"} == {
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in step.controls().to_query().items()}
+    assert _notes(page) == _expected_note(**step.controls().values())
+    page.close()

@@ -20,11 +20,13 @@ from conftest import ROOT, require_system_package
 
 from cem_core.ui import seeded
 from cem_core.ui.controls import EnergyControls
+from cem_core.ui.explore import diagnose, explore
 
 pytestmark = pytest.mark.slow          # a real Chromium
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 
 SCRIPT = ROOT / "cem_core" / "web" / "explore.js"
+PYFORMAT = ROOT / "cem_core" / "web" / "pyformat.js"    # Python's number formats, which the notes use
 CHUNK = 40                             # states per page.evaluate
 
 
@@ -36,6 +38,7 @@ def browser():
 
 def _page(browser, script=SCRIPT):
     page = browser.new_page()
+    page.add_script_tag(path=str(PYFORMAT))
     page.add_script_tag(path=str(script))
     return page
 
@@ -76,8 +79,8 @@ def _compare(page, states: list[dict], tokens=None) -> tuple[list[str], dict]:
 
 def test_the_generator_draws_pythons_bits_uniforms_and_normals_exactly(page):
     """bits, uniforms and normals bit for bit. The normals take log and cos from the C library on the Python side
-    (seeded.normals), as Chromium's Math.log and Math.cos compute them here; numpy's vectorized log would round
-    some 0.3 % of values one ulp differently. Neither language specifies log to the bit: another browser may
+    (seeded.normals), as Chromium's Math.log and Math.cos compute them here; numpy's vectorized log rounded
+    0.16 % of these normals one ulp differently. Neither language specifies log to the bit: another browser may
     differ, and this test would say so."""
     cases = [(seed, stream, 1000) for seed in (0, 1, 9999, 2 ** 31 - 1, 2 ** 32 - 1) for stream in range(10)]
     cases += [(0, 0, 100_000), (9999, 3, 100_000), (1, 9, 30_000)]
@@ -130,7 +133,7 @@ def test_format_g_is_pythons(page):
     """Python's format(x, '.3g' / '.4g' / 'g') on tiny, huge, negative and zero values, inf and nan, and
     rounding edges (9.995, exact ties such as 0.125 and 2.5 that round to even)."""
     cases = _format_cases()
-    got = page.evaluate("(cases) => cases.map(([x, p]) => CEMExplore.formatG(x, p === null ? undefined : p))",
+    got = page.evaluate("(cases) => cases.map(([x, p]) => CEMFormat.formatG(x, p === null ? undefined : p))",
                         [[x, p] for x, p in cases])
     wrong = [(x, p, g, format(x, f".{p}g" if p else "g")) for (x, p), g in zip(cases, got)
              if g != format(x, f".{p}g" if p else "g")]
@@ -215,14 +218,20 @@ def test_plain_gives_the_same_numbers_as_nested_arrays(page):
 
 
 def test_the_script_runs_from_a_file_url(browser, tmp_path):
-    """A classic script: an HTML file beside nothing but a <script src> of explore.js defines CEMExplore."""
+    """Classic scripts: an HTML file with nothing but a <script src> of pyformat.js and of explore.js (file://
+    addresses) defines CEMExplore, and its notes are Python's."""
     html = tmp_path / "index.html"
-    html.write_text(f'<!doctype html><script src="{SCRIPT.as_uri()}"></script>')
+    html.write_text(f'<!doctype html><meta charset="utf-8"><script src="{PYFORMAT.as_uri()}"></script>'
+                    f'<script src="{SCRIPT.as_uri()}">'
+                    '</script>')
     p = browser.new_page()
     try:
         p.goto(html.as_uri())
         assert p.evaluate("typeof CEMExplore.explore === 'function' && Object.keys(CEMExplore).sort().join()") \
-            == "diagnose,erf,explore,formatG,plain,seeded"
+            == "diagnose,erf,explore,plain,seeded"
+        c = EnergyControls()
+        notes = p.evaluate("c => CEMExplore.diagnose(c, CEMExplore.explore(c)).map(d => d.text)", c.values())
+        assert notes == [d.text for d in diagnose(c, explore(c))]
     finally:
         p.close()
 

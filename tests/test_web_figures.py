@@ -29,6 +29,7 @@ pytestmark = pytest.mark.slow          # a real Chromium
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 
 FIGURES_JS = ROOT / "cem_core" / "web" / "figures.js"
+PYFORMAT_JS = ROOT / "cem_core" / "web" / "pyformat.js"    # Python's number formats, which figures.js uses
 # The page's arrays as CEMExplore gives them: nested lists of numbers (or booleans) become {shape, data}.
 PACK_JS = """
 globalThis.packed = function packed(x) {
@@ -222,6 +223,7 @@ def browser():
 def page(browser):
     """A page with figures.js and the packing of nested lists."""
     tab = browser.new_page()
+    tab.add_script_tag(path=str(PYFORMAT_JS))
     tab.add_script_tag(path=str(FIGURES_JS))
     tab.add_script_tag(content=PACK_JS)
     yield tab
@@ -269,8 +271,8 @@ def test_numbers_are_written_as_python_writes_them(page):
               0.1 + 0.2, 1 / 3, 2 ** 53, 0.05, 20.0, 100.5, 1.125, -1.0625, 0.0001234375]
     values += list(rng.normal(size=100) * 10.0 ** rng.integers(-12, 30, 100))
     values += [round(v, int(k)) for v, k in zip(rng.uniform(-10, 10, 100), rng.integers(0, 4, 100))]
-    got = page.evaluate("vs => vs.map(v => [CEMFigures.formatG(v, 3), CEMFigures.formatG(v, 4), "
-                        "CEMFigures.floatRepr(v)])", [float(v) for v in values])
+    got = page.evaluate("vs => vs.map(v => [CEMFormat.formatG(v, 3), CEMFormat.formatG(v, 4), "
+                        "CEMFormat.floatRepr(v)])", [float(v) for v in values])
     assert got == [[format(float(v), ".3g"), format(float(v), ".4g"), str(float(v))] for v in values]
 
 
@@ -294,6 +296,7 @@ def test_a_changed_formula_is_found_and_named(browser, before, after, values, wh
     py = python_views(values, pinned, PAGE_PLOTS)[0]
     mutated = browser.new_page()
     try:
+        mutated.add_script_tag(path=str(PYFORMAT_JS))
         mutated.add_script_tag(content=source.replace(before, after))
         mutated.add_script_tag(content=PACK_JS)
         js = js_views(mutated, values, pinned, PAGE_PLOTS)[0]
@@ -319,6 +322,7 @@ def test_the_player_draws_what_the_browser_built(tmp_path, browser):
     player.on("pageerror", lambda e: errors.append(str(e)))
     try:
         player.goto(Path(folder / "index.html").as_uri())
+        player.add_script_tag(path=str(PYFORMAT_JS))
         player.add_script_tag(path=str(FIGURES_JS))
         player.add_script_tag(content=PACK_JS)
         for values, pinned in ((state(T=16, seq_len=16, heads=4, heat_head=3), state(T=4)),

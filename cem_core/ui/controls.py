@@ -212,6 +212,9 @@ class EnergyControls(Controls):
                                                                                 # (the layer control says joint)
     LABELS = {"p_scale": "preconditioner scale", "width": "width d", "seq_len": "sequence length", "rope": "RoPE",
               "token": "followed token", "heat_head": "heatmap head", "activation": "activation φ"}
+    GROUPS = {"Layer": ("layer", *CEM, "p_scale", "activation"),       # the sidebar's headers and their controls,
+              "Sizes": ("heads", "width", "seq_len", "seed", "rope"),   # in the app and on the static site
+              "View": ("token", "heat_head")}
     HELPS = {"p_scale": "U and V entries ~ N(0, scale²/d). Above about 1.1 the paper's form has negative eigenvalues.",
              "token": "The token whose landscape is drawn and whose line is bold. Click a line or a heatmap row to "
                       "choose it there.",

@@ -46,14 +46,14 @@ def controls() -> dict:
         "landscape_grid": LANDSCAPE_GRID,
         "layer_labels": LAYER_LABELS,
         "layer_captions": LAYER_CAPTIONS,
+        "groups": {header: list(names) for header, names in E.GROUPS.items()},
     }
 
 
 def lesson_steps() -> list[dict]:
     """The lesson's energy-page steps, numbered as in the app (its ?lesson=k), each with its complete state."""
     return [{"number": index + 1, "title": step.title, "say": lesson.text(step), "state": step.controls().values(),
-             "pinned": None if step.pinned is None else step.pinned_controls().values(), "points_at": step.points_at,
-             "views": list(step.views), "uses": list(step.used())}
+             "pinned": None if step.pinned is None else step.pinned_controls().values(), "points_at": step.points_at}
             for index, step in enumerate(lesson.STEPS) if step.page == "energy"]
 
 

@@ -14,8 +14,8 @@
   // -- Python's renderings and parsers -------------------------------------------------------------------------
 
   // repr (= str) of a Python float, and format(x, "g"): CEMFigures' mirrors of Python's.
-  const floatRepr = x => globalThis.CEMFigures.floatRepr(x);
-  const formatG = x => globalThis.CEMFigures.formatG(x, 6);
+  const floatRepr = x => globalThis.CEMFormat.floatRepr(x);
+  const formatG = x => globalThis.CEMFormat.formatG(x, 6);
 
   // Python's str.isprintable() is false for these categories (the space excepted): repr escapes them.
   const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;

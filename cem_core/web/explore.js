@@ -6,13 +6,13 @@
  *   explore(controls, token?)     {token, phases: [{name, energies, update_norms, radius, path, weights, landscape,
  *                                  rose, eigenvalues}]}, each array {shape, data: Float64Array} (rose: Uint8Array)
  *   diagnose(controls, data)      per phase what explore.Diagnosis holds, its text character for character
- *   formatG(x, precision)         Python's format(x, ".<precision>g")
  *   plain(x)                      a result with its arrays as nested plain arrays (tests, JSON)
  *   erf(x)                        the error function (GELU's Phi)
  *
  * The Python core is the reference: each equation below names the Python function it mirrors. Shapes follow
  * Python's with the batch dropped: n tokens, d width, H heads of d_h = d / H, f = d_ff = 2 d, T steps. Arrays
- * are row-major Float64Array; the hot loops index them directly.
+ * are row-major Float64Array; the hot loops index them directly. The notes write numbers with pyformat.js
+ * (CEMFormat, Python's format), loaded before them.
  */
 (function (root) {
   "use strict";
@@ -84,7 +84,8 @@
   function erf(x) {
     // erf(x) = 2/sqrt(pi) x e^{-x^2} sum_n (2x^2)^n / (1 3 5 ... (2n+1)) below 2.5 (positive terms, no
     // cancellation), 1 - erfc(x) with erfc's continued fraction e^{-x^2}/sqrt(pi) / (x + (1/2)/(x + 1/(x + ...)))
-    // up to 6, and 1 beyond (erfc(6) < 2.2e-17): within 1e-15 relative of math.erf (tests/test_web_explore.py).
+    // up to 6, and 1 beyond (erfc(6) < 2.2e-17): 1.0e-15 relative of math.erf at worst where
+    // tests/test_web_explore.py measures it (it asserts 1e-14).
     if (Number.isNaN(x)) return x;
     const ax = Math.abs(x);
     let r;
@@ -838,44 +839,7 @@
     return {token, phases};
   }
 
-  // -- Python's format(x, ".pg") -----------------------------------------------------------------------------------
-
-  function formatG(x, precision) {
-    // Python's format(x, f".{precision}g") (default 6): the correctly rounded decimal of x (ties to even) to
-    // p significant digits, fixed notation when -4 <= exponent < p, else d.ddde+XX, trailing zeros removed;
-    // "inf", "-inf", "nan", "-0"
-    let p = precision === undefined ? 6 : precision;
-    if (p === 0) p = 1;
-    if (Number.isNaN(x)) return "nan";
-    const sign = x < 0 || Object.is(x, -0) ? "-" : "";
-    const ax = Math.abs(x);
-    if (ax === Infinity) return sign + "inf";
-    if (ax === 0) return sign + "0";
-    const [mant, ex] = ax.toExponential(100).split("e");   // 101 correctly rounded digits: enough to see ties
-    const all = mant.replace(".", "");
-    let exp = parseInt(ex, 10);
-    const digits = all.slice(0, p).split("").map(Number), rest = all.slice(p);
-    const tie = rest[0] === "5" && !/[1-9]/.test(rest.slice(1));
-    if (rest[0] > "5" || (rest[0] === "5" && !tie) || (tie && digits[p - 1] % 2 === 1)) {
-      let k = p - 1;
-      while (k >= 0 && digits[k] === 9) digits[k--] = 0;
-      if (k < 0) {
-        digits.unshift(1);
-        digits.pop();
-        exp += 1;
-      } else {
-        digits[k] += 1;
-      }
-    }
-    const strip = (s) => (s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s);
-    if (exp >= -4 && exp < p) {
-      const str = digits.join("");
-      if (exp >= 0) return sign + strip(str.slice(0, exp + 1) + "." + str.slice(exp + 1));
-      return sign + strip("0." + "0".repeat(-exp - 1) + str);
-    }
-    const e = Math.abs(exp) < 10 ? "0" + Math.abs(exp) : String(Math.abs(exp));
-    return sign + strip(digits[0] + "." + digits.slice(1).join("")) + "e" + (exp < 0 ? "-" : "+") + e;
-  }
+  const formatG = (x, precision) => root.CEMFormat.formatG(x, precision);   // pyformat.js: Python's format
 
   // -- diagnose: mirrors cem_core.ui.explore.diagnose_phase --------------------------------------------------------
 
@@ -1045,5 +1009,5 @@
     return out;
   }
 
-  root.CEMExplore = {seeded, explore, diagnose, formatG, plain, erf};
+  root.CEMExplore = {seeded, explore, diagnose, plain, erf};
 })(globalThis);

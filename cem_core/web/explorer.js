@@ -8,9 +8,6 @@
 (function () {
   const DATA = globalThis.CEMSiteData, SPECS = DATA.controls.specs;
   const LAST = SPECS.token[1][1];              // the stored token that means "the last one" (energy.py LAST)
-  const SIDEBAR = {Layer: ["layer", "T", "eta", "anchor", "diagonal", "diagonal_form", "preconditioner", "rank",
-                           "p_scale", "activation"],
-                   Sizes: ["heads", "width", "seq_len", "seed", "rope"], View: ["token", "heat_head"]};   // energy.py
   const $ = id => document.getElementById(id);
 
   const page = {
@@ -36,11 +33,12 @@
       .replace(/`(.+?)`/g, "<code>$1</code>");
   }
 
+  // A message, as literal text: the app shows every one through common.plain (a link's `*5*` stays `*5*`).
   function box(kind, text) {
     const div = document.createElement("div");
     div.className = `box ${kind}`;
     div.setAttribute("role", kind === "error" ? "alert" : "status");
-    div.innerHTML = markdown(text);
+    div.textContent = text;
     $("messages").appendChild(div);
   }
 
@@ -67,7 +65,7 @@
     page.lesson = index;
     page.pinned = step.pinned;
     $("messages").innerHTML = "";
-    apply({...step.state});
+    request({...step.state});
   }
 
   function endLesson() {                         // lesson_mode.end: the state from before the lesson
@@ -76,7 +74,7 @@
     page.before = null;
     page.pinned = before.pinned;
     $("messages").innerHTML = "";
-    apply({...before.values});
+    request({...before.values});
   }
 
   function lessonBar() {
@@ -111,7 +109,7 @@
   }
 
   function format(name, value) {
-    return SPECS[name][0] === "float" ? CEMFigures.formatG(value, 6) : String(value);
+    return SPECS[name][0] === "float" ? CEMFormat.formatG(value, 6) : String(value);
   }
 
   function makeWidget(name) {
@@ -145,7 +143,8 @@
       const input = row.querySelector("input");
       Object.assign(input, {min: allowed[0], max: allowed[1]});
       input.addEventListener("change", () => {                        // a number input keeps to its range
-        const value = Math.min(allowed[1], Math.max(allowed[0], Math.round(Number(input.value))));
+        const typed = input.value.trim() === "" ? NaN : Number(input.value);     // an emptied box keeps its value
+        const value = Math.min(allowed[1], Math.max(allowed[0], Math.round(typed)));
         if (Number.isFinite(value)) change(name, value);
         else input.value = String(page.widgets[name]);
       });
@@ -174,7 +173,7 @@
   }
 
   function buildControls() {
-    for (const [group, names] of Object.entries(SIDEBAR)) {
+    for (const [group, names] of Object.entries(DATA.controls.groups)) {   // EnergyControls.GROUPS
       const heading = document.createElement("h2");
       heading.textContent = group;
       $("controls").appendChild(heading);
@@ -204,26 +203,39 @@
 
   // -- a change, the way energy.page_controls reads one --------------------------------------------------------
 
-  // A change is drawn at once when the page is idle. Changes made while a state is computed and drawn (a held key)
-  // wait, merged, and the latest is drawn next, once: the page never works through a queue of stale states.
+  // Every state goes through one queue. A change is drawn at once when the page is idle; changes made while a state
+  // is computed and drawn (a held key) wait, merged, and the latest is drawn next, once: the page never works
+  // through a queue of stale states. A whole state (a link, a lesson step, End, a pin) replaces what waits.
   let pending = null, drawing = false;
 
   function change(name, value) {
-    document.body.dataset.state = "drawing";
+    $("messages").innerHTML = "";
     pending = {...(pending || page.widgets), [name]: value};
     if (name === "token" && value >= pending.seq_len - 1) pending.token = LAST;   // the last stays the last
+    request(pending);
+  }
+
+  function request(values) {
+    document.body.dataset.state = "drawing";
+    pending = values;
     if (!drawing) flush();
   }
 
+  // Draw what waits until nothing does; then, idle, write the link (once, not per state drawn: browsers limit how
+  // often a page may rewrite its address). An error is said on the page, and the next change starts afresh.
   async function flush() {
     drawing = true;
     try {
       while (pending !== null) {
         const next = pending;
         pending = null;
-        $("messages").innerHTML = "";
         await apply(next);
       }
+      share();
+    } catch (err) {
+      pending = null;
+      box("error", `Something went wrong drawing this state: ${err && err.message ? err.message : err}`);
+      document.body.dataset.state = "error";
     } finally {
       drawing = false;
     }
@@ -329,7 +341,6 @@
     $("layer-caption").textContent = DATA.controls.layer_captions[c.layer] || "";
     pinBar();
     lessonBar();
-    share();
     whenDrawn(serial, views.map(v => v.version));
     return Promise.all(renders);
   }
@@ -351,8 +362,12 @@
   function share() {                            // common.keep_controls: the state into the URL
     const query = new URLSearchParams(CEMControls.toQuery(page.values));
     if (page.lesson !== null) query.set("lesson", String(DATA.lesson[page.lesson].number));
-    history.replaceState(null, "", `?${query}`);
-    $("link").value = location.href;
+    try {
+      history.replaceState(null, "", `?${query}`);
+    } catch (err) {                             // too many rewrites of the address: the link field still has it
+      console.warn(err);
+    }
+    $("link").value = `${location.href.split("?")[0]}?${query}`;
   }
 
   async function copyLink() {
@@ -387,14 +402,14 @@
     if (error !== null) box("error", error);
     for (const note of notes) box("info", note);
     page.values = values;
-    apply({...values});
+    request({...values});
   }
 
   function start() {
     buildControls();
     $("pin").onclick = () => {
       page.pinned = page.pinned === null ? {...page.values} : null;
-      draw();
+      request({...(pending || page.widgets)});
     };
     $("copy").onclick = copyLink;
     $("lesson-start").onclick = () => goStep(0);
@@ -405,6 +420,6 @@
     open();
   }
 
-  globalThis.CEMExplorer = {lessonProblem, updateLatex, page};   // (for the tests)
+  globalThis.CEMExplorer = {updateLatex, page};   // (for the tests)
   start();
 })();

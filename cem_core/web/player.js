@@ -88,11 +88,14 @@
       waiting = true;
       if (busy) return;
       busy = true;
-      while (waiting) {
-        waiting = false;
-        await fn(latest);
+      try {
+        while (waiting) {
+          waiting = false;
+          await fn(latest);
+        }
+      } finally {
+        busy = false;                                    // a failed draw leaves the player free for the next
       }
-      busy = false;
     };
   }
 
