@@ -508,7 +508,8 @@ def test_every_control_is_in_one_group_of_the_sidebar():
 @pytest.mark.slow
 def test_a_links_words_are_shown_as_written_and_a_failed_draw_is_said_and_survived(built, browser):
     """A link's value goes into the message literally, as the app's plain() shows it (`*5*` is not emphasis); a draw
-    that fails (Plotly refusing once) is said on the page, and the next change draws again."""
+    that fails (Plotly refusing once) is said on the page, and the next change draws again; a link to a lesson step
+    of another page of the app says so."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(f"{(built / 'index.html').as_uri()}?T=*5*")
     _drawn(page)
@@ -527,6 +528,12 @@ def test_a_links_words_are_shown_as_written_and_a_failed_draw_is_said_and_surviv
     _drawn(page, before)
     assert _controls(page)["T"] == "6" and _view(page)["step"] == 6
     assert _notes(page) == _expected_note(T=6)
+    gp_step = next(i + 1 for i, step in enumerate(lesson.STEPS) if step.page != "energy")
+    page.goto(f"{(built / 'index.html').as_uri()}?lesson={gp_step}")     # a step of another page: this page says so
+    _drawn(page)
+    energy = [i + 1 for i, step in enumerate(lesson.STEPS) if step.page == "energy"]
+    assert _messages(page) == [f"The link's lesson step '{gp_step}' is on another page of the app: this page has the "
+                               f"energy page's steps {min(energy)} to {max(energy)}."]
     page.close()
 
 
