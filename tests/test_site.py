@@ -558,3 +558,24 @@ def test_a_lesson_step_taken_while_keys_are_drawn_shows_the_steps_state(built, b
         k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in step.controls().to_query().items()}
     assert _notes(page) == _expected_note(**step.controls().values())
     page.close()
+
+
+@pytest.mark.slow
+def test_the_site_works_from_a_static_host(built, browser):
+    """Served as it is by a plain static server (Python's http.server, as any host serves files): the page draws
+    the state its link names, with the note Python writes, and every file it asks for is found."""
+    server = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory",
+                               str(built)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(re.search(r"port (\d+)", server.stdout.readline())[1])
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        missing = []
+        page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
+        page.goto(f"http://127.0.0.1:{port}/index.html?T=16&anchor=1.0")
+        _drawn(page)
+        assert missing == []
+        assert _controls(page)["T"] == "16" and _notes(page) == _expected_note(T=16, anchor=1.0)
+        page.close()
+    finally:
+        server.kill()
+        server.wait()
