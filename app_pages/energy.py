@@ -19,8 +19,10 @@ from app_pages.common import (
     plain,
     restore_controls,
     run_safely,
+    url_toggle,
     widget_keys,
 )
+from app_pages.explorer import explorer
 from app_pages.playback import playback
 from cem_core.ui import descent_figures
 from cem_core.ui import playback as steps
@@ -254,12 +256,46 @@ def phase_section(controls: EnergyControls, layer: str, view: dict, diagnosis, i
         st.latex(line)
 
 
+def instant_toggle(mode: EnergyMode) -> bool:
+    """The sidebar's Instant switch (?instant=true), drawn where the controls are in the sidebar; on, the sidebar's
+    page (not a lesson step, not presentation mode) is computed in the browser."""
+    if mode.controls_at != "sidebar":
+        return False
+    on = url_toggle("instant", "Compute in my browser (instant)",
+                    "The plots are computed and drawn in this browser: a change redraws at once, with no round "
+                    "trip to the server (the same numbers as the server's). The state still lives in the link.")
+    return on and mode.name == "sidebar"
+
+
+def took_state() -> None:
+    """The explorer drew a state and is idle: it becomes the page's kept controls, its link and its pinned state
+    (runs before the page)."""
+    value = st.session_state.get("explorer")
+    if not value:
+        return
+    floats = {name for name, (kind, _) in EnergyControls.specs().items() if kind == "float"}   # (JSON's 1.0 is 1)
+    values, pinned = ({name: float(v) if name in floats else v for name, v in state.items()} if state else None
+                      for state in (value["values"], value["pinned"]))
+    keep_controls("energy", EnergyControls.from_values(**values))
+    st.session_state[PINNED] = None if pinned is None else EnergyControls.from_values(**pinned).values()
+
+
+def instant() -> None:
+    """Instant mode: the explorer (a component) holds the controls, computes and draws every change in the browser,
+    and hands back the state drawn once idle (``took_state``). The server computes nothing here."""
+    restore_controls("energy", EnergyControls, KEYS, lambda values: ())   # a link's state; no widget drawn
+    controls = EnergyControls.from_values(**st.session_state["_controls_energy"])
+    keep_controls("energy", controls)
+    explorer(controls.values(), st.session_state.get(PINNED), key="explorer", on_change=took_state)
+
+
 def body() -> None:
     # Each part of the page is a container drawn in every state, filled or not, so that the playback keeps its
     # place when the title, the controls or a phase come and go (a component that moves is a new iframe, which
     # Streamlit can leave without its data: docs/design.md#78-a-component-that-moves-is-a-new-iframe).
     header, controls_row, pins, caption, *phase_slots = (st.container() for _ in range(6))
     mode = lesson_mode.energy_mode()
+    in_browser = instant_toggle(mode)
     if mode.title:                              # in a lesson, its bar heads the page
         with header:
             st.title("Energy descent")
@@ -267,6 +303,10 @@ def body() -> None:
                         "fall, the iterates move and the attention shift (random weights and input, seeded). Press "
                         "▶ to play the steps, or drag the scrubber.")
             notebook_links("energy")
+    if in_browser:
+        with controls_row:
+            instant()
+        return
     with controls_row:
         controls, slot = page_controls(mode)
     with pins:

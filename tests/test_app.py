@@ -275,3 +275,65 @@ def test_the_lm_estimate_is_called_a_first_guess_timed_as_the_run_runs():
     guess = next(c.value for c in at.caption if c.value.startswith("First guess"))
     assert f"({jobs.JOB_THREADS} torch thread" in guess and "as the run uses" in guess
     assert "llama " in guess and "cem-full " in guess and "in all" in guess and "measures" in guess
+
+
+def _components(at, name: str) -> list:
+    """The page's Streamlit components called `name` (their protos: args as JSON, and id)."""
+    return [c.proto for c in at.get("component_instance") if c.proto.component_name.endswith(name)]
+
+
+def _args(component) -> dict:
+    import json
+
+    return {k: v for k, v in json.loads(component.json_args).items() if k not in ("key", "default")}
+
+
+def test_instant_draws_the_explorer_with_the_kept_state_and_keeps_what_it_reports(monkeypatch):
+    """Instant mode (?instant=true): the page draws the in-browser explorer with the link's state instead of its
+    sidebar controls and server phases, and computes nothing; the state the explorer reports once idle becomes the
+    kept controls, the link and the pinned state, which the usual page shows when Instant is turned off."""
+    import json
+
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    from cem_core.ui import cache
+
+    shared = cache.shared
+
+    def no_energy(name, *args):                      # every computation of the energy page goes through its cache
+        assert name != "energy", "the server computed the energy page in Instant mode"
+        return shared(name, *args)
+
+    monkeypatch.setattr(cache, "shared", no_energy)
+    at = run_page("energy", {"instant": "true", "T": "8"})
+    assert_clean(at)
+    assert at.toggle(key="instant").value is True
+    (component,) = _components(at, "cem_explorer")
+    assert _args(component) == {"values": EnergyControls.from_values(T=8).values(), "pinned": None}
+    assert not _components(at, "cem_playback") and not at.sidebar.slider and not at.info and not at.warning
+
+    # the explorer drew T 12 with anchor 1 (JSON's 1.0 is 1 in the browser) beside the pinned defaults
+    drawn = EnergyControls.from_values(T=12, anchor=1.0, token=3).values() | {"anchor": 1}
+    states = at._tree.get_widget_states()
+    states.widgets.append(WidgetState(id=component.id, json_value=json.dumps(
+        {"values": drawn, "pinned": EnergyControls().values(), "report": 1})))
+    at._run(states)
+    assert_clean(at)
+    assert at.session_state["_controls_energy"] == EnergyControls.from_values(T=12, anchor=1.0, token=3).values()
+    assert isinstance(at.session_state["_controls_energy"]["anchor"], float)
+    assert (at.query_params["T"], at.query_params["anchor"], at.query_params["token"]) == ("12", "1.0", "3")
+    assert at.query_params["instant"] == "true"
+    assert at.session_state["_pinned_energy"] == EnergyControls().values()
+    (component,) = _components(at, "cem_explorer")
+    assert _args(component)["values"]["T"] == 12
+
+    monkeypatch.undo()                               # Instant off: the server's page, in the same state
+    at.toggle(key="instant").set_value(False).run()
+    assert_clean(at)
+    assert "instant" not in at.query_params
+    assert (at.slider(key="en_T").value, at.slider(key="en_anchor").value, at.slider(key="en_token").value) == \
+        (12, 1.0, 3)
+    assert not _components(at, "cem_explorer") and _components(at, "cem_playback")
+    assert [b.key for b in at.button if b.key.endswith("-energy")] == ["unpin-energy"]
+    assert [c.value for c in at.caption if c.value.startswith("Pinned")] == [
+        "Pinned: **token 255, T 4, anchor 0.0**, drawn faint and dashed; now: **token 3, T 12, anchor 1.0**."]

@@ -84,9 +84,10 @@ def size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def build(out: Path) -> Path:
-    """The site in `out` (see the module doc); returns its index.html. Refused with ValueError: an `out` that
-    ``check_out`` refuses, and a site over LIMIT_BYTES."""
+def build(out: Path, finish=None) -> Path:
+    """The site in `out` (see the module doc); returns its index.html. `finish(folder)`, if given, adds to the
+    folder before it is renamed into place (the app's component: app_pages/explorer.py). Refused with ValueError:
+    an `out` that ``check_out`` refuses, and a site over LIMIT_BYTES."""
     out = Path(out).absolute()
     check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +95,8 @@ def build(out: Path) -> Path:
     old = None
     try:
         write(new)
+        if finish is not None:
+            finish(new)
         if size(new) > LIMIT_BYTES:
             raise ValueError(f"the site would take {size(new) / 1e6:.1f} MB, more than the {LIMIT_BYTES / 1e6:g} MB "
                              "it is allowed")

@@ -3,12 +3,18 @@
 // redraws them (CEMPlayer, the app's own player); the controls read, validate and settle as the app's do
 // (CEMControls), and the lesson's energy-page steps, pin-and-compare and share links work as in the app. The state
 // lives in the URL (the app's parameter names), kept up to date with history.replaceState.
+//
+// Embedded in the app's energy page (app_pages/explorer.py: its bridge defines globalThis.CEMEmbed before this
+// script runs), the page has no introduction, no lesson button and no link field (the app's address is the link):
+// the server gives it a state with CEMExplorer.load(values, pinned), and once idle after a change it hands the
+// state drawn and the pinned state to CEMEmbed.idle(values, pinned) instead of writing the address.
 "use strict";
 
 (function () {
   const DATA = globalThis.CEMSiteData, SPECS = DATA.controls.specs;
   const LAST = SPECS.token[1][1];              // the stored token that means "the last one" (energy.py LAST)
   const $ = id => document.getElementById(id);
+  const EMBED = globalThis.CEMEmbed || null;     // the app's bridge, or null on the static site
 
   const page = {
     values: null,        // the state drawn: valid controls (the app's _controls_energy)
@@ -81,7 +87,7 @@
     const index = page.lesson, bar = $("lesson-bar");
     bar.hidden = index === null;
     $("lesson-start").hidden = index !== null;
-    $("intro").hidden = index !== null;                     // in a lesson, its bar heads the page (EnergyMode.title)
+    $("intro").hidden = EMBED !== null || index !== null;   // in a lesson, its bar heads the page (EnergyMode.title)
     if (index === null) return;
     const step = DATA.lesson[index];
     $("lesson-title").textContent = `Lesson · step ${index + 1} of ${DATA.lesson.length}: ${step.title}`;
@@ -360,6 +366,10 @@
   // -- the link --------------------------------------------------------------------------------------------------
 
   function share() {                            // common.keep_controls: the state into the URL
+    if (EMBED !== null) {                       // the app keeps it (and writes its own address)
+      EMBED.idle({...page.values}, page.pinned === null ? null : {...page.pinned});
+      return;
+    }
     const query = new URLSearchParams(CEMControls.toQuery(page.values));
     if (page.lesson !== null) query.set("lesson", String(DATA.lesson[page.lesson].number));
     try {
@@ -405,7 +415,18 @@
     request({...values});
   }
 
+  // A state from the app's server (its kept controls and pinned state), drawn as a link's would be.
+  function load(values, pinned) {
+    page.pinned = pinned;
+    $("messages").innerHTML = "";
+    request({...values});
+  }
+
   function start() {
+    if (EMBED !== null) {
+      document.body.classList.add("embedded");
+      $("lesson-start").hidden = $("share").hidden = true;
+    }
     buildControls();
     $("pin").onclick = () => {
       page.pinned = page.pinned === null ? {...page.values} : null;
@@ -417,9 +438,9 @@
     $("lesson-next").onclick = () => goStep(page.lesson + 1);
     $("lesson-end").onclick = endLesson;
     CEMPlayer.checkVersion();
-    open();
+    if (EMBED === null) open();                 // (embedded: the server's first state comes through load)
   }
 
-  globalThis.CEMExplorer = {updateLatex, page};   // (for the tests)
+  globalThis.CEMExplorer = {updateLatex, page, load};   // (page and updateLatex for the tests)
   start();
 })();
