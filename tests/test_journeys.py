@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlparse
 
+import numpy as np
 import pytest
 from appdriver import (
     CHROMIUM,
@@ -57,7 +58,7 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
-from cem_core.ui.explore import explore
+from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
 
@@ -702,3 +703,64 @@ def test_random_control_changes_in_the_browser_show_no_error(app, browser):
         EnergyControls.from_query(_query(page))                          # raises if the URL is refused
     page.close()
     assert "Traceback" not in app.log()
+
+
+# -- (h) Instant: the energy page computed in the browser ----------------------------------------------------------
+
+EXPLORER = "iframe[src*='cem_explorer']"
+
+
+def _explorer(page, before: str | None = None):
+    """The Instant explorer's frame (same origin: its page is served by the app) once it has drawn its latest
+    state in every player (and, with `before`, the first player's version is another)."""
+    frame = page.locator(EXPLORER).element_handle(timeout=60000).content_frame()
+    frame.wait_for_function("""v => document.body.dataset.state === 'drawn' &&
+        document.querySelector('.playback') && document.querySelector('.playback').dataset.version !== v""",
+                            arg=before, timeout=60000)
+    return frame
+
+
+def test_instant_redraws_in_the_browser_and_the_app_keeps_the_state(app, browser, tmp_path):
+    """?instant=true: a key press on the explorer's T slider redraws the plots with no message to the server, the
+    note Python's diagnose writes for the state the page holds; once idle the app's address has the state, and
+    with Instant off the server's sidebar shows it."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    sent = _sent(page)
+    page.goto(f"{app.url}/?instant=true&T=8")
+    settle(page)
+    frame = _explorer(page)
+    assert sent, "no websocket message counted"
+    assert page.locator(PLAYBACK).count() == 0                        # no server-drawn phase
+    assert frame.evaluate("() => CEMExplorer.page.values.T") == 8
+    assert [frame.locator(f"#{part}").is_visible() for part in ("intro", "lesson-start", "link", "pin")] == \
+        [False, False, False, True]
+    before = frame.evaluate("() => document.querySelector('.playback').dataset.version")
+    page.wait_for_timeout(1000)                                       # (the component's first report, if any)
+    count = len(sent)
+    thumb = frame.locator("input[type=range][aria-label='steps T']")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    frame = _explorer(page, before)
+    assert len(sent) == count, "the redraw needed the server"
+    values = frame.evaluate("() => CEMExplorer.page.values")
+    assert values["T"] == 9
+    c = EnergyControls.from_values(**values)
+    assert frame.evaluate("() => Array.from(document.querySelectorAll('.note'), e => e.innerText)") == [
+        d.text.replace("**", "") for d in diagnose(c, explore(c))]
+    energies = explore(c)["phases"][0]["energies"]                   # (T + 1, tokens)
+    lines = frame.evaluate("""() => document.querySelector('.playback [data-name=energy]').data
+        .filter(t => t.y && t.y.length === 10).map(t => Array.from(t.y))""")
+    assert len(lines) == energies.shape[1]
+    assert np.allclose(np.array(lines).T, energies, rtol=1e-5, atol=1e-10 * abs(energies).max())
+    page.screenshot(path=shots(tmp_path) / "instant.png", full_page=True)
+
+    page.wait_for_function("() => new URLSearchParams(location.search).get('T') === '9'", timeout=20000)
+    settle(page)
+    assert [b'"report":1' in m and b'"T":9' in m for m in sent[count:]] == [True]   # one message: the state
+    assert _query(page)["instant"] == "true"
+    page.get_by_text("Compute in my browser (instant)").click()
+    settle(page)
+    playback(page)
+    assert slider_value(page, "steps T") == 9 and "instant" not in _query(page)
+    _assert_clean(page, "Instant off")
+    page.close()

@@ -87,7 +87,7 @@
     const index = page.lesson, bar = $("lesson-bar");
     bar.hidden = index === null;
     $("lesson-start").hidden = index !== null;
-    $("intro").hidden = EMBED !== null || index !== null;   // in a lesson, its bar heads the page (EnergyMode.title)
+    $("intro").hidden = index !== null;                     // in a lesson, its bar heads the page (EnergyMode.title)
     if (index === null) return;
     const step = DATA.lesson[index];
     $("lesson-title").textContent = `Lesson · step ${index + 1} of ${DATA.lesson.length}: ${step.title}`;
@@ -423,10 +423,7 @@
   }
 
   function start() {
-    if (EMBED !== null) {
-      document.body.classList.add("embedded");
-      $("lesson-start").hidden = $("share").hidden = true;
-    }
+    if (EMBED !== null) document.body.classList.add("embedded");    // (explorer.css hides what the app has)
     buildControls();
     $("pin").onclick = () => {
       page.pinned = page.pinned === null ? {...page.values} : null;
