@@ -34,6 +34,7 @@ from cem_core.ui.explore import diagnose, explore
 
 KEYS = widget_keys(EnergyControls, "en_")
 PINNED = "_pinned_energy"      # the pinned state's control values, or None
+INSTANT = "_instant"           # the Instant switch as last set, kept while other pages are shown
 LAST = EnergyControls.SPECS["token"][1][1]     # the stored token that means "the last one", however long
 # the computed states kept (`computed`): about three of the largest (72 MB each: the attention weights of 16 steps x
 # 8 heads x 256 x 256 tokens, and their figures), hundreds of ordinary ones
@@ -261,9 +262,12 @@ def instant_toggle(mode: EnergyMode) -> bool:
     page (not a lesson step, not presentation mode) is computed in the browser."""
     if mode.controls_at != "sidebar":
         return False
+    if "instant" not in st.session_state and INSTANT in st.session_state:   # (another page dropped the widget's)
+        st.session_state["instant"] = st.session_state[INSTANT]
     on = url_toggle("instant", "Compute in my browser (instant)",
                     "The plots are computed and drawn in this browser: a change redraws at once, with no round "
                     "trip to the server (the same numbers as the server's). The state still lives in the link.")
+    st.session_state[INSTANT] = on
     return on and mode.name == "sidebar"
 
 

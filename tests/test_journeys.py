@@ -758,6 +758,9 @@ def test_instant_redraws_in_the_browser_and_the_app_keeps_the_state(app, browser
     settle(page)
     assert [b'"report":1' in m and b'"T":9' in m for m in sent[count:]] == [True]   # one message: the state
     assert _query(page)["instant"] == "true"
+    go_to(page, "Design space")                                       # another page and back: Instant, at T 9
+    go_to(page, "Energy descent")
+    assert _explorer(page).evaluate("() => CEMExplorer.page.values.T") == 9
     page.get_by_text("Compute in my browser (instant)").click()
     settle(page)
     playback(page)
