@@ -280,8 +280,13 @@ def took_state() -> None:
     floats = {name for name, (kind, _) in EnergyControls.specs().items() if kind == "float"}   # (JSON's 1.0 is 1)
     values, pinned = ({name: float(v) if name in floats else v for name, v in state.items()} if state else None
                       for state in (value["values"], value["pinned"]))
-    keep_controls("energy", EnergyControls.from_values(**values))
-    st.session_state[PINNED] = None if pinned is None else EnergyControls.from_values(**pinned).values()
+    try:
+        controls = EnergyControls.from_values(**values)
+        pinned = None if pinned is None else EnergyControls.from_values(**pinned).values()
+    except (TypeError, ValueError):              # not a state the explorer draws: the page keeps the one it has
+        return
+    keep_controls("energy", controls)
+    st.session_state[PINNED] = pinned
 
 
 def instant() -> None:

@@ -326,6 +326,14 @@ def test_instant_draws_the_explorer_with_the_kept_state_and_keeps_what_it_report
     assert at.session_state["_pinned_energy"] == EnergyControls().values()
     (component,) = _components(at, "cem_explorer")
     assert _args(component)["values"]["T"] == 12
+    for bad in ({"values": drawn | {"T": 99}, "pinned": None, "report": 2},    # not a state the page draws: kept
+                {"values": drawn | {"heads": 3}, "pinned": None, "report": 3},
+                {"values": {"T": 5, "colour": "red"}, "pinned": None, "report": 4}):
+        states = at._tree.get_widget_states()
+        states.widgets.append(WidgetState(id=component.id, json_value=json.dumps(bad)))
+        at._run(states)
+        assert_clean(at)
+        assert at.session_state["_controls_energy"]["T"] == 12 and at.query_params["T"] == "12"
 
     monkeypatch.undo()                               # Instant off: the server's page, in the same state
     at.toggle(key="instant").set_value(False).run()
