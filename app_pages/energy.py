@@ -295,7 +295,8 @@ def instant() -> None:
     restore_controls("energy", EnergyControls, KEYS, lambda values: ())   # a link's state; no widget drawn
     controls = EnergyControls.from_values(**st.session_state["_controls_energy"])
     keep_controls("energy", controls)
-    explorer(controls.values(), st.session_state.get(PINNED), key="explorer", on_change=took_state)
+    taken = (st.session_state.get("explorer") or {}).get("report", 0)      # the explorer's last report taken
+    explorer(controls.values(), st.session_state.get(PINNED), taken, key="explorer", on_change=took_state)
 
 
 def body() -> None:

@@ -58,7 +58,8 @@ def _component():                      # declared on first use: the build reads 
     return components.declare_component("cem_explorer", path=str(frontend()))
 
 
-def explorer(values: dict, pinned: dict | None, key: str, on_change=None):
-    """Draw the explorer at the controls `values` with the `pinned` state. Returns the last state it drew once
-    idle, {"values": ..., "pinned": ..., "report": n}, or None."""
-    return _component()(values=values, pinned=pinned, key=key, default=None, on_change=on_change)
+def explorer(values: dict, pinned: dict | None, report: int, key: str, on_change=None):
+    """Draw the explorer at the controls `values` with the `pinned` state, `report` the number of the last report
+    of the explorer's that the server has taken (its bridge ignores a state the server sends before it has taken
+    the latest). Returns the last state it drew once idle, {"values": ..., "pinned": ..., "report": n}, or None."""
+    return _component()(values=values, pinned=pinned, report=report, key=key, default=None, on_change=on_change)

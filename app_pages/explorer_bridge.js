@@ -29,7 +29,9 @@
 
   window.addEventListener("message", event => {
     if (!event.data || event.data.type !== "streamlit:render") return;
-    const {values, pinned} = event.data.args;
+    const {values, pinned, report} = event.data.args;
+    if (report < reports) return;                // a rerun from before the server took the page's latest report:
+                                                 // its state is older than the page's (a held key would go back)
     const state = canonical({values, pinned});
     if (state === held) return;                  // a rerun for a state the page sent or already shows
     clearTimeout(timer);                         // (the server's state wins over one not yet sent)

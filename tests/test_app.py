@@ -309,7 +309,7 @@ def test_instant_draws_the_explorer_with_the_kept_state_and_keeps_what_it_report
     assert_clean(at)
     assert at.toggle(key="instant").value is True
     (component,) = _components(at, "cem_explorer")
-    assert _args(component) == {"values": EnergyControls.from_values(T=8).values(), "pinned": None}
+    assert _args(component) == {"values": EnergyControls.from_values(T=8).values(), "pinned": None, "report": 0}
     assert not _components(at, "cem_playback") and not at.sidebar.slider and not at.info and not at.warning
 
     # the explorer drew T 12 with anchor 1 (JSON's 1.0 is 1 in the browser) beside the pinned defaults
@@ -325,7 +325,7 @@ def test_instant_draws_the_explorer_with_the_kept_state_and_keeps_what_it_report
     assert at.query_params["instant"] == "true"
     assert at.session_state["_pinned_energy"] == EnergyControls().values()
     (component,) = _components(at, "cem_explorer")
-    assert _args(component)["values"]["T"] == 12
+    assert _args(component)["values"]["T"] == 12 and _args(component)["report"] == 1   # the report it took
     for bad in ({"values": drawn | {"T": 99}, "pinned": None, "report": 2},    # not a state the page draws: kept
                 {"values": drawn | {"heads": 3}, "pinned": None, "report": 3},
                 {"values": {"T": 5, "colour": "red"}, "pinned": None, "report": 4}):
