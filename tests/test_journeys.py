@@ -712,9 +712,10 @@ EXPLORER = "iframe[src*='cem_explorer']"
 
 def _explorer(page, before: str | None = None):
     """The Instant explorer's frame (same origin: its page is served by the app) once it has drawn its latest
-    state in every player (and, with `before`, the first player's version is another)."""
+    state in every player (and, with `before`, the first player's version is another). The frame may still hold its
+    first, empty document (no body yet) when it is found: the component's folder is built on its first use."""
     frame = page.locator(EXPLORER).element_handle(timeout=60000).content_frame()
-    frame.wait_for_function("""v => document.body.dataset.state === 'drawn' &&
+    frame.wait_for_function("""v => !!document.body && document.body.dataset.state === 'drawn' &&
         document.querySelector('.playback') && document.querySelector('.playback').dataset.version !== v""",
                             arg=before, timeout=60000)
     return frame
