@@ -503,45 +503,34 @@
                         [0.3333333333333333, "#9c179e"], [0.4444444444444444, "#bd3786"],
                         [0.5555555555555556, "#d8576b"], [0.6666666666666666, "#ed7953"],
                         [0.7777777777777778, "#fb9f3a"], [0.8888888888888888, "#fdca26"], [1.0, "#f0f921"]];
+  const colorscaled = type => [{type, colorbar: {outlinewidth: 0, ticks: ""}, colorscale: plasma()}];  // its 2-D traces
+  const sceneAxis = () => ({                      // each axis of a 3-D scene
+    "backgroundcolor": "white",
+    "gridcolor": "#DFE8F3",
+    "linecolor": "#EBF0F8",
+    "showbackground": true,
+    "ticks": "",
+    "zerolinecolor": "#EBF0F8",
+    "gridwidth": 2
+  });
+  const cartesian = () => ({                      // the x and y axes
+    "gridcolor": "#EBF0F8",
+    "linecolor": "#EBF0F8",
+    "ticks": "",
+    "title": {"standoff": 15},
+    "zerolinecolor": "#EBF0F8",
+    "automargin": true,
+    "zerolinewidth": 2
+  });
   const template = () => ({
     "data": {
-      "histogram2dcontour": [
-        {
-          "type": "histogram2dcontour",
-          "colorbar": {"outlinewidth": 0, "ticks": ""},
-          "colorscale": plasma()
-        }
-      ],
+      "histogram2dcontour": colorscaled("histogram2dcontour"),
       "choropleth": [{"type": "choropleth", "colorbar": {"outlinewidth": 0, "ticks": ""}}],
-      "histogram2d": [
-        {
-          "type": "histogram2d",
-          "colorbar": {"outlinewidth": 0, "ticks": ""},
-          "colorscale": plasma()
-        }
-      ],
-      "heatmap": [
-        {
-          "type": "heatmap",
-          "colorbar": {"outlinewidth": 0, "ticks": ""},
-          "colorscale": plasma()
-        }
-      ],
+      "histogram2d": colorscaled("histogram2d"),
+      "heatmap": colorscaled("heatmap"),
       "contourcarpet": [{"type": "contourcarpet", "colorbar": {"outlinewidth": 0, "ticks": ""}}],
-      "contour": [
-        {
-          "type": "contour",
-          "colorbar": {"outlinewidth": 0, "ticks": ""},
-          "colorscale": plasma()
-        }
-      ],
-      "surface": [
-        {
-          "type": "surface",
-          "colorbar": {"outlinewidth": 0, "ticks": ""},
-          "colorscale": plasma()
-        }
-      ],
+      "contour": colorscaled("contour"),
+      "surface": colorscaled("surface"),
       "mesh3d": [{"type": "mesh3d", "colorbar": {"outlinewidth": 0, "ticks": ""}}],
       "scatter": [{"fillpattern": {"fillmode": "overlay", "size": 10, "solidity": 0.2}, "type": "scatter"}],
       "parcoords": [{"type": "parcoords", "line": {"colorbar": {"outlinewidth": 0, "ticks": ""}}}],
@@ -638,53 +627,9 @@
           [0.6, "#e6f5d0"], [0.7, "#b8e186"], [0.8, "#7fbc41"], [0.9, "#4d9221"], [1, "#276419"]
         ]
       },
-      "xaxis": {
-        "gridcolor": "#EBF0F8",
-        "linecolor": "#EBF0F8",
-        "ticks": "",
-        "title": {"standoff": 15},
-        "zerolinecolor": "#EBF0F8",
-        "automargin": true,
-        "zerolinewidth": 2
-      },
-      "yaxis": {
-        "gridcolor": "#EBF0F8",
-        "linecolor": "#EBF0F8",
-        "ticks": "",
-        "title": {"standoff": 15},
-        "zerolinecolor": "#EBF0F8",
-        "automargin": true,
-        "zerolinewidth": 2
-      },
-      "scene": {
-        "xaxis": {
-          "backgroundcolor": "white",
-          "gridcolor": "#DFE8F3",
-          "linecolor": "#EBF0F8",
-          "showbackground": true,
-          "ticks": "",
-          "zerolinecolor": "#EBF0F8",
-          "gridwidth": 2
-        },
-        "yaxis": {
-          "backgroundcolor": "white",
-          "gridcolor": "#DFE8F3",
-          "linecolor": "#EBF0F8",
-          "showbackground": true,
-          "ticks": "",
-          "zerolinecolor": "#EBF0F8",
-          "gridwidth": 2
-        },
-        "zaxis": {
-          "backgroundcolor": "white",
-          "gridcolor": "#DFE8F3",
-          "linecolor": "#EBF0F8",
-          "showbackground": true,
-          "ticks": "",
-          "zerolinecolor": "#EBF0F8",
-          "gridwidth": 2
-        }
-      },
+      "xaxis": cartesian(),
+      "yaxis": cartesian(),
+      "scene": {"xaxis": sceneAxis(), "yaxis": sceneAxis(), "zaxis": sceneAxis()},
       "shapedefaults": {"line": {"color": "#2a3f5f"}},
       "annotationdefaults": {"arrowcolor": "#2a3f5f", "arrowhead": 0, "arrowwidth": 1},
       "geo": {
