@@ -53,11 +53,14 @@ from appdriver import (
     version,
 )
 from conftest import child_env, require_system_package
+from csv_rows import csv_difference
+from web_mirror import close
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import lesson
+from cem_core.ui import exports, lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
+from cem_core.ui.energy_mode import PAGE_PLOTS
 from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
@@ -757,6 +760,16 @@ def test_instant_redraws_in_the_browser_and_the_app_keeps_the_state(app, browser
     assert len(lines) == energies.shape[1]
     assert np.allclose(np.array(lines).T, energies, rtol=1e-5, atol=1e-10 * abs(energies).max())
     page.screenshot(path=shots(tmp_path) / "instant.png", full_page=True)
+    from app_pages.energy import _phase_views
+
+    frame.locator(".downloads summary").first.click()                 # a plot's data saved from the frame
+    with page.expect_download() as saved:
+        frame.locator(".downloads li").filter(has_text="norm").get_by_role("button", name="CSV").click()
+    assert saved.value.suggested_filename == "attention-norm-0.csv"
+    expected = exports.to_csv(_phase_views(c, None, PAGE_PLOTS)[0]["figures"]["norm"])
+    found = csv_difference(expected, Path(saved.value.path()).read_bytes().decode("utf-8"), "norm",
+                           lambda p, j, scale: bool(close(j, p, scale)[0]))
+    assert found is None, found
 
     page.wait_for_function("() => new URLSearchParams(location.search).get('T') === '9'", timeout=20000)
     settle(page)

@@ -11,7 +11,8 @@ install and no network.
   equal update_latex's.
 - A journey on the built page from file://, every request that is not a file:// one aborted and recorded (none may
   be tried), in one session the way a person walks it: the defaults drawn with their note, T and the anchor moved
-  (the note says the iterates settle), the steps played, a token followed by a click, a state pinned and compared,
+  (the note says the iterates settle), its plots downloaded (the energy's CSV holds the app's rows, the landscape
+  an SVG), the steps played, a token followed by a click, a state pinned and compared,
   the lesson's energy-page steps in order (each step's state set and its claim in the note), a share link opened
   in a new page (the same state), and a bad link (the app's message). Screenshots go to the test's tmp_path, or
   to CEM_LAB_SCREENSHOTS when set.
@@ -27,10 +28,13 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import pytest
 from appdriver import CHROMIUM, chromium, shots
 from conftest import ROOT, child_env, require_system_package
+from csv_rows import csv_difference
+from web_mirror import close
 
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import lesson, site
+from cem_core.ui import exports, lesson, site
 from cem_core.ui.controls import EnergyControls
+from cem_core.ui.energy_mode import PAGE_PLOTS
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 
@@ -294,6 +298,14 @@ def _set_slider(page, label: str, value: float, step: float) -> None:
     _drawn(page, before)
 
 
+def _app_csvs(**values) -> dict[str, str]:
+    """The first phase's plots as the app's download buttons write them (energy.phase_section), by name."""
+    from app_pages.energy import _phase_views
+
+    figures = _phase_views(EnergyControls.from_values(**values), None, PAGE_PLOTS)[0]["figures"]
+    return {name: exports.to_csv(fig) for name, fig in figures.items() if fig is not None}
+
+
 def _expected_note(**values) -> list[str]:
     c = EnergyControls.from_values(**values)
     return [d.text.replace("**", "") for d in diagnose(c, explore(c))]
@@ -343,6 +355,23 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     assert _notes(page) == _expected_note(T=16, anchor=1.0) and "settle into a minimum" in _notes(page)[0]
     lines = page.evaluate("() => JSON.parse(document.querySelector('.equations .lines').dataset.lines)")
     assert lines == update_latex("attention", CEMOptions(T=16, anchor=1.0))          # the update, typeset
+
+    # 2b. Its plots saved, as the app's download buttons save them: the energy's data as CSV (the app's rows, the
+    # numbers this page computed), the landscape as an SVG of the chart.
+    downloads = page.locator(".downloads").first
+    downloads.locator("summary").click()
+    expected = _app_csvs(T=16, anchor=1.0)
+    assert downloads.locator(".name").all_inner_texts() == list(expected)
+    for name, kind in (("energy", "CSV"), ("landscape", "SVG")):
+        with page.expect_download() as saved:
+            downloads.locator("li").filter(has_text=name).get_by_role("button", name=kind).click()
+        assert saved.value.suggested_filename == f"attention-{name}-0.{kind.lower()}"
+        text = Path(saved.value.path()).read_bytes().decode("utf-8")          # (its CR LF kept)
+        if kind == "CSV":
+            found = csv_difference(expected[name], text, name, lambda p, j, scale: bool(close(j, p, scale)[0]))
+            assert found is None, found
+        else:
+            assert text.startswith("<svg") and "Energy of token" in text, text[:200]
 
     # 3. The steps played: |◀, ▶| three times, ▶ to the end, the scrubber by keyboard.
     trajectory = explore(EnergyControls.from_values(T=16, anchor=1.0))["phases"][0]["landscape"]["trajectory"]

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 from appdriver import CHROMIUM, chromium
 from conftest import ROOT, require_system_package
+from csv_rows import csv_difference
 
+from cem_core.ui import exports
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.energy_mode import PAGE_PLOTS, PRESENT_PLOTS, PlotStyle
 from cem_core.ui.explore import explore
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.slow          # a real Chromium
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
 
 FIGURES_JS = ROOT / "cem_core" / "web" / "figures.js"
+EXPORTS_JS = ROOT / "cem_core" / "web" / "exports.js"      # the downloads: a figure's CSV as the app writes it
 PYFORMAT_JS = ROOT / "cem_core" / "web" / "pyformat.js"    # Python's number formats, which figures.js uses
 # The page's arrays as CEMExplore gives them: nested lists of numbers (or booleans) become {shape, data}.
 PACK_JS = """
@@ -46,6 +49,8 @@ globalThis.packed = function packed(x) {
 };
 globalThis.views = ([c, data, pc, pdata, style]) =>
   CEMFigures.phaseViews(c, packed(data), pc, pdata && packed(pdata), style);
+globalThis.csvs = state => views(state).map(
+  view => Object.fromEntries(view.figures.map(f => [f.name, CEMExports.toCsv(f.figure, f.name)])));
 """
 
 
@@ -105,10 +110,19 @@ def python_views(values: dict, pinned: dict | None, style: PlotStyle) -> list[di
                                             None if pinned is None else EnergyControls.from_values(**pinned), style)]
 
 
-def js_views(page, values: dict, pinned: dict | None, style: PlotStyle) -> list[dict]:
+def js_views(page, values: dict, pinned: dict | None, style: PlotStyle, what: str = "views") -> list[dict]:
     data = plain(explore(EnergyControls.from_values(**values)))
     pinned_data = None if pinned is None else plain(explore(EnergyControls.from_values(**pinned)))
-    return page.evaluate("views", [values, data, pinned, pinned_data, vars(style)])
+    return page.evaluate(what, [values, data, pinned, pinned_data, vars(style)])
+
+
+def python_csvs(values: dict, pinned: dict | None, style: PlotStyle) -> list[dict]:
+    """Per phase, each figure's CSV as the app's download button writes it (common.download_buttons)."""
+    from app_pages.energy import _phase_views
+
+    views = _phase_views(EnergyControls.from_values(**values),
+                         None if pinned is None else EnergyControls.from_values(**pinned), style)
+    return [{name: exports.to_csv(fig) for name, fig in view["figures"].items() if fig is not None} for view in views]
 
 
 def decoded(node):
@@ -225,6 +239,7 @@ def page(browser):
     tab = browser.new_page()
     tab.add_script_tag(path=str(PYFORMAT_JS))
     tab.add_script_tag(path=str(FIGURES_JS))
+    tab.add_script_tag(path=str(EXPORTS_JS))
     tab.add_script_tag(content=PACK_JS)
     yield tab
     tab.close()
@@ -240,6 +255,47 @@ def test_the_browser_builds_the_playback_arguments_python_builds(page, name):
     for k, (a, b) in enumerate(zip(py, js)):
         found = view_difference(a, b)
         assert found is None, f"{name}, phase {k}: {found}"
+
+
+def agree(py: float, js: float, scale: float) -> bool:                 # a CSV's numbers, under the module's rule
+    return difference(py, js, "", scale) is None
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_browsers_downloads_are_the_apps_csv(page, name):
+    """Each plot's "CSV" download (cem_core/web/exports.js) holds the rows the app's download button writes
+    (exports.to_csv), for every case's figures: the playback's marks left out, heatmaps and contours in long
+    format, the breaks between a pinned path's segments dropped, names with a comma quoted."""
+    values, pinned, style, _ = CASES[name]
+    py = python_csvs(values, pinned, style)
+    js = js_views(page, values, pinned, style, "csvs")
+    assert [list(p) for p in py] == [list(j) for j in js], f"{name}: the figures downloaded"
+    for k, (a, b) in enumerate(zip(py, js)):
+        for figure in a:
+            found = csv_difference(a[figure], b[figure], f"{name}, phase {k}, {figure}", agree)
+            assert found is None, found
+
+
+def test_a_changed_csv_rule_is_found(browser):
+    """The CSV comparison is not blind: with the step numbers written as floats, or a comma left unquoted, the
+    comparison names the first cell that differs."""
+    source = EXPORTS_JS.read_text()
+    values = state(T=16, anchor=1.0, eta=0.25)
+    py = python_csvs(values, None, PAGE_PLOTS)[0]
+    for before, after, figure, where in (('energy: ["x"], ', "", "energy", "energy row 1 x: '0.0' for '0'"),
+                                        ("/[\",\\r\\n]/", "/[\"\\r\\n]/", "landscape", "landscape row ")):
+        assert source.count(before) == 1, before
+        mutated = browser.new_page()
+        try:
+            for script in (PYFORMAT_JS, FIGURES_JS):
+                mutated.add_script_tag(path=str(script))
+            mutated.add_script_tag(content=source.replace(before, after))
+            mutated.add_script_tag(content=PACK_JS)
+            js = js_views(mutated, values, None, PAGE_PLOTS, "csvs")[0]
+        finally:
+            mutated.close()
+        found = csv_difference(py[figure], js[figure], figure, agree)
+        assert found is not None and found.startswith(where), found
 
 
 def test_the_version_changes_with_the_content_and_only_then(page):

@@ -2,10 +2,11 @@
 browser (``make site``, ``python -m cem_core site --out DIR``; docs/site.md).
 
 ``build`` writes the explorer page (cem_core/web/explorer.html as index.html) with the scripts it loads beside it:
-Python's number formats (pyformat.js), the computation (explore.js), the figures (figures.js), the controls
-(controls.js), the player (player.js, the app's too) and the page's own (explorer.js), plotly.min.js from the
-installed plotly package (the Python figures' own), the MathJax files the equations need from the installed
-jupyter_server_mathjax package, and site-data.js, what the page reads from the Python core (cem_core.ui.site_data).
+Python's number formats (pyformat.js), the computation (explore.js), the figures (figures.js), their downloads
+(exports.js), the controls (controls.js), the player (player.js, the app's too) and the page's own (explorer.js),
+plotly.min.js from the installed plotly package (the Python figures' own), the MathJax files the equations need from
+the installed jupyter_server_mathjax package, and site-data.js, what the page reads from the Python core
+(cem_core.ui.site_data).
 Nothing is fetched at run time: every script is a classic <script src> of a file in the folder.
 
 The folder is built beside `out` and renamed into place, so a reader never sees half a site; `out` may be missing,
@@ -25,8 +26,8 @@ from . import site_data
 
 WEB = Path(str(importlib.resources.files("cem_core") / "web"))   # the package's own web folder (package data)
 PAGE = "explorer.html"                         # the site's index.html
-FILES = ("explorer.js", "explorer.css", "pyformat.js", "explore.js", "figures.js", "controls.js", "player.js",
-         "player.css")
+FILES = ("explorer.js", "explorer.css", "pyformat.js", "explore.js", "figures.js", "exports.js", "controls.js",
+         "player.js", "player.css")
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 # MathJax 2 as the page configures it (TeX in, HTML-CSS out with the STIX-Web fonts, the combined configuration's
 # extensions): its localisation (English is built in), its SVG output and the speech rule engine of its accessibility

@@ -295,9 +295,12 @@
     const section = document.createElement("section");
     section.className = "phase";
     section.innerHTML = `<h3></h3><div class="note box"></div><div class="playback" tabindex="0"></div>
+      <details class="downloads"><summary>Download the plots</summary><ul></ul>
+        <p class="caption">PNG: the chart's camera icon</p></details>
       <details class="equations" open><summary>The update</summary><div class="lines"></div></details>`;
     const parts = {section, heading: section.querySelector("h3"), note: section.querySelector(".note"),
-                   root: section.querySelector(".playback"), math: section.querySelector(".equations .lines")};
+                   root: section.querySelector(".playback"), math: section.querySelector(".equations .lines"),
+                   downloads: section.querySelector(".downloads ul")};
     parts.player = CEMPlayer.create(parts.root, {onPick: token => change("token", token)});
     parts.root.addEventListener("keydown", parts.player.key);
     $("phases").appendChild(section);
@@ -334,6 +337,8 @@
       parts.section.insertBefore(parts.note, pointed ? parts.root : parts.root.nextSibling);  // above when pointed at
       renders.push(parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
                                         start_key: step === null ? "free" : `lesson-${step.number}`}));
+      CEMExports.links(parts.downloads, views[index].figures, name => `${c.layer} ${name} ${index}`,
+                       parts.player.div);                                  // energy.phase_section's downloads
       const lines = updateLatex(phase.name, c);
       if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
         const math = parts.math, text = JSON.stringify(lines);

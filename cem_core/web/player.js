@@ -3,7 +3,8 @@
 // cem_core/ui/playback.py `view` builds (or cem_core/web/figures.js, the same in the browser): the figures once per
 // state, with every step's updates; play, pause, step and the scrubber apply them here, to the traces named by their
 // `meta`. A page makes one player per phase: `CEMPlayer.create(root, {onPick})` builds the bar and the grid inside
-// `root` and returns {render(args), key(event), parts}; a click on a line or a heatmap row calls onPick(token).
+// `root` and returns {render(args), key(event), parts, div(name): a figure's chart}; a click on a line or a heatmap
+// row calls onPick(token).
 // `root.dataset` holds the step, the version and whether the heatmap's images are ready (read by the tests).
 "use strict";
 
@@ -346,7 +347,7 @@
 
     // States that arrive while one is being drawn (a held key) collapse into the latest, so the browser never
     // draws a state that is already stale.
-    return {render: latestOnly(render), key, parts};
+    return {render: latestOnly(render), key, parts, div: name => view.divs[name]};
   }
 
   // Once per page: on another plotly.js than the one written for, a warning above everything.
