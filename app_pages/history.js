@@ -4,9 +4,23 @@
 // seemed to do nothing once after each. Here an entry is pushed only for the first URL change after an input of
 // the reader's (a click, a key, a choice in a component such as the playback); later changes before the next
 // input replace it. Back then undoes the last change (app_pages/common.py re-reads a URL the browser changed).
+// The app's first write can come before this script runs (the page's first message is handled before its elements
+// are drawn, on a quiet machine mostly): then it pushed an entry after the address the page was loaded at, which
+// shows the same state; Back skips that entry (it goes on back) instead of seeming to do nothing once.
 (() => {
   if (window.cemHistory) return;
-  window.cemHistory = {pushed: 0, replaced: 0};      // counted for the browser tests
+  window.cemHistory = {pushed: 0, replaced: 0, early: false};      // counted for the browser tests
+  const nav = window.navigation, loaded = (performance.getEntriesByType("navigation")[0] || {}).name;
+  if (nav && nav.currentEntry && nav.currentEntry.index > 0) {
+    const entries = nav.entries(), here = nav.currentEntry.index, before = entries[here - 1];
+    const first = entries.findIndex(entry => entry.sameDocument);
+    if (before && before.sameDocument && here - first === 1 && before.url === loaded && location.href !== loaded) {
+      window.cemHistory.early = true;
+      window.addEventListener("popstate", () => {
+        if (nav.currentEntry.key === before.key) history.back();
+      });
+    }
+  }
   let acted = false;
   const mark = () => { acted = true; };
   for (const type of ["pointerdown", "keydown"]) window.addEventListener(type, mark, true);

@@ -52,7 +52,7 @@ from appdriver import (
     type_number,
     version,
 )
-from conftest import child_env, require_system_package
+from conftest import ROOT, child_env, require_system_package
 from csv_rows import csv_difference
 from web_mirror import close
 
@@ -595,6 +595,51 @@ def test_back_undoes_each_change_and_returns_to_the_previous_page(app, browser):
     _back(page)                                                           # T undone
     assert slider_value(page, "steps T") == 4 and _query(page)["T"] == "4"
     _assert_clean(page, "Back through the history")
+    page.close()
+
+
+def test_back_from_a_page_just_opened_leaves_the_app(app, browser, tmp_path):
+    """Opened from another page and left as it is, the app is one step back: Back returns to the page before (the
+    app's first write of its controls adds no entry that Back would seem to stop at)."""
+    before = tmp_path / "before.html"
+    before.write_text("<!doctype html><title>before</title><p>the page before")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(before.as_uri())
+    page.goto(app.url)
+    settle(page)
+    page.wait_for_function("() => new URLSearchParams(location.search).has('T') && !!window.cemHistory")
+    page.go_back()
+    page.wait_for_function("u => location.href === u", arg=before.as_uri(), timeout=30000)
+    page.close()
+
+
+HISTORY_JS = ROOT / "app_pages" / "history.js"
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["before the script", "after it"])
+def test_the_apps_first_write_adds_no_entry_back_stops_at(browser, tmp_path, early):
+    """app_pages/history.js on its own, with the app's first write of the address (a push with no input of the
+    reader's) made before the script runs or after it: either way Back from the page just opened goes to the page
+    before it, and a push after a key press is an entry Back undoes."""
+    first, app_page = tmp_path / "first.html", tmp_path / "app.html"
+    first.write_text("<!doctype html><title>first</title>")
+    app_page.write_text("<!doctype html><title>app</title><input id=box>")
+    page = browser.new_page()
+    page.goto(first.as_uri())
+    page.goto(app_page.as_uri())
+    written = f"{app_page.as_uri()}?T=4"
+    if early:
+        page.evaluate("u => history.pushState({}, '', u)", written)
+    page.add_script_tag(content=HISTORY_JS.read_text())
+    if not early:
+        page.evaluate("u => history.pushState({}, '', u)", written)
+    assert page.evaluate("window.cemHistory") == {"pushed": 0, "replaced": 0 if early else 1, "early": early}
+    page.locator("#box").press("x")                                   # an input of the reader's, then a change
+    page.evaluate("u => history.pushState({}, '', u)", f"{app_page.as_uri()}?T=5")
+    page.go_back()
+    page.wait_for_function("u => location.href === u", arg=written)
+    page.go_back()
+    page.wait_for_function("u => location.href === u", arg=first.as_uri(), timeout=10000)
     page.close()
 
 
