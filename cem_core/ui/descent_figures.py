@@ -57,9 +57,9 @@ def per_token_figure(values, title: str, yaxis: str, first_step: int = 0, rose=N
         steps = sorted(set(steps) | set(_pinned_lines(fig, np.asarray(pinned), first_step, names)))
     fig.add_scatter(x=[step, step], y=cursor_y(values, pinned), mode="lines", meta=CURSOR, showlegend=False,
                     hoverinfo="skip", line=dict(color="#555", dash="dot", width=1.5))
-    here = step - first_step
+    here = step - first_step                          # the step shown's ring, whole at the axis's end (not clipped)
     fig.add_scatter(x=[step] if here >= 0 else [], y=[float(values[here, token])] if here >= 0 else [],
-                    mode="markers", meta=NOW, showlegend=False, hoverinfo="skip",
+                    mode="markers", meta=NOW, showlegend=False, hoverinfo="skip", cliponaxis=False,
                     marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
     return layout(fig, title + (" · symmetric log" if scale is not None else ""), "step t", yaxis,
                    height=height, x=integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]),

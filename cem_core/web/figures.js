@@ -207,7 +207,7 @@
     fig.data.push(scatter({x: [step, step], y: cursorY(values, shownPinned), mode: "lines", meta: CURSOR,
                            showlegend: false, hoverinfo: "skip", line: {color: "#555", dash: "dot", width: 1.5}}));
     fig.data.push(scatter({x: [step], y: [at(values, step - firstStep, token)], mode: "markers", meta: NOW,
-                           showlegend: false, hoverinfo: "skip",
+                           showlegend: false, hoverinfo: "skip", cliponaxis: false,
                            marker: {size: 16, color: "rgba(0,0,0,0)", line: {color: "black", width: 3}}}));
     const last = steps[steps.length - 1];
     return layout(fig, title + (scale !== null ? " · symmetric log" : ""), "step t", yaxis, height,
