@@ -5,8 +5,9 @@
 // the reader's (a click, a key, a choice in a component such as the playback); later changes before the next
 // input replace it. Back then undoes the last change (app_pages/common.py re-reads a URL the browser changed).
 // The app's first write can come before this script runs (the page's first message is handled before its elements
-// are drawn, on a quiet machine mostly): then it pushed an entry after the address the page was loaded at, which
-// shows the same state; Back skips that entry (it goes on back) instead of seeming to do nothing once.
+// are drawn, on a quiet machine mostly): then it pushed an entry after the address the page was loaded at, and
+// that address shows the same state. Back landing on it goes on back, instead of seeming to do nothing once (where
+// the browser has the Navigation API, Chromium's; elsewhere Back stops there once, as before).
 (() => {
   if (window.cemHistory) return;
   window.cemHistory = {pushed: 0, replaced: 0, early: false};      // counted for the browser tests

@@ -357,12 +357,19 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     assert lines == update_latex("attention", CEMOptions(T=16, anchor=1.0))          # the update, typeset
 
     # 2b. Its plots saved, as the app's download buttons save them: the energy's data as CSV (the app's rows, the
-    # numbers this page computed), the landscape as an SVG of the chart.
+    # numbers this page computed), the landscape as an SVG of the chart; then, played back to step 0, the heatmap's
+    # CSV is still the state's (the app writes the last step's weights), not the step shown.
     downloads = page.locator(".downloads").first
     downloads.locator("summary").click()
     expected = _app_csvs(T=16, anchor=1.0)
     assert downloads.locator(".name").all_inner_texts() == list(expected)
-    for name, kind in (("energy", "CSV"), ("landscape", "SVG")):
+    for name, kind in (("energy", "CSV"), ("landscape", "SVG"), ("heatmap", "CSV")):
+        if name == "heatmap":                 # at step 0 the heatmap shows step 1's weights, once restyled to them
+            first = float(explore(EnergyControls.from_values(T=16, anchor=1.0))["phases"][0]["weights"][0, 0, 7, 0])
+            page.locator(".playback .first").first.click()
+            page.wait_for_function("""w => document.querySelector('.playback').dataset.step === '0' && Math.abs(
+                document.querySelector('[data-name=heatmap]').data.find(t => t.meta === 'weights').z[7][0] - w)
+                < 1e-6""", arg=first)
         with page.expect_download() as saved:
             downloads.locator("li").filter(has_text=name).get_by_role("button", name=kind).click()
         assert saved.value.suggested_filename == f"attention-{name}-0.{kind.lower()}"

@@ -335,10 +335,10 @@
       const pointed = step !== null && step.points_at === "note";
       parts.note.classList.toggle("pointed", pointed);
       parts.section.insertBefore(parts.note, pointed ? parts.root : parts.root.nextSibling);  // above when pointed at
-      renders.push(parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
-                                        start_key: step === null ? "free" : `lesson-${step.number}`}));
       CEMExports.links(parts.downloads, views[index].figures, name => `${c.layer} ${name} ${index}`,
                        parts.player.div);                                  // energy.phase_section's downloads
+      renders.push(parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
+                                        start_key: step === null ? "free" : `lesson-${step.number}`}));
       const lines = updateLatex(phase.name, c);
       if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
         const math = parts.math, text = JSON.stringify(lines);

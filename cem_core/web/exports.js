@@ -63,22 +63,27 @@
     document.body.appendChild(link);
     link.click();
     link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 0);
+    setTimeout(() => URL.revokeObjectURL(url), 1000);   // (some browsers lose a download revoked at once)
   }
 
   // The downloads of one phase's plots: per figure its CSV (the data of the state drawn) and its SVG (the chart as
   // shown, at the step shown). `figures` are the phase's [{name, figure}], `title(name)` names a figure's files
-  // (slugged, as the app's) and `div(name)` gives its drawn chart.
+  // (slugged, as the app's) and `div(name)` gives its drawn chart. Called before the player draws them: playback
+  // restyles the traces Plotly was given in place (the heatmap's z is the step shown), so the CSV keeps its own
+  // copy of each trace as built, as the app's button writes the figure as built.
   function links(list, figures, title, div) {
     list.innerHTML = "";
-    for (const {name, figure} of figures) {
+    for (const {name, figure: built} of figures) {
+      const figure = {...built, data: built.data.map(trace => ({...trace}))};
       const item = document.createElement("li");
       item.innerHTML = `<span class="name"></span><button type="button">CSV</button><button type="button">SVG</button>`;
       item.querySelector(".name").textContent = name;
       const [csv, svg] = item.querySelectorAll("button");
       const file = slug(title(name));
       csv.onclick = () => save(toCsv(figure, name), "text/csv", `${file}.csv`);
-      svg.onclick = () => Plotly.downloadImage(div(name), {format: "svg", filename: file});
+      svg.onclick = () => {                          // (nothing until the chart is drawn)
+        if (div(name)) Plotly.downloadImage(div(name), {format: "svg", filename: file});
+      };
       list.appendChild(item);
     }
   }
