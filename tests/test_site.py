@@ -8,14 +8,14 @@ install and no network.
 - The page's controls mirror the app's (cem_core/web/controls.js against cem_core/ui/controls.py): a table of bad
   and odd links gets the message the app shows (the same Python functions: from_link, explain) or the same
   snapped state and notes; settle, shown, the heads offered and the cost agree on a grid; the update's equations
-  equal update_latex's.
+  equal update_latex's; what each mode shows is EnergyMode's.
 - A journey on the built page from file://, every request that is not a file:// one aborted and recorded (none may
   be tried), in one session the way a person walks it: the defaults drawn with their note, T and the anchor moved
   (the note says the iterates settle), its plots downloaded (the energy's CSV holds the app's rows, the landscape
   an SVG), the steps played, a token followed by a click, a state pinned and compared,
   the lesson's energy-page steps in order (each step's state set and its claim in the note), a share link opened
-  in a new page (the same state), and a bad link (the app's message). Screenshots go to the test's tmp_path, or
-  to CEM_LAB_SCREENSHOTS when set.
+  in a new page (the same state), and a bad link (the app's message). Another presents the lesson at 1280 x 720.
+  Screenshots go to the test's tmp_path, or to CEM_LAB_SCREENSHOTS when set.
 """
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ from web_mirror import close
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import exports, lesson, site
 from cem_core.ui.controls import EnergyControls
-from cem_core.ui.energy_mode import PAGE_PLOTS
+from cem_core.ui.energy_mode import PAGE_PLOTS, PRESENT_CONTROLS, PRESENT_VIEWS, EnergyMode
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
+from cem_core.ui.figure_style import FONT_PX
 
 # The app's sentences around a refusal (app_pages/common.py restore_controls, app_pages/energy.py page_controls)
 LINK_REFUSED = "The link's settings could not be used: {}. Showing the defaults instead."
@@ -242,6 +243,29 @@ def test_the_equations_are_update_latex(scripts):
             assert js == update_latex(layer, cem, c["activation"]), (layer, values)
             checked += 1
     assert checked == 15
+
+
+MODE_FIELDS = ("name", "title", "controls", "controls_at", "bar_says", "note_beside_words", "pin_buttons",
+               "pinned_caption", "layer_caption", "details", "highlight", "note_above", "start_key")
+
+
+@pytest.mark.slow
+def test_the_modes_are_the_apps(scripts):
+    """What the page shows in each mode (sidebar, presentation, a lesson step, a presented one) is EnergyMode's,
+    field by field: its controls and where, its plots' style, the views it draws of each layer's plots."""
+    steps = [None, *(k for k, step in enumerate(lesson.STEPS) if step.page == "energy")]
+    js_index = {None: None, **{k: i for i, k in enumerate(steps[1:])}}           # the site's steps: the energy page's
+    available = (["energy", "norm", "landscape", "heatmap"], ["energy", "norm", "landscape"])
+    for present in (False, True):
+        for k in steps:
+            m = EnergyMode(present=present, lesson=k)
+            js = scripts.evaluate("""([present, index, available]) => { const m = CEMExplorer.mode(present, index);
+                return {...m, views: available.map(a => m.views(a))}; }""", [present, js_index[k], available])
+            for field in MODE_FIELDS:
+                mine = getattr(m, field)
+                assert js[field] == (list(mine) if isinstance(mine, tuple) else mine), (present, k, field)
+            assert js["plots"] == vars(m.plots), (present, k)
+            assert js["views"] == [None if m.views(a) is None else list(m.views(a)) for a in available], (present, k)
 
 
 # -- the journey --------------------------------------------------------------------------------------------------
@@ -511,6 +535,74 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
         why == "net::ERR_ABORTED" and Path(urlparse(url).path).is_file())] == [], failed
     assert problems == [], problems
     context.close()
+
+
+INSIDE = """s => Array.from(document.querySelectorAll(s)).filter(e => e.offsetParent !== null).map(e => {
+    const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })"""
+PLOT_TEXT = "() => Array.from(document.querySelectorAll('.playback .main-svg text'), t => " \
+            "parseFloat(getComputedStyle(t).fontSize)).filter(px => px > 0)"
+
+
+def _plots(page) -> list[str]:
+    """The first phase's plots, in the page's order."""
+    return page.evaluate("() => Array.from(document.querySelectorAll('.playback')[0].querySelectorAll('.plot'), "
+                         "e => e.dataset.name)")
+
+
+def _on_screen(page, selector: str, where) -> None:
+    """The one element `selector` shown lies inside the projected 1280 x 720 page."""
+    boxes = page.evaluate(INSIDE, selector)
+    assert len(boxes) == 1, (where, selector, boxes)
+    box = boxes[0]
+    assert box["top"] >= 0 and box["left"] >= 0 and box["bottom"] <= 720 and box["right"] <= 1280, (where, box)
+
+
+@pytest.mark.slow
+def test_the_lesson_presented_from_the_site_at_1280x720(built, browser, tmp_path):
+    """A lecturer projects the static page: Presentation mode hides the sidebar and puts T, η and λ in a row; the
+    lesson started there shows at each of its steps, at 1280 x 720, the bar, the step's words, its controls beside
+    them, the first phase's note and the two plots the step talks about, in larger type; the link keeps the mode.
+    End gives back the state from before, presentation mode off and the sidebar's controls back."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{(built / 'index.html').as_uri()}?T=9&seed=5")
+    _drawn(page)
+    before = _view(page)["version"]
+    page.get_by_label("Presentation mode").check()
+    _drawn(page, before)
+    assert not page.locator("#sidebar").is_visible() and _controls(page)["present"] == "true"
+    assert page.locator("#row-controls .control").evaluate_all("rows => rows.map(r => r.dataset.control)") == \
+        list(PRESENT_CONTROLS)
+    assert _plots(page) == list(PRESENT_VIEWS)
+    folder = shots(tmp_path)
+    page.screenshot(path=folder / "site-presentation.png")
+    page.get_by_role("button", name="Start the lesson").click()
+    steps = [step for step in lesson.STEPS if step.page == "energy"]
+    for index, step in enumerate(steps):
+        where = f"presented step {index + 1}"
+        page.locator("#lesson-title").get_by_text(f"step {index + 1} of {len(steps)}: {step.title}").wait_for()
+        _drawn(page)
+        assert _controls(page)["lesson"] == str(index + 1) and _controls(page)["present"] == "true"
+        for selector in ("#lesson-bar", "#beside-say", "#beside-note", "#beside-controls"):
+            _on_screen(page, selector, (where, selector))
+        assert page.locator("#beside-note").inner_text() == _expected_note(**step.state)[0], where
+        shown = page.locator("#beside-controls .control").evaluate_all("rows => rows.map(r => r.dataset.control)")
+        assert shown == list(step.used()), where
+        assert _plots(page) == list(step.views), where
+        for name in step.views:
+            _on_screen(page, f".playback [data-name={name}]", (where, name))
+        sizes = page.evaluate(PLOT_TEXT)
+        assert sizes and min(sizes) >= FONT_PX * 1.2, (where, sorted(sizes)[:3])    # larger type for the room
+        page.screenshot(path=folder / f"site-presentation-{index + 1}.png")
+        if index < len(steps) - 1:
+            page.locator("#lesson-next").click()
+    page.locator("#lesson-end").click()
+    page.wait_for_function("() => document.querySelector('#lesson-bar').hidden")
+    _drawn(page)
+    assert page.locator("#sidebar").is_visible() and not page.locator("#present").is_checked()
+    assert "present" not in _controls(page) and "lesson" not in _controls(page)
+    assert (_controls(page)["T"], _controls(page)["seed"]) == ("9", "5")
+    assert page.locator("#controls .control").count() == len(EnergyControls.specs())   # every control back home
+    page.close()
 
 
 @pytest.mark.slow

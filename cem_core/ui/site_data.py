@@ -1,6 +1,6 @@
 """What the static site's explorer (cem_core/web/) reads from the Python core, exported once at build time: the
 energy page's controls (specs, labels, helps, defaults, the switches' own validation, what hides which control, the
-cost limit), the lesson's energy-page steps and the update's equations. ``script`` writes
+cost limit), the lesson's energy-page steps, what presentation mode shows and the update's equations. ``script`` writes
 it as a classic script (``globalThis.CEMSiteData``), so the page opens from file:// without loading a data file.
 
 The JavaScript mirrors the functions these come from (``EnergyControls.from_link``, ``settle``, ``shown``, ``cost``,
@@ -18,6 +18,7 @@ from cem_core.nn.precondition import PRECONDITIONERS
 
 from . import lesson
 from .controls import COST_LIMIT, LANDSCAPE_GRID, LAYER_CAPTIONS, LAYER_LABELS, EnergyControls
+from .energy_mode import PRESENT_CONTROLS, PRESENT_VIEWS
 from .equations import update_latex
 
 EQUATION_LAYERS = ("attention", "mlp", "joint")     # a phase's name: the layer whose update it shows
@@ -53,7 +54,8 @@ def controls() -> dict:
 def lesson_steps() -> list[dict]:
     """The lesson's energy-page steps, numbered as in the app (its ?lesson=k), each with its complete state."""
     return [{"number": index + 1, "title": step.title, "say": lesson.text(step), "state": step.controls().values(),
-             "pinned": None if step.pinned is None else step.pinned_controls().values(), "points_at": step.points_at}
+             "pinned": None if step.pinned is None else step.pinned_controls().values(), "points_at": step.points_at,
+             "used": list(step.used()), "views": list(step.views)}
             for index, step in enumerate(lesson.STEPS) if step.page == "energy"]
 
 
@@ -86,7 +88,7 @@ def equations() -> dict:
 
 def data() -> dict:
     return {"controls": controls(), "lesson": lesson_steps(), "lesson_total": len(lesson.STEPS),
-            "equations": equations()}
+            "equations": equations(), "present": {"controls": list(PRESENT_CONTROLS), "views": list(PRESENT_VIEWS)}}
 
 
 def script() -> str:

@@ -21,6 +21,7 @@
     widgets: null,       // the controls as set, which the cost may refuse (then the plots keep `values`)
     pinned: null,        // the pinned state's controls, or null
     lesson: null,        // the index into DATA.lesson of the step shown, or null
+    present: false,      // presentation mode
     before: null,        // the state and pin the lesson's steps replaced, for End
     phases: [],          // per phase shown: its section's elements and player
     pinnedData: null,    // explore's data of the pinned state, and its controls as JSON
@@ -74,26 +75,71 @@
     request({...step.state});
   }
 
-  function endLesson() {                         // lesson_mode.end: the state from before the lesson
+  function endLesson() {                         // lesson_mode.end: the state from before, presentation mode off
     const before = page.before;
     page.lesson = null;
     page.before = null;
+    page.present = false;
     page.pinned = before.pinned;
     $("messages").innerHTML = "";
     request({...before.values});
   }
 
+  // The lesson bar, and the page's parts that the mode shows or hides (energy.body, lesson_mode.bar).
   function lessonBar() {
-    const index = page.lesson, bar = $("lesson-bar");
+    const index = page.lesson, bar = $("lesson-bar"), m = mode(page.present, index);
+    document.body.classList.toggle("present", page.present);
+    $("present").checked = page.present;
+    $("present-off").hidden = !page.present;
     bar.hidden = index === null;
     $("lesson-start").hidden = index !== null;
-    $("intro").hidden = index !== null;                     // in a lesson, its bar heads the page (EnergyMode.title)
+    $("present-lesson-start").hidden = index !== null || !page.present;
+    $("intro").hidden = !m.title;                 // in a lesson, its bar heads the page
+    $("pin").hidden = !m.pin_buttons;
+    $("share").hidden = page.present;             // (the room needs no link field)
+    $("layer-caption").hidden = !m.layer_caption;
+    $("row-controls").hidden = m.controls_at !== "row";
+    $("beside").hidden = m.controls_at !== "beside words";
+    placeControls(m);
     if (index === null) return;
     const step = DATA.lesson[index];
     $("lesson-title").textContent = `Lesson · step ${index + 1} of ${DATA.lesson.length}: ${step.title}`;
-    $("lesson-say").innerHTML = markdown(step.say);
+    $("lesson-say").hidden = !m.bar_says;
+    (m.bar_says ? $("lesson-say") : $("beside-say")).innerHTML = markdown(step.say);
     $("lesson-back").disabled = index === 0;
     $("lesson-next").disabled = index === DATA.lesson.length - 1;
+  }
+
+  // -- the mode: mirrors cem_core/ui/energy_mode.py EnergyMode ----------------------------------------------------
+
+  // What the page shows with presentation mode `present` and the lesson step `lesson` (an index into DATA.lesson,
+  // or null), field by field as EnergyMode names it (tests/test_site.py compares them).
+  function mode(present, lesson) {
+    const step = lesson === null ? null : DATA.lesson[lesson];
+    const name = present ? (step ? "presented lesson" : "presentation") : (step ? "lesson" : "sidebar");
+    const controlsAt = {presentation: "row", "presented lesson": "beside words"}[name] || "sidebar";
+    const highlight = step ? step.points_at : null;
+    return {
+      name,
+      title: name === "sidebar",
+      controls: present ? (step ? step.used : DATA.present.controls) : null,
+      controls_at: controlsAt,
+      bar_says: controlsAt !== "beside words",
+      note_beside_words: controlsAt === "beside words",
+      pin_buttons: !present,
+      pinned_caption: present,
+      layer_caption: !present,
+      details: !present,
+      plots: present ? CEMFigures.PRESENT_PLOTS : CEMFigures.PAGE_PLOTS,
+      views(available) {                        // the step's two (or PRESENT_VIEWS), filled up from PRESENT_VIEWS
+        if (!present) return null;
+        const names = (step ? step.views : DATA.present.views).filter(name => available.includes(name));
+        return [...names, ...DATA.present.views.filter(name => !names.includes(name)).slice(0, 2 - names.length)];
+      },
+      highlight,
+      note_above: highlight === "note",
+      start_key: step ? `lesson-${step.number - 1}` : "free",   // (EnergyMode's lesson: the index of all steps)
+    };
   }
 
   // -- the controls ----------------------------------------------------------------------------------------------
@@ -185,9 +231,23 @@
       $("controls").appendChild(heading);
       for (const name of names) {
         widgets[name] = makeWidget(name);
-        $("controls").appendChild(widgets[name].row);
+        widgets[name].home = document.createComment(name);                 // its place in the sidebar
+        $("controls").append(widgets[name].row, widgets[name].home);
       }
     }
+  }
+
+  // Presentation mode draws the mode's controls on the page (a row above the plots, or stacked beside the step's
+  // words), in that order; every other one stays in the sidebar, which it hides. The widgets move, their state
+  // and handlers with them.
+  function placeControls(m) {
+    const at = {row: $("row-controls"), "beside words": $("beside-controls")}[m.controls_at];
+    for (const [name, widget] of Object.entries(widgets)) {
+      if (!(at && m.controls.includes(name)) && widget.row.parentNode !== $("controls")) {
+        widget.home.before(widget.row);
+      }
+    }
+    if (at) for (const name of m.controls) at.appendChild(widgets[name].row);
   }
 
   // The widgets show `page.widgets`, those that apply (EnergyControls.shown); the token's and the heatmap head's
@@ -300,7 +360,8 @@
       <details class="equations" open><summary>The update</summary><div class="lines"></div></details>`;
     const parts = {section, heading: section.querySelector("h3"), note: section.querySelector(".note"),
                    root: section.querySelector(".playback"), math: section.querySelector(".equations .lines"),
-                   downloads: section.querySelector(".downloads ul")};
+                   downloads: section.querySelector(".downloads ul"),
+                   details: section.querySelectorAll(".downloads, .equations")};
     parts.player = CEMPlayer.create(parts.root, {onPick: token => change("token", token)});
     parts.root.addEventListener("keydown", parts.player.key);
     $("phases").appendChild(section);
@@ -319,26 +380,34 @@
     const serial = ++page.serial;
     document.body.dataset.state = "drawing";
     const c = page.values, step = page.lesson === null ? null : DATA.lesson[page.lesson];
+    const m = mode(page.present, page.lesson);
     const data = CEMExplore.explore(c);
     const notes = CEMExplore.diagnose(c, data);
     const pinnedData = page.pinned === null ? null : explored(page.pinned);
-    const views = CEMFigures.phaseViews(c, data, page.pinned, pinnedData, CEMFigures.PAGE_PLOTS);
-    const renders = [];
+    const views = CEMFigures.phaseViews(c, data, page.pinned, pinnedData, m.plots);
+    const renders = [], versions = [];
     while (page.phases.length > data.phases.length) page.phases.pop().section.remove();
     while (page.phases.length < data.phases.length) page.phases.push(phaseSection());
     data.phases.forEach((phase, index) => {
       const parts = page.phases[index], note = notes[index];
       parts.heading.hidden = data.phases.length === 1;
       parts.heading.textContent = `Phase ${index + 1}: ${DATA.controls.layer_labels[phase.name]}`;
-      parts.note.className = `note box ${note.level === "warning" ? "warning" : "info"}`;
-      parts.note.innerHTML = markdown(note.text);
-      const pointed = step !== null && step.points_at === "note";
-      parts.note.classList.toggle("pointed", pointed);
-      parts.section.insertBefore(parts.note, pointed ? parts.root : parts.root.nextSibling);  // above when pointed at
+      const beside = m.note_beside_words && index === 0;   // presented: the first note beside the step's words
+      const box = beside ? $("beside-note") : parts.note, unused = beside ? parts.note : $("beside-note");
+      if (index === 0) Object.assign(unused, {className: "box", textContent: ""});   // (no stale note left there)
+      parts.note.hidden = beside;
+      box.className = `note box ${note.level === "warning" ? "warning" : "info"}`;
+      box.innerHTML = markdown(note.text);
+      box.classList.toggle("pointed", m.note_above);
+      parts.section.insertBefore(parts.note, m.note_above ? parts.root : parts.root.nextSibling);   // above: pointed at
+      for (const details of parts.details) details.hidden = !m.details;
       CEMExports.links(parts.downloads, views[index].figures, name => `${c.layer} ${name} ${index}`,
                        parts.player.div);                                  // energy.phase_section's downloads
-      renders.push(parts.player.render({...views[index], highlight: step === null ? null : step.points_at,
-                                        start_key: step === null ? "free" : `lesson-${step.number}`}));
+      const args = {...views[index], highlight: m.highlight, start_key: m.start_key};
+      const shown = m.views(views[index].figures.map(f => f.name));
+      const drawn = shown === null ? args : presented(args, shown, m.plots);
+      versions.push(drawn.version);
+      renders.push(parts.player.render(drawn));
       const lines = updateLatex(phase.name, c);
       if (parts.math.dataset.lines !== JSON.stringify(lines)) {           // typeset anew only when they change
         const math = parts.math, text = JSON.stringify(lines);
@@ -350,22 +419,33 @@
       }
     });
     $("layer-caption").textContent = DATA.controls.layer_captions[c.layer] || "";
-    pinBar();
+    pinBar(m);
     lessonBar();
-    whenDrawn(serial, views.map(v => v.version));
+    whenDrawn(serial, versions);
     return Promise.all(renders);
   }
 
-  function pinBar() {                           // common.pin_bar
-    const button = $("pin");
-    if (page.pinned === null) {
-      button.textContent = "Pin this state";
-      $("pinned-caption").textContent = "";
-      return;
+  // energy.phase_section in presentation mode: the two plots it shows, in its order, with larger fonts (the
+  // landscape without its legend, which would take a third of its height)
+  function presented(args, names, style) {
+    const figures = args.figures.filter(f => names.includes(f.name))
+      .sort((a, b) => names.indexOf(a.name) - names.indexOf(b.name))
+      .map(f => f.name !== "landscape" ? f :
+        {name: f.name, figure: {...f.figure, layout: {...f.figure.layout, showlegend: false}}});
+    return {...args, font_scale: style.font_scale, version: `${args.version}-present`, figures};
+  }
+
+  // common.pin_bar, or in presentation mode energy.pinned_caption (beside the step's words in a lesson step)
+  function pinBar(m) {
+    $("pin").textContent = page.pinned === null ? "Pin this state" : "Unpin";
+    let caption = "";
+    if (page.pinned !== null) {
+      const then = CEMFigures.changes(page.pinned, page.values), now = CEMFigures.changes(page.values, page.pinned);
+      caption = m.pinned_caption ? `Pinned (faint, dashed): **${then}**; now: **${now}**.` :
+        `Pinned: **${then}**, drawn faint and dashed; now: **${now}**.`;
     }
-    button.textContent = "Unpin";
-    $("pinned-caption").innerHTML = markdown(`Pinned: **${CEMFigures.changes(page.pinned, page.values)}**, drawn ` +
-      `faint and dashed; now: **${CEMFigures.changes(page.values, page.pinned)}**.`);
+    $("pinned-caption").innerHTML = m.note_beside_words ? "" : markdown(caption);
+    $("beside-pinned").innerHTML = m.note_beside_words ? markdown(caption) : "";
   }
 
   // -- the link --------------------------------------------------------------------------------------------------
@@ -377,6 +457,7 @@
     }
     const query = new URLSearchParams(CEMControls.toQuery(page.values));
     if (page.lesson !== null) query.set("lesson", String(DATA.lesson[page.lesson].number));
+    if (page.present) query.set("present", "true");
     try {
       history.replaceState(null, "", `?${query}`);
     } catch (err) {                             // too many rewrites of the address: the link field still has it
@@ -401,6 +482,7 @@
   // (common.restore_controls), or the defaults with the app's messages.
   function open() {
     const query = Object.fromEntries(new URLSearchParams(location.search));
+    page.present = ["true", "1"].includes((query.present || "false").toLowerCase());   // common.link_switch
     let base = {};
     if (query.lesson !== undefined) {
       const problem = lessonProblem(query.lesson);
@@ -435,7 +517,13 @@
       request({...(pending || page.widgets)});
     };
     $("copy").onclick = copyLink;
-    $("lesson-start").onclick = () => goStep(0);
+    const present = on => {                     // lesson_mode's presentation switch: the same state, drawn anew
+      page.present = on;
+      request({...(pending || page.widgets)});
+    };
+    $("present").onchange = () => present($("present").checked);
+    $("present-off").onclick = () => present(false);
+    $("lesson-start").onclick = $("present-lesson-start").onclick = () => goStep(0);
     $("lesson-back").onclick = () => goStep(page.lesson - 1);
     $("lesson-next").onclick = () => goStep(page.lesson + 1);
     $("lesson-end").onclick = endLesson;
@@ -443,6 +531,6 @@
     if (EMBED === null) open();                 // (embedded: the server's first state comes through load)
   }
 
-  globalThis.CEMExplorer = {updateLatex, page, load};   // (page and updateLatex for the tests)
+  globalThis.CEMExplorer = {updateLatex, page, load, mode};   // (page, updateLatex and mode for the tests)
   start();
 })();
