@@ -379,8 +379,7 @@
   function draw() {
     const serial = ++page.serial;
     document.body.dataset.state = "drawing";
-    const c = page.values, step = page.lesson === null ? null : DATA.lesson[page.lesson];
-    const m = mode(page.present, page.lesson);
+    const c = page.values, m = mode(page.present, page.lesson);
     const data = CEMExplore.explore(c);
     const notes = CEMExplore.diagnose(c, data);
     const pinnedData = page.pinned === null ? null : explored(page.pinned);
