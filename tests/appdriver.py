@@ -18,6 +18,13 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
+# Page probes for page.evaluate: the boxes of the elements a selector finds, and every plot text with its size.
+INSIDE = """(selector) => Array.from(document.querySelectorAll(selector)).map(e => {
+    const r = e.getBoundingClientRect();
+    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, scroll: e.scrollWidth, width: e.clientWidth};
+})"""
+PLOT_TEXT = """() => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg text'))
+    .filter(t => t.textContent.trim()).map(t => [t.textContent, parseFloat(getComputedStyle(t).fontSize)])"""
 
 
 class Server:

@@ -1,6 +1,7 @@
 """Two CSV files compared as the app's download writes them (cem_core/ui/exports.py ``to_csv``) and the browser's
-(cem_core/web/exports.js): tests/test_web_figures.py holds the browser's rows to the figures' tolerance, and
-tests/test_site.py the file a person downloads from the static page to explore.js's."""
+(cem_core/web/exports.js): tests/test_web_figures.py holds the browser's rows to the figures' tolerance, and the
+journeys (tests/test_site.py, tests/test_journeys.py) the file a person downloads to explore.js's
+(``explore_agrees``). ``app_csvs`` writes the app's files for a state."""
 from __future__ import annotations
 
 import csv
@@ -9,8 +10,27 @@ import re
 from collections.abc import Callable
 
 import numpy as np
+from web_mirror import close
+
+from cem_core.ui import exports
+from cem_core.ui.controls import EnergyControls
+from cem_core.ui.energy_mode import PAGE_PLOTS, PlotStyle
 
 INTEGER = re.compile(r"-?[0-9]+")
+
+
+def app_csvs(values: dict, pinned: dict | None = None, style: PlotStyle = PAGE_PLOTS) -> list[dict[str, str]]:
+    """Per phase, each figure's CSV as the app's download button writes it (common.download_buttons), by name."""
+    from app_pages.energy import _phase_views
+
+    views = _phase_views(EnergyControls.from_values(**values),
+                         None if pinned is None else EnergyControls.from_values(**pinned), style)
+    return [{name: exports.to_csv(fig) for name, fig in view["figures"].items() if fig is not None} for view in views]
+
+
+def explore_agrees(py: float, js: float, scale: float) -> bool:
+    """A number explore.js computed against Python's, under web_mirror's tolerance (1e-5 relative, with its floor)."""
+    return bool(close(js, py, scale)[0])
 
 
 def csv_difference(py: str, js: str, path: str, agree: Callable[[float, float, float], bool]) -> str | None:

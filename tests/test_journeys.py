@@ -33,7 +33,9 @@ import numpy as np
 import pytest
 from appdriver import (
     CHROMIUM,
+    INSIDE,
     PLAYBACK,
+    PLOT_TEXT,
     choose,
     chromium,
     click_radio,
@@ -53,14 +55,12 @@ from appdriver import (
     version,
 )
 from conftest import ROOT, child_env, require_system_package
-from csv_rows import csv_difference
-from web_mirror import close
+from csv_rows import app_csvs, csv_difference, explore_agrees
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import exports, lesson
+from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
-from cem_core.ui.energy_mode import PAGE_PLOTS
 from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
@@ -445,12 +445,6 @@ def test_the_whole_lesson_in_presentation_mode_at_1280x720(app, browser, tmp_pat
 # -- (d) legible on a projector -------------------------------------------------------------------
 
 
-INSIDE = """(selector) => Array.from(document.querySelectorAll(selector)).map(e => {
-    const r = e.getBoundingClientRect();
-    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, scroll: e.scrollWidth, width: e.clientWidth};
-})"""
-PLOT_TEXT = """() => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg text'))
-    .filter(t => t.textContent.trim()).map(t => [t.textContent, parseFloat(getComputedStyle(t).fontSize)])"""
 X_TICKS = """(i) => Array.from(document.querySelectorAll('.js-plotly-plot')[i].querySelectorAll('.xtick text'))
     .map(t => t.textContent)"""
 
@@ -805,15 +799,12 @@ def test_instant_redraws_in_the_browser_and_the_app_keeps_the_state(app, browser
     assert len(lines) == energies.shape[1]
     assert np.allclose(np.array(lines).T, energies, rtol=1e-5, atol=1e-10 * abs(energies).max())
     page.screenshot(path=shots(tmp_path) / "instant.png", full_page=True)
-    from app_pages.energy import _phase_views
-
     frame.locator(".downloads summary").first.click()                 # a plot's data saved from the frame
     with page.expect_download() as saved:
         frame.locator(".downloads li").filter(has_text="norm").get_by_role("button", name="CSV").click()
     assert saved.value.suggested_filename == "attention-norm-0.csv"
-    expected = exports.to_csv(_phase_views(c, None, PAGE_PLOTS)[0]["figures"]["norm"])
-    found = csv_difference(expected, Path(saved.value.path()).read_bytes().decode("utf-8"), "norm",
-                           lambda p, j, scale: bool(close(j, p, scale)[0]))
+    found = csv_difference(app_csvs(c.values())[0]["norm"], Path(saved.value.path()).read_bytes().decode("utf-8"),
+                           "norm", explore_agrees)
     assert found is None, found
 
     page.wait_for_function("() => new URLSearchParams(location.search).get('T') === '9'", timeout=20000)

@@ -26,15 +26,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
-from appdriver import CHROMIUM, chromium, shots
+from appdriver import CHROMIUM, INSIDE, PLOT_TEXT, chromium, shots
 from conftest import ROOT, child_env, require_system_package
-from csv_rows import csv_difference
-from web_mirror import close
+from csv_rows import app_csvs, csv_difference, explore_agrees
 
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import exports, lesson, site
+from cem_core.ui import lesson, site
 from cem_core.ui.controls import EnergyControls
-from cem_core.ui.energy_mode import PAGE_PLOTS, PRESENT_CONTROLS, PRESENT_VIEWS, EnergyMode
+from cem_core.ui.energy_mode import PRESENT_CONTROLS, PRESENT_VIEWS, EnergyMode
 from cem_core.ui.equations import update_latex
 from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
@@ -322,14 +321,6 @@ def _set_slider(page, label: str, value: float, step: float) -> None:
     _drawn(page, before)
 
 
-def _app_csvs(**values) -> dict[str, str]:
-    """The first phase's plots as the app's download buttons write them (energy.phase_section), by name."""
-    from app_pages.energy import _phase_views
-
-    figures = _phase_views(EnergyControls.from_values(**values), None, PAGE_PLOTS)[0]["figures"]
-    return {name: exports.to_csv(fig) for name, fig in figures.items() if fig is not None}
-
-
 def _expected_note(**values) -> list[str]:
     c = EnergyControls.from_values(**values)
     return [d.text.replace("**", "") for d in diagnose(c, explore(c))]
@@ -385,7 +376,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     # CSV is still the state's (the app writes the last step's weights), not the step shown.
     downloads = page.locator(".downloads").first
     downloads.locator("summary").click()
-    expected = _app_csvs(T=16, anchor=1.0)
+    expected = app_csvs(EnergyControls.from_values(T=16, anchor=1.0).values())[0]
     assert downloads.locator(".name").all_inner_texts() == list(expected)
     for name, kind in (("energy", "CSV"), ("landscape", "SVG"), ("heatmap", "CSV")):
         if name == "heatmap":                 # at step 0 the heatmap shows step 1's weights, once restyled to them
@@ -399,7 +390,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
         assert saved.value.suggested_filename == f"attention-{name}-0.{kind.lower()}"
         text = Path(saved.value.path()).read_bytes().decode("utf-8")          # (its CR LF kept)
         if kind == "CSV":
-            found = csv_difference(expected[name], text, name, lambda p, j, scale: bool(close(j, p, scale)[0]))
+            found = csv_difference(expected[name], text, name, explore_agrees)
             assert found is None, found
         else:
             assert text.startswith("<svg") and "Energy of token" in text, text[:200]
@@ -537,12 +528,6 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     context.close()
 
 
-INSIDE = """s => Array.from(document.querySelectorAll(s)).filter(e => e.offsetParent !== null).map(e => {
-    const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })"""
-PLOT_TEXT = "() => Array.from(document.querySelectorAll('.playback .main-svg text'), t => " \
-            "parseFloat(getComputedStyle(t).fontSize)).filter(px => px > 0)"
-
-
 def _plots(page) -> list[str]:
     """The first phase's plots, in the page's order."""
     return page.evaluate("() => Array.from(document.querySelectorAll('.playback')[0].querySelectorAll('.plot'), "
@@ -590,7 +575,7 @@ def test_the_lesson_presented_from_the_site_at_1280x720(built, browser, tmp_path
         assert _plots(page) == list(step.views), where
         for name in step.views:
             _on_screen(page, f".playback [data-name={name}]", (where, name))
-        sizes = page.evaluate(PLOT_TEXT)
+        sizes = [px for _, px in page.evaluate(PLOT_TEXT)]
         assert sizes and min(sizes) >= FONT_PX * 1.2, (where, sorted(sizes)[:3])    # larger type for the room
         page.screenshot(path=folder / f"site-presentation-{index + 1}.png")
         if index < len(steps) - 1:

@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 from appdriver import CHROMIUM, chromium
 from conftest import ROOT, require_system_package
-from csv_rows import csv_difference
+from csv_rows import app_csvs, csv_difference
 
-from cem_core.ui import exports
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.energy_mode import PAGE_PLOTS, PRESENT_PLOTS, PlotStyle
 from cem_core.ui.explore import explore
@@ -114,15 +113,6 @@ def js_views(page, values: dict, pinned: dict | None, style: PlotStyle, what: st
     data = plain(explore(EnergyControls.from_values(**values)))
     pinned_data = None if pinned is None else plain(explore(EnergyControls.from_values(**pinned)))
     return page.evaluate(what, [values, data, pinned, pinned_data, vars(style)])
-
-
-def python_csvs(values: dict, pinned: dict | None, style: PlotStyle) -> list[dict]:
-    """Per phase, each figure's CSV as the app's download button writes it (common.download_buttons)."""
-    from app_pages.energy import _phase_views
-
-    views = _phase_views(EnergyControls.from_values(**values),
-                         None if pinned is None else EnergyControls.from_values(**pinned), style)
-    return [{name: exports.to_csv(fig) for name, fig in view["figures"].items() if fig is not None} for view in views]
 
 
 def decoded(node):
@@ -267,7 +257,7 @@ def test_the_browsers_downloads_are_the_apps_csv(page, name):
     (exports.to_csv), for every case's figures: the playback's marks left out, heatmaps and contours in long
     format, the breaks between a pinned path's segments dropped, names with a comma quoted."""
     values, pinned, style, _ = CASES[name]
-    py = python_csvs(values, pinned, style)
+    py = app_csvs(values, pinned, style)
     js = js_views(page, values, pinned, style, "csvs")
     assert [list(p) for p in py] == [list(j) for j in js], f"{name}: the figures downloaded"
     for k, (a, b) in enumerate(zip(py, js)):
@@ -281,7 +271,7 @@ def test_a_changed_csv_rule_is_found(browser):
     comparison names the first cell that differs."""
     source = EXPORTS_JS.read_text()
     values = state(T=16, anchor=1.0, eta=0.25)
-    py = python_csvs(values, None, PAGE_PLOTS)[0]
+    py = app_csvs(values, None, PAGE_PLOTS)[0]
     for before, after, figure, where in (('energy: ["x"], ', "", "energy", "energy row 1 x: '0.0' for '0'"),
                                         ("/[\",\\r\\n]/", "/[\"\\r\\n]/", "landscape", "landscape row ")):
         assert source.count(before) == 1, before
