@@ -44,6 +44,9 @@ def add_lm(group) -> None:
                             "finished rates sweep; budget-ladder: a finished ladder sweep): that sweep's folder, from "
                             "whose records the rates are written to the --out folder's decisions.json before any run "
                             "(not needed once that table is there)")
+    lm_sw.add_argument("--reuse", metavar="DIR",
+                       help="another LM sweep's folder: its runs of the same configuration on the same data are taken "
+                            "as they are instead of trained again (the tie ladder reuses the budget ladder's)")
     lm_sw.add_argument("--data", default="demo",
                        help="demo (offline Python source, NOT SlimPajama; the whole demo corpus) | prose (offline "
                             "English prose: Python's documentation and docstrings, NOT SlimPajama) | slimpajama | "
@@ -122,6 +125,9 @@ def lm_sweep_command(args) -> int:
     if args.rates_from:
         lm_runner.adopt_decisions(out, args.preset, args.rates_from)
     decided = lm_decisions.folder_decisions(out, args.preset)          # refused here when the folder lacks its table
+    if args.reuse and not (Path(args.reuse) / "results.json").is_file():
+        raise ValueError(f"reuse={args.reuse!r} is invalid: no LM sweep folder with a results.json")
+    reuse = lm_runner.LM_SWEEP.load(Path(args.reuse) / "results.json") if args.reuse else []
     staged = bool(lm_presets.SWEEP_PRESETS[args.preset].rate_steps)     # its runs grow stage by stage
     n_runs = (len(lm_runner.LM_SWEEP.load(out / "results.json")) if staged
               else len(lm_presets.preset_runs(args.preset, decisions=decided)))
@@ -129,7 +135,8 @@ def lm_sweep_command(args) -> int:
         with SweepProgress(f"lm sweep {args.preset}", n_runs, out, args.jobs,
                            lambda r: f"{r['name']} seed {r['seed']}: ppl {r['val_ppl']:.3f}", staged) as progress:
             records = lm_runner.run_sweep(out, args.preset, data, jobs=args.jobs, on_start=progress.start,
-                                         on_done=progress.done, executor=cluster.from_arguments(args, out))
+                                         on_done=progress.done, executor=cluster.from_arguments(args, out),
+                                         reuse=reuse)
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are kept in {out}; run the same command again to resume", file=sys.stderr)
         return 130

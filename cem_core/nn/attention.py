@@ -49,6 +49,7 @@ from .descent import EnergyDescentLayer, check_input
 from .diagonals import DIAGONAL_FORMS, DIAGONALS
 from .energy import attention_energy, with_anchor
 from .rope import rope_angles, rotate, unrotate
+from .ties import ATTENTION_TIES
 from .validate import check_config
 
 QUERY_BLOCK = 128   # queries per block of the shared-diagonal core (``query_blocks``)
@@ -182,6 +183,7 @@ class AttentionContext:
     offset: int
     inputs: torch.Tensor | None = None    # the history c_j (B, n_k, d), for a shared diagonal
     key_bias: torch.Tensor | None = None  # distance form: -(1/2) c_j^T D_k c_j, (B, H, n_k), or (B, n_k) shared
+    values: torch.Tensor | None = None    # a free W_V's values W_V,k c_j (B, H, n_k, d_h), not rotated; None: the keys
 
 
 class InteractionTerm:
@@ -194,7 +196,12 @@ class InteractionTerm:
         self.n_heads, self.head_dim = H, config.head_dim
         self.scale = config.head_dim ** -0.5                           # beta = 1/sqrt(d_h)
         self.q_proj = nn.Linear(d, d, bias=False)                      # W_Q (stacked heads), and W_O = W_Q^T
-        self.k_proj = nn.Linear(d, d, bias=False)                      # W_K = W_V
+        self.k_proj = nn.Linear(d, d, bias=False)                      # W_K (= W_V when tied)
+        free = ATTENTION_TIES[config.attn_ties].free                   # untied: W_V, W_O (docs/design.md#215-the-ties)
+        if "v_proj" in free:
+            self.v_proj = nn.Linear(d, d, bias=False)                  # W_V, a free value projection
+        if "o_proj" in free:
+            self.o_proj = nn.Linear(d, d, bias=False)                  # W_O, a free output projection
         if rows := DIAGONALS[config.diagonal].rows(H):                  # d_k per head, one d for all, or none
             start = DIAGONAL_FORMS[config.diagonal_form].start(config.head_dim, d)   # bilinear: 0, plain attention
             self.diag = nn.Parameter(torch.full((rows, d), start))      # d_k (one row shared by all heads)
@@ -215,8 +222,11 @@ class InteractionTerm:
         if self.config.rope:
             cos, sin = rope_at(offset, c.shape[1], self.head_dim, self.config.rope_base, c)  # (n, d_h)
             k = rotate(k, cos, sin)                                    # R_j W_K,k c_j: (B, H, n, d_h)
+        values = split_heads(self.v_proj(c), self.n_heads) if hasattr(self, "v_proj") else None  # W_V,k c_j
         if cache is not None:
             k = cache.append("keys", k, dim=-2)                        # (B, H, n_k, d_h), n_k = offset + n
+            if values is not None:
+                values = cache.append("values", values, dim=-2)
             if self.config.diagonal != "none":
                 c = cache.append("inputs", c, dim=1)                   # c_j: (B, n_k, d)
         key_bias = None
@@ -229,11 +239,24 @@ class InteractionTerm:
             B, n_k, d = c.shape
             c_heads = c[:, None].expand(B, self.n_heads, n_k, d)       # c_j for every head: (B, H, n_k, d)
             k = torch.cat((k, c_heads), dim=-1)                        # k' = [W_K,k c ; c]: (B, H, n_k, d_h + d)
-        return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, key_bias=key_bias)
+        return AttentionContext(keys=k, cos=cos, sin=sin, offset=offset, key_bias=key_bias, values=values)
+
+    def readout_matrix(self) -> torch.Tensor:
+        """R with the readout u = o R (d, d): W_Q itself for the tied W_O = W_Q^T, else the free W_O^T."""
+        return self.o_proj.weight.T if hasattr(self, "o_proj") else self.q_proj.weight
 
     def _attention_readout(self, o: torch.Tensor) -> torch.Tensor:
-        """The merged heads (B, n, d) read out through the tied W_O = W_Q^T: sum_k W_Q,k^T o_k, (B, n, d)."""
-        return o @ self.q_proj.weight                                  # W_O = W_Q^T
+        """The merged heads (B, n, d) read out through W_O: sum_k W_Q,k^T o_k with the tie W_O = W_Q^T, (B, n, d)."""
+        return o @ self.readout_matrix()                               # W_O = W_Q^T, or a free W_O
+
+    def _core(self, q, ctx: AttentionContext, need_weights: bool):
+        """sum_j a^k_ij v_j at the rotated queries q, back at the query position: the values are the rotated keys
+        R_j W_K,k c_j, rotated back by R_i^T (W_V = W_K), or a free W_V's W_V,k c_j, not rotated (as Llama's)."""
+        values = ctx.keys if ctx.values is None else ctx.values
+        o, weights = causal_attention(q, ctx.keys, values, self.scale, ctx.offset, need_weights, ctx.key_bias)
+        if self.config.rope and ctx.values is None:
+            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a_ij R_j W_K,k c_j
+        return o, weights
 
     def _interaction_gradient(self, x, ctx: AttentionContext, need_weights: bool):
         """-grad_x E_att at x (B, n, d), shape (B, n, d), and the weights a^k_ij (B, H, n, n_k) when asked."""
@@ -247,12 +270,13 @@ class InteractionTerm:
         if diag is not None:
             dx = diag[None, :, None, :] * x[:, None]                   # d_k * x_i: (B, H, n, d)
             q = torch.cat((q, dx), dim=-1)                             # q' = [W_Q,k x ; d_k * x]: (B, H, n, d_h + d)
-        # o = sum_j a^k_ij v'_j with v' = k': (B, H, n, d_h), or (B, H, n, d_h + d) with D+LR
-        o, weights = causal_attention(q, ctx.keys, ctx.keys, self.scale, ctx.offset, need_weights, ctx.key_bias)
-        if diag is not None:
+        if diag is None:                                               # o = sum_j a^k_ij v_j: (B, H, n, d_h)
+            o, weights = self._core(q, ctx, need_weights)
+        else:   # o = sum_j a^k_ij v'_j with v' = k' = [R_j W_K,k c_j ; c_j]: (B, H, n, d_h + d)
+            o, weights = causal_attention(q, ctx.keys, ctx.keys, self.scale, ctx.offset, need_weights, ctx.key_bias)
             o, o_diag = o.split([self.head_dim, d], dim=-1)            # sum_j a_ij [R_j W_K,k c_j ; c_j]
-        if self.config.rope:
-            o = unrotate(o, ctx.cos, ctx.sin)                          # R_i^T sum_j a_ij R_j W_K,k c_j: (B, H, n, d_h)
+            if self.config.rope:
+                o = unrotate(o, ctx.cos, ctx.sin)                      # R_i^T sum_j a_ij R_j W_K,k c_j: (B, H, n, d_h)
         u = self._attention_readout(merge_heads(o))                    # sum_k W_Q,k^T (...): (B, n, d)
         if diag is not None:
             u = u + (diag[None, :, None, :] * o_diag).sum(1)           # + sum_k diag(d_k) sum_j a_ij c_j: (B, n, d)
@@ -310,23 +334,22 @@ class CEMAttention(InteractionTerm, EnergyDescentLayer):
         if self.check_inputs:
             check_input(h, self.config.d_model)
         W, lam = self.q_proj.weight, self.config.anchor                # W_Q: (d, d); the anchor lambda
+        R = self.readout_matrix()                                      # u = o R: W_Q (tied W_O = W_Q^T), or W_O^T
         x0 = self.norm(h)                                              # x^(0) = c = Norm(h): (B, n, d)
         ctx = self._context(x0, cache)                                 # keys, once for all T steps
-        M = self.preconditioner(W) @ W.T                               # W_Q P W_Q^T (P symmetric): (d, d)
+        M = self.preconditioner(R) @ W.T                               # W_Q P W_Q^T (P symmetric; W_Q P W_O untied)
         q0 = q = self.q_proj(x0)                                       # q^(0) = W_Q x^(0): (B, n, d)
         total = 0.0                                                    # x^(t) - x^(0) = P W_Q^T total, read out once
         for t, eta in enumerate(self.step_sizes()):
             heads = split_heads(q, self.n_heads)                       # (B, H, n, d_h)
             if self.config.rope:
                 heads = rotate(heads, ctx.cos, ctx.sin)                # R_i q_i
-            o, _ = causal_attention(heads, ctx.keys, ctx.keys, self.scale, ctx.offset)
-            if self.config.rope:
-                o = unrotate(o, ctx.cos, ctx.sin)                      # R_i^T sum_j a_ij R_j W_K,k c_j
+            o, _ = self._core(heads, ctx, need_weights=False)          # R_i^T sum_j a_ij R_j W_K,k c_j (tied)
             o = merge_heads(o)                                         # o^(t): -grad E = W_Q^T o - lam (x - x0)
             total = (1 - eta * lam) * total + eta * o                  # the step, in query-output space (P = I if lam)
             if t < self.config.T - 1:
                 q = q + eta * (o @ M - lam * (q - q0))                 # q^(t+1) = W_Q x^(t+1)
-        return h + self.preconditioner(total @ W)                      # h' = h + x^(T) - x^(0)
+        return h + self.preconditioner(total @ R)                      # h' = h + x^(T) - x^(0)
 
     def _energy(self, x, c):
         return with_anchor(self._interaction_energy(x, c), x, c, self.config.anchor)

@@ -23,6 +23,7 @@ from .activations import ACTIVATIONS
 from .block_modes import BLOCK_MODES
 from .diagonals import DIAGONAL_FORMS, DIAGONALS
 from .precondition import PRECONDITIONERS
+from .ties import ATTENTION_TIES, MLP_TIES
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
 ETA_MODES = ("fixed", "learned", "per_step")
@@ -38,14 +39,16 @@ def check_diagonal_form(diagonal: str, diagonal_form: str) -> None:
 
 
 def switch(default, kind: str, allowed, app, label: str, help: str, *, attention_only: bool = False,
-           learned: bool = False):
+           learned: bool = False, energy: bool = True):
     """A field of CEMOptions, with what every place that offers it needs: its kind ("int", "float"
     or "choice"), what is valid (int: (lo, hi); float: (lo, strictly above lo); choice: the
     options), what an interactive control offers (`app`: int (lo, hi); float (lo, hi, step);
-    choice: the options), a short label and a help text, whether it concerns attention only, and
-    whether it only means something for a trained model (`learned`)."""
+    choice: the options), a short label and a help text, whether it concerns attention only,
+    whether it only means something for a trained model (`learned`), and whether every setting keeps the layer
+    a descent on an energy (`energy`: False for the ties, whose untied settings leave the energy view, so the
+    pages that show energies do not offer it)."""
     return field(default=default, metadata=dict(kind=kind, allowed=allowed, app=app, label=label, help=help,
-                                                 attention_only=attention_only, learned=learned))
+                                                 attention_only=attention_only, learned=learned, energy=energy))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +76,11 @@ class CEMOptions:
     rank: int = switch(4, "int", (1, None), (1, 8), "preconditioner rank", "rank of the preconditioner's low-rank part")
     block: str = switch("sequential", "choice", BLOCK_MODES, BLOCK_MODES, "block energy",
                         "; ".join(mode.label for mode in BLOCK_MODES.values()))
+    attn_ties: str = switch("both", "choice", ATTENTION_TIES, ATTENTION_TIES, "attention ties",
+                            "ties of CEM attention: " + "; ".join(tie.label for tie in ATTENTION_TIES.values()),
+                            attention_only=True, energy=False)
+    mlp_ties: str = switch("tied", "choice", MLP_TIES, MLP_TIES, "MLP tie",
+                           "tie of the CEM MLP: " + "; ".join(tie.label for tie in MLP_TIES.values()), energy=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -85,6 +93,7 @@ class CEMOptions:
             else:
                 check_choice(f.name, value, allowed)
         check_diagonal_form(self.diagonal, self.diagonal_form)
+        check_ties_diagonal(self.attn_ties, self.diagonal)
 
     def recorded(self) -> dict:
         """The switches as run records and hashes hold them: a switch added after the first committed
@@ -100,11 +109,28 @@ class CEMOptions:
 
     def attention_fields(self) -> dict:
         """The fields of CEM attention's config (AttentionConfig)."""
-        return self.descent_fields() | dict(diagonal=self.diagonal, diagonal_form=self.diagonal_form)
+        return self.descent_fields() | dict(diagonal=self.diagonal, diagonal_form=self.diagonal_form,
+                                            attn_ties=self.attn_ties)
+
+    def mlp_fields(self) -> dict:
+        """The fields of the CEM MLP's config (MLPConfig)."""
+        return self.descent_fields() | dict(mlp_ties=self.mlp_ties)
+
+    @property
+    def energy_view(self) -> bool:
+        """Whether the CEM layers are gradient steps on an energy: every tie kept (docs/design.md#215-the-ties)."""
+        return ATTENTION_TIES[self.attn_ties].energy and MLP_TIES[self.mlp_ties].energy
 
 
 # switches added after results were first committed, with their defaults (see CEMOptions.recorded)
-LATER_SWITCHES = {"diagonal_form": "bilinear", "block": "sequential"}
+LATER_SWITCHES = {"diagonal_form": "bilinear", "block": "sequential", "attn_ties": "both", "mlp_ties": "tied"}
+
+
+def check_ties_diagonal(attn_ties: str, diagonal: str) -> None:
+    """Free attention projections are refused with a D+LR diagonal: its fast paths read the values as the keys."""
+    if not ATTENTION_TIES[attn_ties].energy and diagonal != "none":
+        fail("attn_ties", attn_ties, f"needs diagonal='none' (got {diagonal!r}): the D+LR paths use the keys as "
+                                     "the values, so only the fully tied attention ('both') takes a diagonal")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,9 +188,11 @@ def check_eval_T(values, trained_T: int, per_step: bool) -> tuple:
     return tuple(values)
 
 
-def switches(*, learned: bool = True) -> tuple:
-    """The fields of CEMOptions (without those that need training, for `learned=False`)."""
-    return tuple(f for f in fields(CEMOptions) if learned or not f.metadata["learned"])
+def switches(*, learned: bool = True, untied: bool = True) -> tuple:
+    """The fields of CEMOptions (without those that need training, for `learned=False`, and without those that can
+    leave the energy view, the ties, for `untied=False`)."""
+    return tuple(f for f in fields(CEMOptions) if (learned or not f.metadata["learned"])
+                 and (untied or f.metadata["energy"]))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,17 +306,24 @@ class AttentionConfig(DescentConfig, HeadsConfig):
 
     diagonal: str = "none"        # a name in DIAGONALS: D in A_k = diag(d_k) + W_Q,k^T W_K,k
     diagonal_form: str = "bilinear"   # "bilinear": x^T D c; "distance": -(1/2)(x - c)^T D (x - c), D = softplus > 0
+    attn_ties: str = "both"       # a name in ATTENTION_TIES: W_V = W_K and W_O = W_Q^T, one of them, or none
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("diagonal", self.diagonal, tuple(DIAGONALS))
         check_choice("diagonal_form", self.diagonal_form, tuple(DIAGONAL_FORMS))
         check_diagonal_form(self.diagonal, self.diagonal_form)
+        check_choice("attn_ties", self.attn_ties, tuple(ATTENTION_TIES))
+        check_ties_diagonal(self.attn_ties, self.diagonal)
 
     def param_counts(self) -> dict[str, int]:
-        """Closed-form parameter counts: W_Q and W_K = W_V (2d^2), the diagonal, the descent's extras."""
-        return {"projections": 2 * self.d_model ** 2, "diagonal": self._diagonal_count(),
+        """Closed-form parameter counts: W_Q and W_K (2d^2; W_V = W_K and W_O = W_Q^T when tied, else their free
+        d^2 each), the diagonal, the descent's extras."""
+        return {"projections": self._attention_projections(), "diagonal": self._diagonal_count(),
                 **self._descent_param_counts()}
+
+    def _attention_projections(self) -> int:
+        return 2 * self.d_model ** 2 + ATTENTION_TIES[self.attn_ties].params(self.d_model, 0)
 
     def _diagonal_count(self) -> int:
         return DIAGONALS[self.diagonal].params(self.d_model, self.n_heads)
@@ -301,17 +336,29 @@ class AttentionConfig(DescentConfig, HeadsConfig):
         return self.diagonal == "none" and self.T > 1 and (self.anchor == 0 or self.preconditioner == "none")
 
     def cache_floats_per_token(self) -> int:
-        """Cached numbers per token and layer: the keys only (d; the values are the keys), + c_j for D+LR."""
-        return self.d_model + (self.d_model if self.diagonal != "none" else 0)
+        """Cached numbers per token and layer: the keys only (d; the values are the keys), + c_j for D+LR, + the
+        values with a free W_V."""
+        free_values = "v_proj" in ATTENTION_TIES[self.attn_ties].free
+        return self.d_model * (1 + (self.diagonal != "none") + free_values)
 
 
 @dataclass(frozen=True, kw_only=True)
 class MLPConfig(DescentConfig, GatedConfig):
     """CEM gated MLP: T steps on the element-wise energy (docs/design.md#25-element-wise-energy-and-the-gated-mlp)."""
 
+    mlp_ties: str = "tied"        # a name in MLP_TIES: the readout is U^T ("tied") or a free W_D ("untied")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("mlp_ties", self.mlp_ties, tuple(MLP_TIES))
+
     def param_counts(self) -> dict[str, int]:
-        """Closed-form parameter counts: U and G (2 d d_ff, the readout is U^T), the descent's extras."""
-        return {"projections": 2 * self.d_model * self.d_ff, **self._descent_param_counts()}
+        """Closed-form parameter counts: U and G (2 d d_ff; the readout is U^T when tied, else a free W_D, d d_ff
+        more), the descent's extras."""
+        return {"projections": self._mlp_projections(), **self._descent_param_counts()}
+
+    def _mlp_projections(self) -> int:
+        return 2 * self.d_model * self.d_ff + MLP_TIES[self.mlp_ties].params(self.d_model, self.d_ff)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,5 +374,5 @@ class BlockConfig(AttentionConfig, MLPConfig):
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts: both terms' projections (2d^2 + 2 d d_ff), the diagonal, one descent's
         extras (one norm, one preconditioner, one set of step sizes)."""
-        return {"attention.projections": 2 * self.d_model ** 2, "attention.diagonal": self._diagonal_count(),
-                "mlp.projections": 2 * self.d_model * self.d_ff, **self._descent_param_counts()}
+        return {"attention.projections": self._attention_projections(), "attention.diagonal": self._diagonal_count(),
+                "mlp.projections": self._mlp_projections(), **self._descent_param_counts()}

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .precondition import Preconditioner
+from .ties import not_an_energy
 
 
 @dataclass
@@ -117,8 +118,15 @@ class EnergyDescentLayer(nn.Module):
         return h + step if not first else h + ((x - x0) + step)       # h' = h + x^(T) - x^(0)
 
     # -- the energy view ---------------------------------------------------------------------
+    def check_energy_view(self) -> None:
+        """A clear ValueError for a layer whose ties leave the energy view (docs/design.md#215-the-ties): its
+        update is no longer a gradient step on an energy, so it has none to show or to differentiate."""
+        if why := not_an_energy(self.config):
+            raise ValueError(f"{type(self).__name__} has no energy: {why}")
+
     def energy(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """E(x_i | c_{1:i}) per token, shape (B, n); x in normalized space, h the raw input."""
+        self.check_energy_view()
         check_input(h, self.config.d_model)
         check_input(x, self.config.d_model, name="x")
         if x.shape != h.shape:
@@ -128,6 +136,7 @@ class EnergyDescentLayer(nn.Module):
     def energy_at(self, points: torch.Tensor, h: torch.Tensor, token: int) -> torch.Tensor:
         """E(x | c_{1:token}) of one token at many candidate points x (P, d), shape (P,), for
         landscapes; h is (1, n, d). Equals ``energy`` with x_token replaced by each point."""
+        self.check_energy_view()
         check_input(h, self.config.d_model)
         if h.shape[0] != 1 or not 0 <= token < h.shape[1]:
             raise ValueError(f"token={token} is invalid for h of shape {tuple(h.shape)}: need batch 1 and "
@@ -137,6 +146,7 @@ class EnergyDescentLayer(nn.Module):
     @torch.no_grad()
     def trace(self, h: torch.Tensor) -> Trace:
         """Iterates, energies (and attention weights) of the T steps for input h."""
+        self.check_energy_view()
         check_input(h, self.config.d_model)
         x0 = self.norm(h)
         context = self._context(x0)
@@ -158,6 +168,7 @@ def reference_forward(layer: EnergyDescentLayer, h: torch.Tensor, differentiable
     Detached by default (a forward check). With ``differentiable`` every step stays in the graph
     (grad E by create_graph, learned eta as tensors), so the reference's own gradients with respect
     to h and every parameter check the fast path's backward."""
+    layer.check_energy_view()
     keep = (lambda t: t) if differentiable else torch.Tensor.detach
     with torch.enable_grad():
         x0 = keep(layer.norm(h))

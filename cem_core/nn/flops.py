@@ -15,6 +15,7 @@ from dataclasses import replace
 from .config import AttentionConfig, BlockConfig, LlamaAttentionConfig, MLPConfig, SwiGLUConfig
 from .diagonals import DIAGONALS
 from .precondition import PRECONDITIONERS
+from .ties import ATTENTION_TIES
 
 CONVENTION = ("matmul FLOPs only (2mkp per (m x k)(k x p) product), causal core counted as half of n^2, "
               "forward+backward = 3x forward; norms, softmax, RoPE and element-wise ops not counted")
@@ -38,7 +39,9 @@ def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: 
     readout W_Q^T per step (1 + 2T projections, P per step); in query space (``cfg.query_space``) k
     and q once, o M for T - 1 steps, one readout (T + 2), M = W_Q P W_Q^T formed once per batch and P
     applied once. The core is H heads of width d_h; a per-head diagonal widens each to d_h + d; a shared
-    diagonal adds one head-independent bias (d * x) c^T and one readout (sum_k a) c, so 2d in all."""
+    diagonal adds one head-independent bias (d * x) c^T and one readout (sum_k a) c, so 2d in all. A free W_V
+    (``Tie.once``) adds one projection of the history, W_V c; a free W_O reads out through itself, at the cost of
+    the tied readout (docs/design.md#215-the-ties)."""
     d = cfg.d_model
     weights = extra = 0.0
     if isinstance(cfg, LlamaAttentionConfig):
@@ -52,6 +55,7 @@ def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: 
         else:
             projections = 1 + 2 * cfg.T                                # k once; q and the readout per step
             extra = _preconditioner_flops(cfg, cfg.T * n)              # P g at every step
+        projections += ATTENTION_TIES[cfg.attn_ties].once              # W_V c once, with a free W_V
     projections = _matmuls(projections, n, d, d) + weights
     core = steps * _matmuls(2, n, width, n) / 2                        # q k'^T and a v', causal half
     return {"projections": float(projections), "core": float(core), "preconditioner": float(extra),
@@ -59,7 +63,8 @@ def attention_flops(cfg: AttentionConfig | LlamaAttentionConfig, n: int, batch: 
 
 
 def mlp_flops(cfg: MLPConfig | SwiGLUConfig, n: int) -> dict[str, float]:
-    """Projection FLOPs of one forward pass over n tokens (SwiGLU: 3 matmuls; CEM: gate once, 2 per step)."""
+    """Projection FLOPs of one forward pass over n tokens (SwiGLU: 3 matmuls; CEM: gate once, 2 per step, the
+    readout through U^T or, untied, through a free W_D of the same size)."""
     if isinstance(cfg, SwiGLUConfig):
         matmuls, extra = 3, 0.0                                        # gate, up, down
     else:

@@ -29,6 +29,7 @@ from .activations import ACTIVATIONS
 from .config import MLPConfig
 from .descent import EnergyDescentLayer
 from .energy import mlp_energy, with_anchor
+from .ties import MLP_TIES
 from .validate import check_config
 
 
@@ -42,11 +43,15 @@ class ElementwiseTerm:
         self.phi = ACTIVATIONS[config.activation].phi
         self.up_proj = nn.Linear(d, f, bias=False)                     # U, inside phi and tied to the readout
         self.gate_proj = nn.Linear(d, f, bias=False)                   # G, the gate from the conditioning
+        if "down_proj" in MLP_TIES[config.mlp_ties].free:              # untied (docs/design.md#215-the-ties)
+            self.down_proj = nn.Linear(f, d, bias=False)               # W_D, a free down projection
 
     def _elementwise_context(self, c: torch.Tensor) -> torch.Tensor:
         return self.gate_proj(c)                                       # G c: (B, n, d_ff), once for all T steps
 
     def _mlp_readout(self, z: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "down_proj"):
+            return self.down_proj(z)                                   # W_D z, a free down projection: (B, n, d)
         return z @ self.up_proj.weight                                 # U^T z (down = up^T): (B, n, d)
 
     def _elementwise_gradient(self, x, gate) -> torch.Tensor:

@@ -76,6 +76,11 @@ class ModelConfig(ModelShape):
             fail("diagonal", self.cem.diagonal, "applies to CEM attention only (attention='llama')")
         if self.attention == "llama" and self.mlp != "cem" and self.cem != CEMOptions():
             fail("cem", self.cem, f"applies to CEM layers only; attention is 'llama' and mlp {self.mlp!r}")
+        default = CEMOptions()
+        if self.attention == "llama" and self.cem.attn_ties != default.attn_ties:
+            fail("attn_ties", self.cem.attn_ties, "applies to CEM attention only (attention='llama')")
+        if self.mlp != "cem" and self.cem.mlp_ties != default.mlp_ties:
+            fail("mlp_ties", self.cem.mlp_ties, f"applies to the CEM MLP only (mlp={self.mlp!r})")
         mode = BLOCK_MODES[self.cem.block]
         if not mode.fits(self.attention, self.mlp):
             fail("block", self.cem.block, f"needs attention={mode.needs[0]!r} and mlp={mode.needs[1]!r} "
@@ -99,9 +104,12 @@ class ModelConfig(ModelShape):
         if not BLOCK_MODES[cem.block].fits(attention, mlp):
             cem = replace(cem, block=default.block)
         if attention == "llama" and mlp == "cem":
-            cem = replace(cem, diagonal=default.diagonal, diagonal_form=default.diagonal_form)
+            cem = replace(cem, diagonal=default.diagonal, diagonal_form=default.diagonal_form,
+                          attn_ties=default.attn_ties)
         elif attention == "llama":
             cem = default
+        if mlp != "cem":
+            cem = replace(cem, mlp_ties=default.mlp_ties)
         return cls(attention=attention, mlp=mlp, cem=cem, **(shape.shape_fields() if shape else {}), **kwargs)
 
     @property
@@ -124,14 +132,15 @@ class ModelConfig(ModelShape):
             return None
         if self.mlp == "llama":
             return SwiGLUConfig(**shape)
-        return MLPConfig(**shape, **self.cem.descent_fields())
+        return MLPConfig(**shape, **self.cem.mlp_fields())
 
     def block_config(self) -> BlockConfig:
         """The config of every joint block (block="joint"): attention's and the MLP's fields in one descent."""
         if not self.joint:
             fail("block", self.cem.block, "block_config is the config of a joint block (block='joint')")
         return BlockConfig(d_model=self.d_model, n_heads=self.n_heads, rope=self.rope, norm_eps=self.norm_eps,
-                           d_ff=self.d_ff, activation=self.activation, **self.cem.attention_fields())
+                           d_ff=self.d_ff, activation=self.activation, **self.cem.attention_fields(),
+                           mlp_ties=self.cem.mlp_ties)
 
     def sections(self) -> tuple:
         """Every block's sublayers as ((name, config), ...), as its block mode lays them out (``BlockMode``):
@@ -169,9 +178,9 @@ def _part(name: str) -> str:
         return "norms"
     if ".joint." in name:                                              # a CEMBlock: each term's weights, one descent
         leaf = name.rsplit(".", 2)[-2] if name.endswith(".weight") else name.rsplit(".", 1)[-1]
-        if leaf in ("q_proj", "k_proj"):
+        if leaf in ("q_proj", "k_proj", "v_proj", "o_proj"):
             return "attention.projections"
-        if leaf in ("up_proj", "gate_proj"):
+        if leaf in ("up_proj", "gate_proj", "down_proj"):
             return "mlp.projections"
         section = "block"
     else:

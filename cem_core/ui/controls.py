@@ -208,8 +208,8 @@ class EnergyControls(Controls):
              "heads": ("int", (1, 8)), "width": ("int", (2, 512)), "seq_len": ("int", (2, 256)),
              "seed": ("int", (0, 9999)), "rope": ("bool", None), "token": ("int", (0, 255)),
              "heat_head": ("int", (0, 7)), "activation": ("choice", ACTIVATIONS)}
-    CEM = tuple(f.name for f in switches(learned=False) if f.name != "block")   # every switch of an untrained layer
-                                                                                # (the layer control says joint)
+    CEM = tuple(f.name for f in switches(learned=False, untied=False) if f.name != "block")   # every switch of an
+    # untrained layer that keeps it a descent on an energy (the layer control says joint; the ties are not offered)
     LABELS = {"p_scale": "preconditioner scale", "width": "width d", "seq_len": "sequence length", "rope": "RoPE",
               "token": "followed token", "heat_head": "heatmap head", "activation": "activation φ"}
     GROUPS = {"Layer": ("layer", *CEM, "p_scale", "activation"),       # the sidebar's headers and their controls,
@@ -327,7 +327,7 @@ class EnergyControls(Controls):
         if self.layer not in ("mlp", "block"):
             return None
         return MLPConfig(d_model=self.width, d_ff=self.d_ff, activation=self.activation,
-                         **self._switches().descent_fields())
+                         **self._switches().mlp_fields())
 
     def block_config(self) -> BlockConfig | None:
         """The joint block's config (layer 'joint': one descent on E_att + E_mlp), else None."""

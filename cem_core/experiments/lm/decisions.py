@@ -9,8 +9,10 @@ from the results of an earlier sweep, kept beside the results they produced. It 
   the order they were added; a fresh ladder has none. The quarter ladder is not staged, so its sweep does not add
   them: when ``ladder.unfinished`` names a cell whose best rate lies at an edge of its grid, its row (the rate the
   rule fixes) is added to the table by hand, and the same ``lm sweep`` trains it;
-- "base_rates": [[width, variant, rate], ...]: the centre of the budget ladder's staged grid at each width, the
-  quarter-budget ladder's best rate there (``ladder.best_rates``).
+- "base_rates": [[width, variant, rate], ...]: the centre of a staged grid at each width: for the budget ladder the
+  quarter-budget ladder's best rate there (``ladder.best_rates``); for the tie ladder a tied variant's base rate in
+  the budget ladder (its runs are then the budget ladder's, reused) and an untied variant's the rate its tied
+  relative chose in the budget ladder (``variants.TIE_RELATIVES``).
 
 A fresh sweep of such a preset writes its table from the finished sweep its rates are decided from (``lm sweep
 --rates-from DIR``: ``runner.adopt_decisions``, ``derive_decisions``); a sweep without its table is refused.
@@ -24,7 +26,7 @@ from cem_core.experiments.records import atomic_write_text, read_json
 
 from . import ladder, rates
 from .presets import PRESETS, SWEEP_PRESETS
-from .variants import SWEEP_VARIANTS
+from .variants import SWEEP_VARIANTS, TIE_RELATIVES
 
 DECISIONS_FILE = "decisions.json"
 DECISION_KEYS = ("own_rates", "extensions", "base_rates")
@@ -76,10 +78,12 @@ def folder_decisions(out, preset: str) -> dict | None:
     return table
 
 
-def derive_decisions(preset: str, source_preset: str | None, records: list[dict]) -> dict:
+def derive_decisions(preset: str, source_preset: str | None, records: list[dict],
+                     source_decisions: dict | None = None) -> dict:
     """The decisions table a fresh sweep of the preset starts from, derived from the records of the finished sweep
-    (of the preset `source_preset`) its rates are decided from; refused when that sweep is of another preset or
-    has not decided every rate yet."""
+    (of the preset `source_preset`) its rates are decided from, and that sweep's own decisions table (for a staged
+    sweep decided from a staged sweep); refused when that sweep is of another preset or has not decided every rate
+    yet."""
     p = SWEEP_PRESETS[preset]
     if not p.decided:
         takers = ", ".join(name for name in PRESETS if SWEEP_PRESETS[name].decided)
@@ -101,8 +105,28 @@ def derive_decisions(preset: str, source_preset: str | None, records: list[dict]
             raise ValueError(f"the {p.decided_from} sweep has not chosen a rate inside its grid with every seed for "
                              f"{len(left)} of its widths and variants yet")
         best = ladder.best_rates(records, p.decided_from)
-        table["base_rates"] = [[width, name, b["lr"]] for (width, name), b in best.items()]
+        if not SWEEP_PRESETS[p.decided_from].rate_steps:
+            table["base_rates"] = [[width, name, b["lr"]] for (width, name), b in best.items()]
+        else:
+            table["base_rates"] = _relative_bases(p, best, source_decisions)
     return table
+
+
+def _relative_bases(p, best: dict, source_decisions: dict | None) -> list:
+    """A staged sweep's base rates from a staged sweep's: a variant the source trained at the source's base rate
+    (the same grid, so the same runs), an untied one at the rate its tied relative chose there (TIE_RELATIVES)."""
+    if not source_decisions or "base_rates" not in source_decisions:
+        raise ValueError(f"the {p.decided_from} sweep's folder has no decisions table with its base rates")
+    source = {(w, name): lr for w, name, lr in source_decisions["base_rates"]}
+    rows = []
+    for width in p.widths:
+        for name in p.variants:
+            relative = TIE_RELATIVES.get(name)
+            lr = source.get((width, name)) if relative is None else best.get((width, relative), {}).get("lr")
+            if lr is None:
+                raise ValueError(f"the {p.decided_from} sweep has no rate for {relative or name} at d = {width}")
+            rows.append([width, name, lr])
+    return rows
 
 
 def write_decisions(folder, table: dict) -> None:

@@ -5,7 +5,8 @@ trains on the same tokens (the data stream does not depend on the seed, unless a
 order of the training documents). Three presets train at rates decided from an earlier sweep's results, recorded
 in their folder's decisions table (``decisions``; ``SweepPreset.decided``): ``own`` (each variant at its own rate,
 from ``rates``), ``ladder`` (a grid around it at each width, with its extensions) and ``budget-ladder`` (a staged
-grid around the quarter-budget ladder's best rates).
+grid around the quarter-budget ladder's best rates) and ``tie-ladder`` (the budget ladder's rule at d = 64 and 128, each
+untied variant's grid around the rate its tied relative chose there, the tied variants' runs reused).
 """
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ from cem_core.nn.validate import check_choice
 from . import rates
 from .data_config import DataConfig
 from .train_config import LMTrainConfig
-from .variants import LADDER_VARIANTS, RATED, SWEEP_VARIANTS, SWEPT
+from .variants import LADDER_VARIANTS, RATED, SWEEP_VARIANTS, SWEPT, TIE_LADDER_VARIANTS
 
-PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder")
+PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder", "tie-ladder")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate ...
 COMMITTED_OWN = Path("results") / "lm-own"         # ... the variants trained at it
 COMMITTED_LADDER = Path("results") / "lm-ladder"   # and the width ladder at a quarter of the budget
 COMMITTED_BUDGET_LADDER = Path("results") / "lm-budget-ladder"   # and at the paper's budget
+COMMITTED_TIE_LADDER = Path("results") / "lm-tie-ladder"   # which tie costs the perplexity, at the same budget
 EVAL_TS = (1, 2, 4)                    # test-time scaling of the T = 2 models
 
 
@@ -109,6 +111,7 @@ RATE_GRID = (3e-4, 6e-4, 1e-3, 2e-3, 4e-3, 8e-3)     # the rates sweep's grid, u
 # each at the same fraction of 20 tokens per Llama parameter of its width, on a grid around its own d = 96 rate
 LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
 LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
+TIE_LADDER_WIDTHS = (64, 128)                  # the tie ladder's widths, two of the budget ladder's
 _CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256), seq_len=128, batch_size=16,
                   eval_batches=32)
 SWEEP_PRESETS = {
@@ -135,6 +138,12 @@ SWEEP_PRESETS = {
                                  widths=LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=4,
                                  rate_steps=LADDER_STEPS, data_orders=True, decided=("base_rates",),
                                  decided_from="ladder"),
+    # the budget ladder at d = 64 and 128 with each tie dropped: its tied variants' base rates (and so their runs,
+    # reused), each untied variant's grid around the rate its tied relative chose there (decisions.derive_decisions)
+    "tie-ladder": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(), seeds=(0, 1, 2), variants=TIE_LADDER_VARIANTS,
+                              widths=TIE_LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=4,
+                              rate_steps=LADDER_STEPS, data_orders=True, decided=("base_rates",),
+                              decided_from="budget-ladder"),
     "gpu": SweepPreset(shape=ModelShape(d_model=384, n_layers=6, n_heads=6, d_ff=1024), seq_len=512, batch_size=64,
                        budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),

@@ -46,4 +46,20 @@ BUDGET_LADDER_RULE = (
     "larger. A lack-of-fit p below 0.05 is reported beside the verdict: the line then misdescribes the means. The "
     "line's value at the paper's smallest scale (Llama 85.2M) is where the line would reach if it stayed straight, "
     "an extrapolation printed without an interval.")
-RULES = {"own": T_RULE, "ladder": LADDER_RULE, "budget-ladder": BUDGET_LADDER_RULE}  # where it is not VERDICT_RULE
+# Which tie costs the perplexity (``ties``), fixed before the tie ladder's first run
+TIE_LADDER_RULE = (
+    "Rates: the budget ladder's rule (1/2, 1 and 2 x a base rate on seed 0, a best at an edge extending the grid by "
+    "a factor of 2 beyond that edge until it does not, seeds 1 and 2 at the rate chosen; seeds differ in "
+    "initialisation and in the order of the training documents). Base rates: Llama, CEM attention T = 1 and "
+    "cem-full at their budget-ladder base rates, so their runs are the budget ladder's, reused; each untied variant "
+    "at the rate its tied relative (CEM attention T = 1, or cem-full) chose in the budget ladder at that width. Gap "
+    "to Llama: per width and variant, g = ln ppl(variant) - ln ppl(Llama) paired by seed, each side at its chosen "
+    "rate, shown as exp(g) - 1, with the mean over seeds and its 95% Student's t-interval (seeds - 1 degrees of "
+    "freedom); 'behind Llama' when the interval lies above 0, 'ahead of Llama' when below, 'no gap shown' when it "
+    "includes 0. What dropping a tie does: per width and untied variant, d = ln ppl(tied relative) - ln "
+    "ppl(untied) paired by seed, with its 95% t-interval: 'dropping it helps' when the interval lies above 0, "
+    "'dropping it hurts' when below, 'no effect shown' when it includes 0; the share of the relative's gap it "
+    "closes is mean d / mean g(relative), a ratio of means printed without an interval. A pair with a diverged run "
+    "is left out and counted. No line through widths and no extrapolation: two widths.")
+RULES = {"own": T_RULE, "ladder": LADDER_RULE, "budget-ladder": BUDGET_LADDER_RULE,
+         "tie-ladder": TIE_LADDER_RULE}  # where it is not VERDICT_RULE

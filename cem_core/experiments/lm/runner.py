@@ -124,12 +124,14 @@ LM_SWEEP = Experiment(label="LM sweep", article="an", fields=LM_RECORD_FIELDS, i
 
 
 def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, on_start=None,
-              on_done=None, executor=finished) -> list[dict]:
+              on_done=None, executor=finished, reuse: list[dict] = ()) -> list[dict]:
     """Run every run of the preset not yet in out/results.json (``sweep.run_plan``), at the rates of the folder's
     decisions table when the preset trains by one (``decisions.folder_decisions``); return all records in sweep
     order. Runs go to ``jobs`` worker processes of one thread each, or to ``executor``. A staged preset runs width
     by width, stage after stage (its seed-0 grid, any extension, its other seeds), each stage's runs as the
-    records so far determine them (``preset_runs``), until none is left to add."""
+    records so far determine them (``preset_runs``), until none is left to add. Records in `reuse` (another LM
+    sweep's, checked) whose hash is a run of this sweep are taken as they are (the same configuration on the same
+    data), not trained again."""
     check_int("jobs", jobs, 1, 64)
     out = Path(out)
     data = data or default_data(preset)
@@ -138,7 +140,7 @@ def run_sweep(out, preset: str, data: DataConfig | None = None, jobs: int = 1, o
     run = partial(run_one, data=data, out=out, threads=None if jobs == 1 else 1)
 
     def plan(specs):
-        return Plan(specs=specs, key=key, manifest=manifest(preset, data, specs, table), run=run)
+        return Plan(specs=specs, key=key, manifest=manifest(preset, data, specs, table), run=run, reuse=list(reuse))
 
     p = SWEEP_PRESETS[preset]
     if not p.rate_steps:
@@ -187,7 +189,7 @@ def adopt_decisions(out, preset: str, source) -> dict:
         raise ValueError(f"{out} holds the {other} preset's sweep, not the {preset} preset's: give the {preset} sweep "
                          "a folder of its own (--out)")
     source_preset = (sweeps.recorded_manifest(source) or {}).get("preset")
-    wanted = derive_decisions(preset, source_preset, LM_SWEEP.load(source / sweeps.RESULTS))
+    wanted = derive_decisions(preset, source_preset, LM_SWEEP.load(source / sweeps.RESULTS), read_decisions(source))
     held = read_decisions(out)
     if held is None:
         write_decisions(out, wanted)

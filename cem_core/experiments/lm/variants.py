@@ -2,7 +2,9 @@
 
 ``PAPER_VARIANTS`` are the nine the paper's claims compare, ``OUR_VARIANTS`` the two behind our own claims,
 ``STEP_SIZE_VARIANTS`` the two with learned per-step step sizes (is the preconditioner's gain step-size control?),
-and ``LADDER_VARIANTS`` the four the width ladders train.
+``TIE_VARIANTS`` the four with a tie dropped (docs/design.md#215-the-ties), ``LADDER_VARIANTS`` the four the width
+ladders train and ``TIE_LADDER_VARIANTS`` the seven the tie ladder trains, each untied variant beside its tied
+relative (``TIE_RELATIVES``).
 """
 from __future__ import annotations
 
@@ -32,8 +34,19 @@ STEP_SIZE_VARIANTS = {
     "attn T=2, diag shared, P dlr, eta per step": ("cem-attn", CEMOptions(T=2, diagonal="shared", preconditioner="dlr",
                                                                          eta_mode="per_step")),
 }
+# which tie costs the perplexity: CEM attention at T = 1 with each tie dropped, cem-full with its MLP's
+TIE_VARIANTS = {
+    "attn T=1, K=V only": ("cem-attn", CEMOptions(attn_ties="kv")),
+    "attn T=1, Q=O^T only": ("cem-attn", CEMOptions(attn_ties="qo")),
+    "attn T=1, untied": ("cem-attn", CEMOptions(attn_ties="none")),
+    "cem-full, MLP untied": ("cem-full", replace(VARIANT_OPTIONS["cem-full"], mlp_ties="untied")),
+}
+TIE_RELATIVES = {"attn T=1, K=V only": "attn T=1", "attn T=1, Q=O^T only": "attn T=1",
+                 "attn T=1, untied": "attn T=1", "cem-full, MLP untied": "cem-full"}   # untied -> its tied relative
 # name -> (model variant, CEM switches), in the order the tables list them
-SWEEP_VARIANTS = PAPER_VARIANTS | OUR_VARIANTS | STEP_SIZE_VARIANTS
+SWEEP_VARIANTS = PAPER_VARIANTS | OUR_VARIANTS | STEP_SIZE_VARIANTS | TIE_VARIANTS
 SWEPT = (*PAPER_VARIANTS, *OUR_VARIANTS)                 # the claims sweep's eleven
 RATED = (*PAPER_VARIANTS, *STEP_SIZE_VARIANTS)           # the eleven that have a rate of their own
 LADDER_VARIANTS = ("llama", "attn T=1", "attn T=2", "cem-full")
+TIE_LADDER_VARIANTS = ("llama", "attn T=1", "attn T=1, K=V only", "attn T=1, Q=O^T only", "attn T=1, untied",
+                       "cem-full", "cem-full, MLP untied")
