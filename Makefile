@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info models figures site notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder clean
+.PHONY: app test info models figures site notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder lm-tie-ladder clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,8 @@ lm-ladder: $(BIN)/.runtime    ## rerun (resume) the quarter-budget width ladder 
 	$(BIN)/python -m cem_core lm sweep --out results/lm-ladder --preset ladder --rates-from results/lm-rates --jobs 2
 lm-budget-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder at the paper's budget into results/lm-budget-ladder (about 3 h on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-budget-ladder --preset budget-ladder --rates-from results/lm-ladder --jobs 2
+lm-tie-ladder: $(BIN)/.runtime       ## rerun (resume) the tie ladder into results/lm-tie-ladder (about 3.5 h on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-tie-ladder --preset tie-ladder --rates-from results/lm-budget-ladder --reuse results/lm-budget-ladder --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -68,6 +68,7 @@ from cem_core import (
     Block,
     CEMAttention,
     CEMGatedMLP,
+    CEMOptions,
     LlamaAttention,
     LlamaAttentionConfig,
     MLPConfig,
@@ -351,3 +352,88 @@ def test_causality_probe_detects_a_bidirectional_reference(hf_fp64_norm):
     with pytest.raises(AssertionError, match="not causal"):
         assert_causal(bidirectional, h)
     assert rel_err(ours(h) - h, bidirectional(h)) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the ties (docs/design.md#215-the-ties): a CEM layer at T = 1 with a tie dropped is HF's layer with that
+#    projection free, so the tie ladder isolates the ties from the rest of the CEM form
+# ---------------------------------------------------------------------------------------------
+TIE_MAPS = {
+    "kv": {"q_proj.weight": "q_proj.weight", "k_proj.weight": "k_proj.weight",
+           "v_proj.weight": "k_proj.weight", "o_proj.weight": "o_proj.weight"},
+    "qo": {"q_proj.weight": "q_proj.weight", "k_proj.weight": "k_proj.weight",
+           "v_proj.weight": "v_proj.weight", "o_proj.weight": "q_proj.weight^T"},
+    "none": ATTN_MAPS[LlamaAttention],
+}
+UNTIED_MLP_MAP = {"gate_proj.weight": "up_proj.weight", "up_proj.weight": "gate_proj.weight",
+                  "down_proj.weight": "down_proj.weight"}
+
+
+def make_tied_attention(ties: str, d: int, H: int, rope_base: float | None, seed: int) -> CEMAttention:
+    cfg = AttentionConfig(d_model=d, n_heads=H, attn_ties=ties, rope=rope_base is not None,
+                          rope_base=rope_base or 10000.0)
+    return randomize(CEMAttention(cfg).to(DTYPE), seed)
+
+
+# with RoPE, "kv" is not Llama's: its value W_K c_j is the key, rotated at the key's position, and rotated back at
+# the query's by the energy's gradient; a free W_V's value is not rotated (Llama's), so "qo" and "none" are
+@pytest.mark.parametrize("ties, rope_base", [pytest.param(t, None, id=f"{t}-norope") for t in TIE_MAPS]
+                         + [pytest.param(t, r.values[0], id=f"{t}-{r.id}") for t in ("qo", "none") for r in ROPES[1:]])
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_untied_cem_attention_matches_hf(shape, ties, rope_base, hf_fp64_norm):
+    d, H, n, B, f, seed = shape
+    ours = make_tied_attention(ties, d, H, rope_base, seed)
+    cfg = hf_config(d, H, f, rope_base, "sdpa")
+    hf = copy_weights(hf_llama.LlamaAttention(cfg, layer_idx=0).to(DTYPE), projections(ours, TIE_MAPS[ties]),
+                      TIE_MAPS[ties]).eval()
+    ref_fn = hf_attention_fn(hf, hf_norm(ours.norm.weight), cfg, rope_base is not None, True)
+    h = inputs(B, n, d, seed)
+    err = rel_err(ours(h) - h, ref_fn(h))
+    assert err <= TOL, f"CEM attention with ties {ties!r} differs from HF by {err:.3e} (relative)"
+
+
+@torch.no_grad()
+def test_kv_tied_attention_with_rope_is_not_llamas(hf_fp64_norm):
+    """The comment above, measured: with RoPE the kept W_V = W_K moves the output far from HF's layer."""
+    d, H, n, B, f, seed = SHAPES[0].values[0]
+    ties = "kv"
+    ours = make_tied_attention(ties, d, H, 10000.0, seed)
+    cfg = hf_config(d, H, f, 10000.0, "sdpa")
+    hf = copy_weights(hf_llama.LlamaAttention(cfg, layer_idx=0).to(DTYPE), projections(ours, TIE_MAPS[ties]),
+                      TIE_MAPS[ties]).eval()
+    h = inputs(B, n, d, seed)
+    assert rel_err(ours(h) - h, hf_attention_fn(hf, hf_norm(ours.norm.weight), cfg, True, True)(h)) > 1e-3
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_untied_cem_mlp_matches_hf(shape, hf_fp64_norm):
+    d, H, n, B, f, seed = shape
+    ours = randomize(CEMGatedMLP(MLPConfig(d_model=d, d_ff=f, mlp_ties="untied")).to(DTYPE), seed)
+    hf = copy_weights(hf_llama.LlamaMLP(hf_config(d, H, f, None)).to(DTYPE), projections(ours, UNTIED_MLP_MAP),
+                      UNTIED_MLP_MAP).eval()
+    h = inputs(B, n, d, seed)
+    err = rel_err(ours(h) - h, hf(hf_norm(ours.norm.weight)(h)))
+    assert err <= TOL, f"the untied CEM MLP differs from HF LlamaMLP by {err:.3e} (relative)"
+
+
+@pytest.mark.parametrize("rope", [True, False], ids=["rope", "norope"])
+@pytest.mark.parametrize("shape", SHAPES)
+@torch.no_grad()
+def test_untied_cem_block_at_t1_is_hfs_decoder_layer(shape, rope, hf_fp64_norm):
+    """cem-full at T = 1 with every tie dropped (no diagonal, no preconditioner) is LlamaDecoderLayer."""
+    d, H, n, B, f, seed = shape
+    cfg = ModelConfig.variant("cem-full", CEMOptions(T=1, attn_ties="none", mlp_ties="untied"),
+                              d_model=d, n_heads=H, d_ff=f, vocab_size=16, n_layers=1, rope=rope)
+    block = randomize(Block(cfg).to(DTYPE), seed)
+    mapping = {"input_layernorm.weight": "attn.norm.weight", "post_attention_layernorm.weight": "mlp.norm.weight",
+               **{f"self_attn.{k}": f"attn.{v}" for k, v in TIE_MAPS["none"].items()},
+               **{f"mlp.{k}": f"mlp.{v}" for k, v in UNTIED_MLP_MAP.items()}}
+    hf_cfg = hf_config(d, H, f, 10000.0 if rope else None)
+    layer = copy_weights(hf_llama.LlamaDecoderLayer(hf_cfg, layer_idx=0).to(DTYPE), block, mapping).eval()
+    h = inputs(B, n, d, seed)
+    ref = layer(h, attention_mask=hf_mask(hf_cfg, h, True), position_ids=position_ids(n),
+                position_embeddings=rope_tables(hf_cfg, n, rope))
+    err = rel_err(block(h), ref)
+    assert err <= TOL, f"the untied CEM block differs from HF LlamaDecoderLayer by {err:.3e} (relative)"

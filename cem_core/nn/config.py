@@ -23,7 +23,7 @@ from .activations import ACTIVATIONS
 from .block_modes import BLOCK_MODES
 from .diagonals import DIAGONAL_FORMS, DIAGONALS
 from .precondition import PRECONDITIONERS
-from .ties import ATTENTION_TIES, MLP_TIES
+from .ties import ATTENTION_TIES, MLP_TIES, energy_view
 from .validate import as_config, check_bool, check_choice, check_float, check_int, fail
 
 ETA_MODES = ("fixed", "learned", "per_step")
@@ -93,7 +93,7 @@ class CEMOptions:
             else:
                 check_choice(f.name, value, allowed)
         check_diagonal_form(self.diagonal, self.diagonal_form)
-        check_ties_diagonal(self.attn_ties, self.diagonal)
+        check_ties(self.attn_ties, self.diagonal, self.mlp_ties, BLOCK_MODES[self.block].one_energy)
 
     def recorded(self) -> dict:
         """The switches as run records and hashes hold them: a switch added after the first committed
@@ -119,18 +119,22 @@ class CEMOptions:
     @property
     def energy_view(self) -> bool:
         """Whether the CEM layers are gradient steps on an energy: every tie kept (docs/design.md#215-the-ties)."""
-        return ATTENTION_TIES[self.attn_ties].energy and MLP_TIES[self.mlp_ties].energy
+        return energy_view(self.attn_ties, self.mlp_ties)
 
 
 # switches added after results were first committed, with their defaults (see CEMOptions.recorded)
 LATER_SWITCHES = {"diagonal_form": "bilinear", "block": "sequential", "attn_ties": "both", "mlp_ties": "tied"}
 
 
-def check_ties_diagonal(attn_ties: str, diagonal: str) -> None:
-    """Free attention projections are refused with a D+LR diagonal: its fast paths read the values as the keys."""
+def check_ties(attn_ties: str, diagonal: str, mlp_ties: str = "tied", one_energy: bool = False) -> None:
+    """Free attention projections are refused with a D+LR diagonal: its fast paths read the values as the keys; and
+    any free projection with a block that descends one energy (a joint block is its energy's gradient steps)."""
     if not ATTENTION_TIES[attn_ties].energy and diagonal != "none":
         fail("attn_ties", attn_ties, f"needs diagonal='none' (got {diagonal!r}): the D+LR paths use the keys as "
                                      "the values, so only the fully tied attention ('both') takes a diagonal")
+    if one_energy and not energy_view(attn_ties, mlp_ties):
+        fail("block", "joint", f"descends one energy, so it needs every tie (got attn_ties={attn_ties!r}, "
+                             f"mlp_ties={mlp_ties!r}): an untied layer has no energy (docs/design.md#215-the-ties)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,7 +318,7 @@ class AttentionConfig(DescentConfig, HeadsConfig):
         check_choice("diagonal_form", self.diagonal_form, tuple(DIAGONAL_FORMS))
         check_diagonal_form(self.diagonal, self.diagonal_form)
         check_choice("attn_ties", self.attn_ties, tuple(ATTENTION_TIES))
-        check_ties_diagonal(self.attn_ties, self.diagonal)
+        check_ties(self.attn_ties, self.diagonal)
 
     def param_counts(self) -> dict[str, int]:
         """Closed-form parameter counts: W_Q and W_K (2d^2; W_V = W_K and W_O = W_Q^T when tied, else their free
@@ -366,6 +370,10 @@ class BlockConfig(AttentionConfig, MLPConfig):
     """A CEM block as one energy: T steps on E_att + E_mlp (docs/design.md#214-the-block-as-one-energy), with
     attention's heads and diagonal, the MLP's hidden width and phi, and one norm, step size, anchor and
     preconditioner for both terms. At T = 1 it is a parallel block, h + Attn(Norm h) + MLP(Norm h)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_ties(self.attn_ties, self.diagonal, self.mlp_ties, one_energy=True)
 
     @property
     def query_space(self) -> bool:
