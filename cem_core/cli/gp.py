@@ -13,6 +13,7 @@ from cem_core.experiments.gp import task as gp_task
 from cem_core.experiments.gp import train as gp_training
 from cem_core.experiments.pool import SweepProgress
 from cem_core.experiments.schedule import OptimConfig
+from cem_core.experiments.train_depths import TRAIN_DEPTHS
 from cem_core.nn.config import KINDS, MLP_KINDS, ModelShape, check_eval_T
 from cem_core.nn.validate import check_device
 
@@ -29,12 +30,15 @@ def add_gp(group) -> None:
                        help="quick (one seed, minutes), default (the committed sweep), gpu (larger, for an "
                             "accelerator), plateau (CEM T = 1 and Llama trained long: where T = 1 stops improving), "
                             "study (the factor study: where recursion helps), rates (CEM attention at T = 1 and 8 at "
-                            "three learning rates: does the study's rate suit both?) (default: default)")
+                            "three learning rates: does the study's rate suit both?), "
+                            "test-time (CEM attention at T = 4 trained in four regimes, read at T' = 1..16: can "
+                            "recursion scale at test time?) (default: default)")
     sweep.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="parallel worker processes, one thread each (default: min(2, cores))")
     sweep.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
-    sweep.add_argument("--reuse", help="another sweep's folder or results.json: its runs of the same configuration "
-                                       "(same hash) are taken instead of trained again, provenance kept")
+    sweep.add_argument("--reuse", nargs="+", default=[],
+                       help="other sweeps' folders or results.json files: their runs of the same configuration (same "
+                            "hash) are taken instead of trained again, provenance kept")
     cluster.add_arguments(sweep)
     report = gp_parser.add_parser("report", help="print the summary table of a sweep")
     report.add_argument("results", nargs="?", default=str(gp_sweep.COMMITTED_GP_SWEEP),
@@ -79,6 +83,9 @@ def _add_train(train) -> None:
     add_part_arguments(train, OptimConfig, default_of(training, "optim"))
     train.add_argument("--eval-T", type=int, nargs="*", default=[],
                        help="also evaluate the trained model at these T (test-time scaling)")
+    train.add_argument("--train-depth", choices=tuple(TRAIN_DEPTHS), default=default_of(training, "train_depth"),
+                       help="in-layer steps each training step trains at: " + "; ".join(
+                           f"{name}: {depth.label}" for name, depth in TRAIN_DEPTHS.items()) + " (default fixed)")
     train.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
     train.add_argument("--out", help="write the run record (JSON) to this new file")
     train.set_defaults(run=gp_train)
@@ -99,7 +106,7 @@ def gp_train(args) -> int:
         model=GPModelConfig(attention=args.attention, mlp=args.mlp, shape=part_of(args, gp_model.GP_SHAPE), cem=cem,
                             tokens=args.tokens, loops=args.loops),
         train=GPTrainConfig(steps=args.steps, batch_size=args.batch_size, optim=part_of(args, gp_training.GP_OPTIM),
-                            seed=args.seed),
+                            seed=args.seed, train_depth=args.train_depth),
         group="cli")
     eval_Ts = check_eval_T(args.eval_T, cem.T, cem.eta_mode == "per_step")
     if eval_Ts and args.attention != "cem" and args.mlp != "cem":
@@ -171,13 +178,14 @@ def gp_sweep_command(args) -> int:
     check_device(args.device)
     specs = gp_sweep.gp_preset_runs(args.preset)
     out = Path(args.out)
-    if args.reuse and not _results_path(args.reuse).is_file():
-        raise ValueError(f"reuse={args.reuse!r} is invalid: no sweep folder with a results.json, nor a results.json, "
-                         "is there")
+    for path in args.reuse:
+        if not _results_path(path).is_file():
+            raise ValueError(f"reuse={path!r} is invalid: no sweep folder with a results.json, nor a results.json, "
+                             "is there")
     try:
         with SweepProgress(f"preset {args.preset} on {args.device}", len(specs), out, args.jobs,
                            lambda r: f"{gp_sweep.run_label(r)}: {r['rmse_ratio']:.3f}") as progress:
-            reuse = gp_sweep.GP_SWEEP.load(_results_path(args.reuse)) if args.reuse else []
+            reuse = [r for path in args.reuse for r in gp_sweep.GP_SWEEP.load(_results_path(path))]
             records = gp_sweep.run_gp_sweep(out, specs, jobs=args.jobs, device=args.device, preset=args.preset,
                                 on_start=progress.start, on_done=progress.done, reuse=reuse,
                                 executor=cluster.from_arguments(args, out))

@@ -18,6 +18,7 @@ from cem_core.experiments.lm.train_config import DTYPES as TRAIN_DTYPES
 from cem_core.experiments.lm.train_config import TRAIN_PRESETS as LM_PRESETS
 from cem_core.experiments.pool import SweepProgress
 from cem_core.experiments.schedule import OptimConfig
+from cem_core.experiments.train_depths import TRAIN_DEPTHS
 from cem_core.nn.config import ModelShape, switches
 from cem_core.nn.model import VARIANTS
 
@@ -97,6 +98,9 @@ def _add_training_flags(p) -> None:
     p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's)")
     p.add_argument("--eval-T", type=int, nargs="*", default=None,
                    help="also report validation perplexity at these T (test-time scaling)")
+    p.add_argument("--train-depth", choices=tuple(TRAIN_DEPTHS), default=None,
+                   help="in-layer steps each training step trains at: " + "; ".join(
+                       f"{name}: {depth.label}" for name, depth in TRAIN_DEPTHS.items()) + " (default fixed)")
     p.add_argument("--tokenizer", default=None, help="byte (default) or bpe:<vocab size>")
     p.add_argument("--dtype", choices=tuple(TRAIN_DTYPES),
                    help="parameter format; bfloat16 = float32 weights with bf16 autocast on GPU "
@@ -156,6 +160,7 @@ def _lm_overrides(args) -> dict:
     return {"steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len,
             "T": getattr(args, "T", None), "eval_T": tuple(args.eval_T) if args.eval_T is not None else None,
             "tokenizer": args.tokenizer, "dtype": args.dtype, "compile": args.compile, "seed": args.seed,
+            "train_depth": args.train_depth,
             **part_overrides(args, ModelShape), **part_overrides(args, OptimConfig)}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cem_core.experiments import sweep
+from cem_core.experiments import sweep, test_time
 from cem_core.experiments.integrity import describe_differences, identity_differences, seal, short_repr
 from cem_core.experiments.pool import finished
 from cem_core.experiments.records import provenance, read_json
@@ -34,7 +34,7 @@ from .model import GPModelConfig
 from .task import GPTaskConfig
 from .train import GPTrainConfig, RunSpec, baseline_rmses, evaluate_at_T, step_diagnostics, train_gp
 
-GP_PRESETS = ("quick", "default", "gpu", "plateau", "study", "rates")
+GP_PRESETS = ("quick", "default", "gpu", "plateau", "study", "rates", "test-time")
 GP_EVAL_TS = (1, 2, 3, 4, 6, 8, 12, 16)          # test-time scaling grid
 COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository keeps its sweep, from its root
 
@@ -42,9 +42,9 @@ COMMITTED_GP_SWEEP = Path("results") / "gp-default"   # where the repository kee
 def gp_preset_runs(preset: str) -> list[RunSpec]:
     """The runs of a preset (docs/results-gp.md says what each one answers)."""
     check_choice("preset", preset, GP_PRESETS)
-    if preset in ("plateau", "study", "rates"):       # the factor study (gp_study) and its rate check
+    if preset in ("plateau", "study", "rates", "test-time"):   # the factor study, its rate check, the test-time study
         return {"plateau": gp_study.plateau_runs, "study": gp_study.study_runs,
-                "rates": gp_study.rate_check_runs}[preset]()
+                "rates": gp_study.rate_check_runs, "test-time": test_time.gp_runs}[preset]()
     # sized so that `default` finishes within 30 minutes on 2 CPU cores (2 workers, 1 thread each)
     width, steps, batch, seeds, tasks = {
         "quick": (64, 400, 32, (0,), [GPTaskConfig()]),
@@ -94,7 +94,7 @@ def run_spec(spec: RunSpec, device: str = "cpu", threads: int | None = None, pro
         "tokens": m.tokens, "loops": m.loops,
         "diagonal": cem.diagonal, "preconditioner": cem.preconditioner, "eta_mode": cem.eta_mode, "eta": cem.eta,
         "anchor": cem.anchor, "diagonal_form": cem.diagonal_form, "block": cem.block,
-        "seed": spec.train.seed, "steps": spec.train.steps,
+        "seed": spec.train.seed, "steps": spec.train.steps, "train_depth": spec.train.train_depth,
         "kernel": spec.task.kernel, "d_x": spec.task.d_x, "n_points": spec.task.n_points,
         "params": sum(p.numel() for p in result.model.parameters()),
         "rmse": result.rmse, "rmse_gp": baselines["gp"]["rmse"],
@@ -156,7 +156,8 @@ def sweep_identity(preset: str | None, specs: list[RunSpec]) -> dict:
         if (task := spec.config()["task"]) not in tasks:
             tasks.append(task)
     rule = ({"verdict_rule": gp_study.STUDY_RULE, "tolerance": gp_study.STUDY_TOLERANCE} if preset == "study" else
-            {"verdict_rule": gp_study.RATE_CHECK_RULE} if preset == "rates" else {})
+            {"verdict_rule": gp_study.RATE_CHECK_RULE} if preset == "rates" else
+            {"verdict_rule": test_time.TEST_TIME_RULE} if preset == "test-time" else {})
     return {"format": MANIFEST_FORMAT, "preset": preset, "tasks": tasks} | rule
 
 

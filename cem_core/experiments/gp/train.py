@@ -12,10 +12,11 @@ import torch
 import torch.nn.functional as F
 
 from cem_core.nn.model import recursion_depth
-from cem_core.nn.validate import check_int, fail
+from cem_core.nn.validate import check_choice, check_int, fail
 
 from ..integrity import json_hash
 from ..schedule import OptimConfig, as_optim, descend, set_lr
+from ..train_depths import TRAIN_DEPTHS, check_train_depth, depth_loss
 from .model import GP_RECORD_NAMES, GPModelConfig, GPTransformer, make_tokens
 from .task import (
     GPTaskConfig,
@@ -42,6 +43,7 @@ class GPTrainConfig:
     eval_size: int = 1024
     eval_seed: int = 12345
     eval_every: int = 0            # also record the held-out RMSE every this many steps (0: at the end only)
+    train_depth: str = "fixed"     # the in-layer steps each training step trains at (train_depths.TRAIN_DEPTHS)
 
     def __post_init__(self) -> None:
         check_int("steps", self.steps, 1)
@@ -51,6 +53,7 @@ class GPTrainConfig:
         check_int("eval_size", self.eval_size, 1)
         check_int("eval_seed", self.eval_seed, 0)
         check_int("eval_every", self.eval_every, 0)
+        check_choice("train_depth", self.train_depth, tuple(TRAIN_DEPTHS))
 
 
 def eval_set(task: GPTaskConfig, train: GPTrainConfig):
@@ -124,6 +127,9 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
     memory available is refused first (`check_memory`).
     """
     check_memory(task, config, train)
+    check_train_depth(train.train_depth, config.attention == "cem" or config.mlp == "cem",
+                      config.cem.eta_mode == "per_step")
+    depth = TRAIN_DEPTHS[train.train_depth]
     torch.manual_seed(train.seed)
     model = GPTransformer(task, config).to(device)
     opt = train.optim.optimizer(model)
@@ -135,7 +141,7 @@ def train_gp(task: GPTaskConfig, config: GPModelConfig, train: GPTrainConfig,
         set_lr(opt, train.optim.lr_at(step, train.steps))
         xs, ys = sample_batch(task, train.batch_size, gen)
         xs, ys = xs.to(device), ys.to(device)
-        loss = F.mse_loss(model(xs, ys), ys)
+        loss = depth_loss(model, lambda: F.mse_loss(model(xs, ys), ys), depth.depths(config.cem.T, train.seed, step))
         if not torch.isfinite(loss):
             diverged = True
             break
@@ -181,7 +187,7 @@ def evaluate_at_T(model: GPTransformer, task: GPTaskConfig, train: GPTrainConfig
 # fields added after the first committed sweep, with their defaults: a run records them only when it
 # differs from the default, so the hashes of earlier runs stay what they were
 LATER_MODEL_FIELDS = {"tokens": "pairs", "loops": 1}
-LATER_TRAIN_FIELDS = {"eval_every": 0}
+LATER_TRAIN_FIELDS = {"eval_every": 0, "train_depth": "fixed"}
 
 
 def _recorded(fields: dict, later: dict) -> dict:

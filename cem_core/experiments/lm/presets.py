@@ -6,7 +6,8 @@ order of the training documents). Three presets train at rates decided from an e
 in their folder's decisions table (``decisions``; ``SweepPreset.decided``): ``own`` (each variant at its own rate,
 from ``rates``), ``ladder`` (a grid around it at each width, with its extensions) and ``budget-ladder`` (a staged
 grid around the quarter-budget ladder's best rates) and ``tie-ladder`` (the budget ladder's rule at d = 64 and 128, each
-untied variant's grid around the rate its tied relative chose there, the tied variants' runs reused).
+untied variant's grid around the rate its tied relative chose there, the tied variants' runs reused); ``test-time``
+trains CEM attention T = 2 at d = 64 in each regime of the test-time study (``test_time``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cem_core.experiments.schedule import OptimConfig
+from cem_core.experiments.test_time import test_Ts
 from cem_core.nn.config import CEMOptions, ModelShape
 from cem_core.nn.model import ModelConfig
 from cem_core.nn.validate import check_choice
@@ -22,9 +24,17 @@ from cem_core.nn.validate import check_choice
 from . import rates
 from .data_config import DataConfig
 from .train_config import LMTrainConfig
-from .variants import LADDER_VARIANTS, RATED, SWEEP_VARIANTS, SWEPT, TIE_LADDER_VARIANTS
+from .variants import (
+    LADDER_VARIANTS,
+    RATED,
+    SWEEP_VARIANTS,
+    SWEPT,
+    TEST_TIME_VARIANTS,
+    TIE_LADDER_VARIANTS,
+    TRAIN_DEPTH_OF,
+)
 
-PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder", "tie-ladder")
+PRESETS = ("quick", "probe", "default", "gpu", "rates", "own", "ladder", "budget-ladder", "tie-ladder", "test-time")
 COMMITTED_SWEEP = Path("results") / "lm-default"   # where the repository keeps its sweep, from its root
 COMMITTED_PROBE = Path("results") / "lm-probe"     # and the learning-rate probe that chose its lr
 COMMITTED_RATES = Path("results") / "lm-rates"     # each variant's own rate ...
@@ -57,6 +67,7 @@ class SweepPreset:
     decided: tuple = ()                # the keys of its folder's decisions table it trains by (``decisions``) ...
     decided_from: str = ""             # ... decided from the records of a finished sweep of this preset
     own_steps: tuple = (1.0,)          # each variant's grid: these multiples of its own rate ("own_rates")
+    eval_Ts: tuple = ()                # the test-time T each CEM run is read at (() : EVAL_TS for T = 2 models)
 
     def lrs_of(self, name: str) -> tuple:
         return dict(self.own_lrs).get(name, self.lrs)
@@ -112,6 +123,7 @@ RATE_GRID = (3e-4, 6e-4, 1e-3, 2e-3, 4e-3, 8e-3)     # the rates sweep's grid, u
 LADDER_WIDTHS, LADDER_HEAD_WIDTH, LADDER_BUDGET = (32, 64, 128), 16, 0.25
 LADDER_STEPS = (0.5, 1.0, 2.0)                 # the grid: these multiples of each variant's own d = 96 rate
 TIE_LADDER_WIDTHS = (64, 128)                  # the tie ladder's widths, two of the budget ladder's
+TEST_TIME_LR = 0.004                           # the budget ladder's rate for attention T = 2 at d = 64 (a test checks)
 _CPU_SIZES = dict(shape=ModelShape(d_model=96, n_layers=2, n_heads=4, d_ff=256), seq_len=128, batch_size=16,
                   eval_batches=32)
 SWEEP_PRESETS = {
@@ -144,6 +156,10 @@ SWEEP_PRESETS = {
                               widths=TIE_LADDER_WIDTHS, head_width=LADDER_HEAD_WIDTH, evals=4,
                               rate_steps=LADDER_STEPS, data_orders=True, decided=("base_rates",),
                               decided_from="budget-ladder"),
+    # CEM attention T = 2 at d = 64 in each training regime of the test-time study, read at T' = 1..8
+    "test-time": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(TEST_TIME_LR,), seeds=(0, 1, 2),
+                             variants=tuple(TEST_TIME_VARIANTS), widths=(64,), head_width=LADDER_HEAD_WIDTH, evals=4,
+                             data_orders=True, eval_Ts=test_Ts("lm")),
     "gpu": SweepPreset(shape=ModelShape(d_model=384, n_layers=6, n_heads=6, d_ff=1024), seq_len=512, batch_size=64,
                        budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
@@ -215,9 +231,9 @@ def _sweep_run(p: SweepPreset, name: str, lr: float, seed: int, ladder: bool) ->
     cfg = LMTrainConfig(preset=None, variant=variant, cem=cem, shape=p.shape, seq_len=p.seq_len,
                         batch_size=p.batch_size, steps=steps, optim=OptimConfig(lr=lr), seed=seed,
                         eval_every=every, eval_batches=p.eval_batches, ckpt_every=every, sample_tokens=0,
-                        eval_T=EVAL_TS if variant != "llama" and depth == 2
-                        and cem.eta_mode != "per_step" else (),     # per-step etas: only at their T
-                        data_order=seed if p.data_orders else None)
+                        eval_T=p.eval_Ts or (EVAL_TS if variant != "llama" and depth == 2
+                                             and cem.eta_mode != "per_step" else ()),   # per-step etas: their T only
+                        data_order=seed if p.data_orders else None, train_depth=TRAIN_DEPTH_OF.get(name, "fixed"))
     return SweepRun(name=name, config=cfg, ladder=ladder)
 
 

@@ -3,6 +3,7 @@ verdict rules of the claims, and how each variant's learning rate is chosen (``r
 from __future__ import annotations
 
 from cem_core.experiments import verdicts
+from cem_core.experiments.test_time import TEST_TIME_RULE
 
 # The verdict rule, fixed before the sweep ran and recorded in its manifest; never moved afterwards.
 TOLERANCE = 0.02                       # "comparable": within 2% of the reference's validation perplexity
@@ -62,4 +63,4 @@ TIE_LADDER_RULE = (
     "closes is mean d / mean g(relative), a ratio of means printed without an interval. A pair with a diverged run "
     "is left out and counted. No line through widths and no extrapolation: two widths.")
 RULES = {"own": T_RULE, "ladder": LADDER_RULE, "budget-ladder": BUDGET_LADDER_RULE,
-         "tie-ladder": TIE_LADDER_RULE}  # where it is not VERDICT_RULE
+         "tie-ladder": TIE_LADDER_RULE, "test-time": TEST_TIME_RULE}  # where it is not VERDICT_RULE

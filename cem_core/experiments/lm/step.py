@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from cem_core.experiments.schedule import descend
+from cem_core.experiments.train_depths import depth_loss
 from cem_core.nn.model import full_precision
 
 
@@ -27,14 +28,18 @@ def evaluate(model, val: torch.Tensor, batch_size: int, device, autocast) -> flo
     return total / count
 
 
-def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, autocast=nullcontext) -> torch.Tensor:
+def train_step(net, model, optimizer, batch: torch.Tensor, grad_clip: float, autocast=nullcontext,
+               depths: tuple | None = None) -> torch.Tensor:
     """One optimizer step on token blocks (B, seq_len + 1): next-token cross-entropy of `net` (the model,
-    or its DDP or compiled wrapper), backward, clipping of the model's gradient norm, the optimizer's
+    or its DDP or compiled wrapper), averaged over the in-layer depths `depths` (None: the trained T;
+    ``train_depths.depth_loss``), backward, clipping of the model's gradient norm, the optimizer's
     step. Returns the loss; a loss that is not finite raises FloatingPointError before any update, and so do
     weights the step made not finite (a rate far too large), so that no checkpoint ever holds them."""
-    with autocast():
-        logits = net(batch[:, :-1])
-    loss = F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
+    def loss_at():
+        with autocast():
+            logits = net(batch[:, :-1])
+        return F.cross_entropy(full_precision(logits).flatten(0, 1), batch[:, 1:].flatten())
+    loss = loss_at() if depths is None else depth_loss(model, loss_at, depths)
     if not torch.isfinite(loss):
         raise FloatingPointError(f"loss became {loss.item()}")
     descend(optimizer, model, loss, grad_clip)

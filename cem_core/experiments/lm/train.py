@@ -28,6 +28,7 @@ import torch.distributed as dist
 from cem_core.experiments.integrity import FolderLock
 from cem_core.experiments.records import atomic_write, atomic_write_text, provenance
 from cem_core.experiments.schedule import set_lr
+from cem_core.experiments.train_depths import TRAIN_DEPTHS
 from cem_core.nn.model import LanguageModel, ModelConfig, recursion_depth
 from cem_core.nn.validate import check_device
 
@@ -222,7 +223,7 @@ def _step(run: _Run, step: int) -> tuple[float, float]:
     set_lr(run.optimizer, lr)
     try:
         loss = train_step(run.net, run.model, run.optimizer, run.stream.next().to(run.device), cfg.optim.grad_clip,
-                          run.autocast)
+                          run.autocast, TRAIN_DEPTHS[cfg.train_depth].depths(cfg.cem_options().T, cfg.seed, step))
     except FloatingPointError as e:
         raise FloatingPointError(f"{e} at step {step + 1}; lower lr={cfg.optim.lr}") from None
     logged = loss.detach().clone()

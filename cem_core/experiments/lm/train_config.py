@@ -12,6 +12,7 @@ from cem_core.nn.config import SHAPE_FIELDS, CEMOptions, ModelShape, as_shape, c
 from cem_core.nn.model import VARIANT_OPTIONS, VARIANTS, ModelConfig
 from cem_core.nn.validate import check_bool, check_choice, check_int, fail
 
+from ..train_depths import check_train_depth
 from . import run_folder
 from .data_config import DataConfig
 
@@ -55,6 +56,7 @@ class LMTrainConfig:
     eval_T: tuple = ()               # also report validation perplexity at these T (test-time scaling)
     sample_tokens: int = 200
     data_order: int | None = None    # None: the documents' own order; k: each pass shuffled by seed k (packing.batches)
+    train_depth: str = "fixed"       # the in-layer steps each training step trains at (train_depths.TRAIN_DEPTHS)
 
     def __post_init__(self) -> None:
         if self.preset is not None:
@@ -90,6 +92,7 @@ class LMTrainConfig:
         object.__setattr__(self, "eval_T", check_eval_T(self.eval_T, cem.T, cem.eta_mode == "per_step"))
         if self.eval_T and self.variant == "llama":
             fail("eval_T", self.eval_T, "applies to CEM layers only; variant='llama' has none")
+        check_train_depth(self.train_depth, self.variant != "llama", cem.eta_mode == "per_step")
         self.model_config(vocab_size=257)   # validate the model sizes now
 
     @classmethod
@@ -125,7 +128,8 @@ class LMTrainConfig:
         from)."""
         cem = None if self.cem is None else self.cem.recorded()       # later switches only off their defaults
         own = {k: v for k, v in asdict(self).items() if k not in ("shape", "optim")
-               and not (k == "data_order" and v is None)}                 # a later field: only when set
+               and not (k == "data_order" and v is None)                  # later fields: only when set
+               and not (k == "train_depth" and v == "fixed")}
         config = own | self.shape.recorded() | asdict(self.optim) | {"cem": cem}
         return run_folder.run_identity(config, data)
 
