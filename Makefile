@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: app test info models figures site notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder lm-tie-ladder clean
+.PHONY: app test info models figures site notebooks notebook-outputs slides handout gp-sweep gp-study gp-rates lm-sweep lm-rates lm-own lm-ladder lm-budget-ladder lm-tie-ladder gp-test-time lm-test-time docs clean
 
 $(BIN)/.runtime: requirements.txt requirements-assets.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ lm-budget-ladder: $(BIN)/.runtime    ## rerun (resume) the width ladder at the p
 	$(BIN)/python -m cem_core lm sweep --out results/lm-budget-ladder --preset budget-ladder --rates-from results/lm-ladder --jobs 2
 lm-tie-ladder: $(BIN)/.runtime       ## rerun (resume) the tie ladder into results/lm-tie-ladder (about 3.5 h on 2 cores)
 	$(BIN)/python -m cem_core lm sweep --out results/lm-tie-ladder --preset tie-ladder --rates-from results/lm-budget-ladder --reuse results/lm-budget-ladder --jobs 2
+gp-test-time: $(BIN)/.runtime        ## rerun (resume) the GP test-time study into results/gp-test-time (about 40 min on 2 cores)
+	$(BIN)/python -m cem_core gp sweep --out results/gp-test-time --preset test-time --reuse results/gp-study results/gp-default --jobs 2
+lm-test-time: $(BIN)/.runtime        ## rerun (resume) the LM test-time study into results/lm-test-time (about 20 min on 2 cores)
+	$(BIN)/python -m cem_core lm sweep --out results/lm-test-time --preset test-time --jobs 2
+docs: $(BIN)/.runtime                ## rewrite the generated tables of docs/ from the committed results
+	$(BIN)/python -m cem_core docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -20,6 +20,7 @@ from app_pages.common import (
 from cem_core.nn.block_modes import BLOCK_MODES
 from cem_core.nn.model import VARIANTS
 from cem_core.nn.precondition import PRECONDITIONERS
+from cem_core.nn.ties import not_an_energy
 from cem_core.ui import design_figures, figdata
 from cem_core.ui.cache import shared
 from cem_core.ui.design_controls import DesignControls
@@ -75,7 +76,12 @@ def body() -> None:
     explain("Tying W_V = W_K and W_O = W_Q^T halves the attention weights (2d² instead of 4d²); tying the MLP's "
             "down projection to its up projection leaves 2 of SwiGLU's 3 matrices. The CEM KV cache holds keys "
             "only, since the values are the keys. With the block as one energy (block = joint) cem-full's "
-            "attention and MLP share one norm, one step size and one preconditioner (block precond).")
+            "attention and MLP share one norm, one step size and one preconditioner (block precond). The ties "
+            "switches drop a tie: each adds its free projection's parameters (d² for W_V or W_O, d × d_ff for "
+            "the MLP's W_D), and the layer leaves the energy view.")
+    if reason := not_an_energy(c.cem):
+        st.warning(f"CEM layers with these switches are not energy descent: {reason}. The counts below are "
+                   "theirs; the energy plots (Energy descent, GP recursion) offer only the tied layers.")
 
     st.subheader("FLOPs per token (forward, matmuls only)")
     n = c.seq_len

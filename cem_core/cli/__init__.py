@@ -1,5 +1,5 @@
 """Command line: ``python -m cem_core info | gp train|sweep|report|inspect | lm train|compare|sweep|inspect |
-models list|train | bench | figures | site``, one module per command group.
+models list|train | bench | figures | site | docs``, one module per command group.
 
 Every flag has a help text (``--help``); choices and defaults come from the configs and constants
 they set, so the command line cannot disagree with them."""
@@ -27,6 +27,7 @@ GROUPS = {
     "bench": ("bench", "add_bench", "side-by-side timings: measured time ratios beside FLOP ratios", None),
     "figures": ("figures", "add_figures", "write the static figures (PNG and SVG) into a folder", "app"),
     "site": ("site", "add_site", "write the energy explorer as a static site that needs no install", "app"),
+    "docs": ("docs", "add_docs", "rewrite the generated tables of docs/ from the committed results", "lm"),
 }
 
 

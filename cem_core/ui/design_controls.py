@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from cem_core.nn.block_modes import BLOCK_MODES
 from cem_core.nn.config import CEMOptions, ModelShape
 from cem_core.nn.model import VARIANTS, ModelConfig
 
@@ -17,7 +18,7 @@ class DesignControls(Controls):
              "d_ff": ("int", (8, 32768))}     # the activation changes no parameter count or FLOP count
     SPECS = {"vocab_size": ("int", (2, 300000)), "seq_len": ("int", (1, 131072)),
              "p_scale": ("float", (0.0, 3.0, 0.1)), "seed": ("int", (0, 9999))}
-    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block")   # those that change parameters or FLOPs
+    CEM = ("T", "eta_mode", "diagonal", "preconditioner", "rank", "block", "attn_ties", "mlp_ties")  # change counts
     CEM_RANGES = {"rank": (1, 64)}
     LABELS = {"n_layers": "layers", "n_heads": "heads", "vocab_size": "vocabulary", "seq_len": "sequence length",
               "p_scale": "low-rank scale (spectrum demo)"}
@@ -52,6 +53,16 @@ class DesignControls(Controls):
             notes.append(f"heads {values['n_heads']} → {heads}: the heads must divide d_model = {values['d_model']} "
                          "into even head widths.")
             values["n_heads"] = heads
+        if values["diagonal"] != "none" and values["attn_ties"] != "both":
+            notes.append(f"attention ties {values['attn_ties']} → both: the D+LR diagonal's paths use the keys as "
+                         "the values, so a diagonal needs both ties.")
+            values["attn_ties"] = "both"
+        if BLOCK_MODES[values["block"]].one_energy:
+            for name, tied in (("attn_ties", "both"), ("mlp_ties", "tied")):
+                if values[name] != tied:
+                    notes.append(f"{cls.label(name)} {values[name]} → {tied}: the block as one energy descends one "
+                                 "energy, so it keeps every tie.")
+                    values[name] = tied
         return values, notes
 
     def __post_init__(self) -> None:

@@ -214,16 +214,22 @@ def run_gp_sweep(out_dir, specs: list[RunSpec], jobs: int = 1, device: str = "cp
               on_start=None, on_done=None, reuse: list[dict] = (), executor=finished) -> list[dict]:
     """Run every spec not yet in out_dir/results.json (``sweep.run_plan``); return all records, in spec order.
 
-    ``preset`` names the sweep in its manifest. Records in ``reuse`` (another sweep's, checked) whose hash is
-    one of the specs' are the same configuration already trained: they are taken as they are, provenance and
-    all, under this sweep's group (sealed anew with it). Runs go to ``jobs`` worker processes of one thread each,
-    or to ``executor``."""
+    ``preset`` names the sweep in its manifest. Records in ``reuse`` (other sweeps', checked; the first of each
+    hash) whose hash is one of the specs' are the same configuration already trained: they are taken as they are,
+    provenance and all, under this sweep's group (sealed anew with it). Runs go to ``jobs`` worker processes of one
+    thread each, or to ``executor``."""
     check_int("jobs", jobs, 1, 64)
     groups = {s.hash: s.group for s in specs}
     plan = Plan(specs=specs, key=lambda s: s.hash, manifest=sweep_identity(preset, specs),
                 run=partial(run_spec, device=device, threads=None if jobs == 1 else 1),
-                reuse=[seal(r | {"group": groups[r["hash"]]}) for r in reuse if r["hash"] in groups])
+                reuse=[seal(r | {"group": groups[r["hash"]]}) for r in _first_of_each(reuse) if r["hash"] in groups])
     return sweep.run_plan(GP_SWEEP, out_dir, plan, jobs=jobs, executor=executor, on_start=on_start, on_done=on_done)
+
+
+def _first_of_each(records: list[dict]) -> list[dict]:
+    """The records with one per hash, the first (the same configuration reused from two sweeps is one run)."""
+    seen: set[str] = set()
+    return [r for r in records if not (r["hash"] in seen or seen.add(r["hash"]))]
 
 
 # -- summaries -------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from .variants import SWEEP_VARIANTS
 REFERENCE = "llama"
 TRENDS = ("narrowing", "growing", "no trend shown")
 LACK_OF_FIT = 0.05                     # a lack-of-fit p below this: the straight line misdescribes the width means
-LADDERS = {"budget-ladder": "the width ladder at the paper's budget", "ladder": "the quarter-budget width ladder"}
+LADDERS = {"budget-ladder": "the width ladder at the paper's budget", "ladder": "the quarter-budget width ladder",
+           "tie-ladder": "the tie ladder"}
 
 
 def paper_scale(vocab_size: int = 257) -> int:
