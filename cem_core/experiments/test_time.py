@@ -183,7 +183,8 @@ def rows(task: str, records: list[dict]) -> list[dict]:
 def scale(task: str, records: list[dict]) -> str:
     """The scale and data of a task's records in words."""
     if task == "gp":
-        return ("the GP task (RBF kernel, 32 points, d_x = 1; CEM attention of width 64, depth 1, trained T = 4, "
+        return ("the GP task (RBF kernel, 32 points, d_x = 1; width 64, depth 1, trained T = 4: CEM attention with "
+                "Llama's MLP in base, the block as one energy in joint long; "
                 f"{min(r['params'] for r in records):,} to {max(r['params'] for r in records):,} parameters)")
     from .lm.ladder import corpus
     r = records[0]
@@ -203,10 +204,11 @@ def summary(task: str, records: list[dict]) -> str:
         parts.append(f"{where}: {c['verdict']} (d(2T) {_interval(c['d'].get(2 * T, {}))}, d(4T) "
                      f"{_interval(c['d'].get(4 * T, {}))})")
     scaled = [k for k, c in found.items() if c["verdict"] == "scales at test time"]
+    what = "conditions and regimes" if task == "gp" else "regimes"
     return (f"On {scale(task, records)}, read at T' = 1 to {4 * T} ({METRIC[task]}"
             f"{'' if task == 'gp' else ', d in ln perplexity'}): " + "; ".join(parts) + ". "
-            + (f"{len(scaled)} of {len(found)} regimes scale at test time under the rule."
-               if scaled else f"None of the {len(found)} regimes scales at test time under the rule."))
+            + (f"{len(scaled)} of the {len(found)} {what} read scale at test time under the rule."
+               if scaled else f"None of the {len(found)} {what} read scales at test time under the rule."))
 
 
 def markdown(task: str, records: list[dict]) -> str:
