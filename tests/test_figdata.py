@@ -244,6 +244,9 @@ def test_make_figures_writes_every_figure_the_readme_lists(tmp_path):
                  "--ladder-results", str(tmp_path / "lm" / "results.json"),       # one width: points, no line
                  "--budget-ladder-results", str(tmp_path / "lm" / "results.json"),
                  "--gp-study-results", str(tmp_path / "study" / "results.json"),
+                 "--tie-ladder-results", str(ROOT / "results" / "lm-tie-ladder" / "results.json"),
+                 "--gp-test-time-results", str(ROOT / "results" / "gp-test-time" / "results.json"),
+                 "--lm-test-time-results", str(ROOT / "results" / "lm-test-time" / "results.json"),
                  "--models", str(ROOT / "models")]) == 0                          # the committed trained models
     written = {p.name for p in out.iterdir()}
     assert written == listed

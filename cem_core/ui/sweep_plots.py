@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from cem_core.experiments.lm import report as lm_report
-from cem_core.ui import gp_figures, lm_figures, static
+from cem_core.ui import gp_figures, lm_figures, question_figures, static
 
 
 def mpl_lm_perplexity(records):
@@ -49,3 +49,7 @@ GP_FIGURES = {"gp_rmse_vs_context": derived(gp_figures.gp_context_figure),
 LM_FIGURES = {"lm_validation_curves": derived(lm_figures.lm_sweep_figure), "lm_perplexity": mpl_lm_perplexity}
 LADDER_FIGURES = {"lm_ladder": derived(lm_figures.lm_ladder_figure)}
 BUDGET_LADDER_FIGURES = {"lm_budget_ladder": derived(lm_figures.lm_budget_ladder_figure)}
+TIE_LADDER_FIGURES = {"lm_tie_ladder": derived(question_figures.tie_ladder_figure)}
+GP_TEST_TIME_FIGURES = {"gp_test_time_base": derived(question_figures.gp_test_time_base),
+                        "gp_test_time_joint_long": derived(question_figures.gp_test_time_joint_long)}
+LM_TEST_TIME_FIGURES = {"lm_test_time": derived(question_figures.lm_test_time)}
