@@ -69,6 +69,9 @@ lm_sweep_path = "../results/lm-default/results.json"   # the LM claims sweep
 lm_own_path = "../results/lm-own/results.json"         # each variant at its own learning rate
 lm_budget_ladder_path = "../results/lm-budget-ladder/results.json"   # the width ladder at the paper's budget
 lm_ladder_path = "../results/lm-ladder/results.json"   # the earlier, quarter-budget width ladder
+lm_tie_ladder_path = "../results/lm-tie-ladder/results.json"     # which tie costs the perplexity
+gp_test_time_path = "../results/gp-test-time/results.json"       # can recursion scale at test time: GP
+lm_test_time_path = "../results/lm-test-time/results.json"       # and language models
 
 # %%
 import json
@@ -82,7 +85,7 @@ import sympy as sp
 from IPython.display import display
 from nbhelpers import check_answer, proved, report, show, show_figure
 
-from cem_core.experiments import verdicts
+from cem_core.experiments import test_time, verdicts
 from cem_core.experiments.gp import study as gp_study
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.experiments.lm import decisions as lm_decisions
@@ -91,6 +94,7 @@ from cem_core.experiments.lm import presets as lm_presets
 from cem_core.experiments.lm import report as lm_report
 from cem_core.experiments.lm import rules as lm_rules
 from cem_core.experiments.lm import runner as lm_runner
+from cem_core.experiments.lm import tie_ladder
 from cem_core.ui import study_plots, sweep_plots
 
 
@@ -798,7 +802,67 @@ for preset, records in lm_ladders.items():
         report(f"No results of {lm_ladder.LADDERS[preset]} yet: run `make lm-{preset}`.")
 
 # %% [markdown]
-# ## 7. What holds, in one place
+# ## 7. Two questions the results raise: which tie, and can recursion scale at test time
+#
+# **Which tie costs the perplexity?** CEM attention ties $W^V = W^K$ and $W^O = W^{Q\top}$, the CEM MLP
+# $\text{down} = U^\top$. The tie ladder trains CEM attention at $T = 1$ with each tie setting and cem-full with
+# its MLP tied and untied, beside Llama, at $d = 64$ and $128$ on 20 tokens per Llama parameter of the demo
+# corpus (not SlimPajama). With no ties at $T = 1$ CEM attention *is* Llama's attention of the same $\beta$
+# (a test, to $10^{-15}$), so what is left of the gap there is the rest of the CEM form. Per width and untied
+# variant, $d = \ln \text{ppl(tied)} - \ln \text{ppl(untied)}$ paired by seed, with its 95% $t$-interval,
+# and the share of the tied relative's gap to Llama it closes (a ratio of means, no interval).
+
+# %%
+lm_ties = load(lm_runner.LM_SWEEP.load, lm_tie_ladder_path)
+if lm_ties:
+    report(f"**The tie ladder**: {len(lm_ties)} runs loaded. " + lm_ladder.progress_note(lm_ties, "tie-ladder")
+           + " " + tie_ladder.summary(lm_ties))
+    display(pd.DataFrame(tie_ladder.effect_rows(lm_ties)).set_index(["width", "untied variant"]))
+    show_figure(sweep_plots.TIE_LADDER_FIGURES["lm_tie_ladder"](lm_ties))
+else:
+    report("No results of the tie ladder yet: run `make lm-tie-ladder`.")
+
+# %% [markdown]
+# Recompute one effect by hand from the raw records: the first untied variant's $d$ at the first width, each side
+# at its chosen rate. **Tolerance: $10^{-12}$ relative** on the mean.
+
+# %%
+effects = tie_ladder.effects(lm_ties) if lm_ties else []
+if effects:
+    e = effects[0]
+    chosen = lm_ladder.best_rates(lm_ties, "tie-ladder")
+    tied = {r["seed"]: r["val_ppl"] for r in chosen[(e["width"], e["relative"])]["runs"]}
+    untied = {r["seed"]: r["val_ppl"] for r in chosen[(e["width"], e["variant"])]["runs"]}
+    d = np.array([np.log(tied[s] / untied[s]) for s in sorted(set(tied) & set(untied))])
+    assert abs(d.mean() - e["mean"]) <= 1e-12 * abs(e["mean"])
+    report(f"{e['variant']} at d = {e['width']}: d = {d.mean():+.4f} over {len(d)} seeds by hand, "
+           f"{e['mean']:+.4f} by `tie_ladder.effects`.")
+
+# %% [markdown]
+# **Can in-layer recursion scale at test time?** Our trained models get worse past their trained $T$
+# (notebook 06). Four training regimes: fixed $T$ (the paper's), $T$ drawn per batch from $1..T$, the anchor
+# $\tfrac{\lambda}{2}\lVert x - x^{(0)}\rVert^2$ with $\lambda = 1$, and the loss averaged over the prediction
+# after every step. A regime **scales at test time** when its metric at $2T$ and at $4T$ is below its metric at
+# the trained $T$, the paired 95% $t$-interval excluding 0 (the rule fixed before the runs).
+
+# %%
+test_time_records = {"gp": load(gp_sweep.GP_SWEEP.load, gp_test_time_path),
+                     "lm": load(lm_runner.LM_SWEEP.load, lm_test_time_path)}
+for task, records in test_time_records.items():
+    if records:
+        left = test_time.planned(task) - len(records)
+        report(f"**Test-time study, {task.upper()}**: {len(records)} runs loaded"
+               + (f", {left} still to run (`make {task}-test-time`)" if left else "") + ". "
+               + test_time.summary(task, records))
+        display(pd.DataFrame(test_time.rows(task, records)).set_index(["condition", "regime"]))
+        figures = sweep_plots.GP_TEST_TIME_FIGURES if task == "gp" else sweep_plots.LM_TEST_TIME_FIGURES
+        for builder in figures.values():
+            show_figure(builder(records))
+    else:
+        report(f"No results of the {task.upper()} test-time study yet: run `make {task}-test-time`.")
+
+# %% [markdown]
+# ## 8. What holds, in one place
 
 # %%
 summary = []
@@ -826,6 +890,11 @@ for preset, records in lm_ladders.items():
         summary.append(f"- **{lm_ladder.LADDERS[preset].capitalize()}**: " + lm_ladder.summary(records, preset))
 own_missing = (len(lm_runner.stale_runs(lm_own, "own", decisions=lm_own_decisions)[0]) if lm_own_decisions
                else "all")
+if lm_ties:
+    summary.append("- **The tie ladder**: " + tie_ladder.summary(lm_ties))
+for task, records in test_time_records.items():
+    if records:
+        summary.append(f"- **Test-time steps, {task.upper()}**: " + test_time.summary(task, records))
 cells_left = len(lm_ladder.unfinished(lm_ladders["budget-ladder"], "budget-ladder"))
 summary.append(f"- Still to come: {study_total - len(study)} study runs, {lm_total - len(lm)} LM runs, "
                f"{own_missing} own-rate runs, {cells_left} of the budget ladder's 12 widths and variants, "

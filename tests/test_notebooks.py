@@ -462,7 +462,8 @@ def test_evidence_notebook_works_with_partial_results(tmp_path, n_runs):
     missing = str(tmp_path / "missing" / "results.json")
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
         f"gp_sweep_path = {missing!r}\ngp_study_path = {str(study_path)!r}\nlm_sweep_path = {missing!r}\n"
-        f"lm_own_path = {missing!r}\nlm_ladder_path = {missing!r}\nlm_budget_ladder_path = {missing!r}"))
+        f"lm_own_path = {missing!r}\nlm_ladder_path = {missing!r}\nlm_budget_ladder_path = {missing!r}\n"
+        f"lm_tie_ladder_path = {missing!r}\ngp_test_time_path = {missing!r}\nlm_test_time_path = {missing!r}"))
     execute(nb)
     outputs = [str(c.outputs) for c in nb.cells if c.cell_type == "code"]
     assert any(f"0 GP sweep runs, {n_runs} study runs, 0 LM runs loaded" in text for text in outputs)
@@ -471,6 +472,8 @@ def test_evidence_notebook_works_with_partial_results(tmp_path, n_runs):
     assert any("own-rate sweep's results are not there" in text for text in outputs)
     assert any("No results of the width ladder at the paper's budget yet" in text for text in outputs)
     assert any("No results of the quarter-budget width ladder yet" in text for text in outputs)
+    assert any("No results of the tie ladder yet" in text for text in outputs)
+    assert any("No results of the GP test-time study yet" in text for text in outputs)
     assert any("not answered yet" in text for text in outputs)
 
 

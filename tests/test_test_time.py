@@ -114,3 +114,15 @@ def test_the_committed_lm_study_holds_only_its_runs_and_its_fixed_runs_reproduce
 def test_the_docs_show_every_generated_block_as_the_committed_records_give_it():
     """docs/results-lm.md, docs/results-gp.md and docs/trained-models.md: `python -m cem_core docs --check`."""
     assert doc_blocks.stale(ROOT) == [], "run `python -m cem_core docs` and commit the docs"
+
+
+def test_a_prediction_that_is_not_finite_at_a_test_time_T_counts_as_infinitely_bad():
+    """One seed's metric at 4T is not finite (a NaN prediction): d(4T) is +inf with no finite interval, the cell can
+    only read 'worse past T' (never 'scales'), and the figures leave that T' out of the line."""
+    by_seed = {0: {4: 1.0, 8: 1.1, 16: math.inf}, 1: {4: 1.1, 8: 1.25, 16: 1.4}, 2: {4: 1.05, 8: 1.2, 16: 1.3}}
+    cell = test_time.read_cell("gp", by_seed, None)
+    assert cell["d"][16]["mean"] == cell["d"][16]["low"] == math.inf and cell["verdict"] == "worse past T"
+    better = {s: {**m, 8: m[4] - 0.1} for s, m in by_seed.items()}
+    assert test_time.read_cell("gp", better, None)["verdict"] == "neither shown"
+    record = {"diverged": False, "rmse_gp": 0.5, "rmse_by_eval_T": {"4": 0.6, "16": math.nan}}
+    assert test_time._metric("gp", record) == {4: pytest.approx(1.2), 16: math.inf}

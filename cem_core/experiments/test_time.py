@@ -89,8 +89,9 @@ def _metric(task: str, record: dict) -> dict[int, float]:
     if record["diverged"]:
         return {}
     if task == "gp":
-        return {int(t): v / record["rmse_gp"] for t, v in record["rmse_by_eval_T"].items()}
-    return {int(t): math.log(v) for t, v in record["val_ppl_by_T"].items()}
+        return {int(t): v / record["rmse_gp"] if math.isfinite(v) else math.inf
+                for t, v in record["rmse_by_eval_T"].items()}
+    return {int(t): math.log(v) if math.isfinite(v) else math.inf for t, v in record["val_ppl_by_T"].items()}
 
 
 def _cell(task: str, record: dict) -> tuple[str, str]:
@@ -117,7 +118,11 @@ def cells(task: str, records: list[dict]) -> dict[tuple[str, str], dict[int, dic
 
 
 def _paired(a: dict[int, float], b: dict[int, float]) -> dict:
+    """The t-interval of a - b over the seeds both have; a seed whose prediction is not finite at a (infinitely
+    bad) puts the whole interval at +inf, as the rates rules count a diverged run."""
     diffs = [a[s] - b[s] for s in sorted(set(a) & set(b))]
+    if any(math.isinf(a[s]) for s in set(a) & set(b)):
+        return {"n": len(diffs), "mean": math.inf, "se": math.nan, "low": math.inf, "high": math.inf}
     return verdicts.t_interval(diffs)
 
 
@@ -130,7 +135,7 @@ def read_cell(task: str, by_seed: dict[int, dict[int, float]], fixed: dict[int, 
     d = {t: _paired({s: m[t] for s, m in ok.items()}, {s: m[T] for s, m in ok.items()}) for t in Ts}
     mean = {t: sum(m[t] for m in ok.values()) / len(ok) for t in Ts}
     verdict = "neither shown"
-    if all(t in d and math.isfinite(d[t]["low"]) for t in (2 * T, 4 * T)):
+    if all(t in d and not math.isnan(d[t]["low"]) for t in (2 * T, 4 * T)):       # +inf: infinitely bad
         if d[2 * T]["high"] < 0 and d[4 * T]["high"] < 0:
             verdict = "scales at test time"
         elif d[2 * T]["low"] > 0 and d[4 * T]["low"] > 0:
@@ -151,6 +156,8 @@ def study(task: str, records: list[dict]) -> dict[tuple[str, str], dict]:
 
 
 def _interval(d: dict, digits: int = 3) -> str:
+    if d.get("mean") == math.inf:
+        return "+∞ (a seed's prediction is not finite)"
     if not math.isfinite(d.get("mean", math.nan)):
         return "–"
     if not math.isfinite(d["low"]):
@@ -165,7 +172,8 @@ def rows(task: str, records: list[dict]) -> list[dict]:
     """The study's table for one task: per condition and regime, m at T, 2T and 4T (perplexities for the LM),
     d(2T) and d(4T) with their intervals, the verdict, and the cost at T against fixed T."""
     T = TRAINED_T[task]
-    show = (lambda v: f"{v:.3f}") if task == "gp" else (lambda v: f"{math.exp(v):.3f}")
+    def show(v: float) -> str:
+        return "∞" if math.isinf(v) else f"{v:.3f}" if task == "gp" else f"{math.exp(v):.3f}"
     out = []
     for (condition, regime), c in study(task, records).items():
         row = {"condition": condition, "regime": regime, "seeds": str(c["seeds"])
@@ -238,12 +246,20 @@ def doc_block(task: str, records: list[dict]) -> str:
 
 
 def curves(task: str, records: list[dict]) -> dict[tuple[str, str], dict]:
-    """For the figures: per condition and regime, the T' grid, the mean metric (perplexity for the LM) and the
-    half-width of the t-interval of d(T') around it."""
+    """For the figures: per condition and regime, the T' grid, the mean metric (the perplexity exp(mean ln ppl) for
+    the LM) and how far the t-interval of d(T') reaches above and below it, in the metric's units; the T' where a
+    seed's prediction is not finite ("not_finite") are left out of the line."""
     out = {}
     for key, c in study(task, records).items():
-        Ts = c["Ts"]
-        value = [c["mean"][t] if task == "gp" else math.exp(c["mean"][t]) for t in Ts]
+        Ts = [t for t in c["Ts"] if math.isfinite(c["mean"][t])]      # a mean that is not finite is not drawn
         half = [(c["d"][t]["high"] - c["d"][t]["mean"]) if math.isfinite(c["d"][t]["high"]) else 0.0 for t in Ts]
-        out[key] = {"T": Ts, "value": value, "half": half, "verdict": c["verdict"]}
+        if task == "gp":
+            value = [c["mean"][t] for t in Ts]
+            plus = minus = half
+        else:                                                    # d is in ln ppl: the interval is a ratio
+            value = [math.exp(c["mean"][t]) for t in Ts]
+            plus = [v * math.expm1(h) for v, h in zip(value, half)]
+            minus = [-v * math.expm1(-h) for v, h in zip(value, half)]
+        out[key] = {"T": Ts, "value": value, "plus": plus, "minus": minus, "verdict": c["verdict"],
+                    "not_finite": [t for t in c["Ts"] if t not in Ts]}
     return out

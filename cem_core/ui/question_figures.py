@@ -47,17 +47,18 @@ def test_time_figure(task: str, records, condition: str | None = None) -> go.Fig
     for k, ((cond, regime), c) in enumerate(test_time.curves(task, records).items()):
         if condition is not None and cond != condition:
             continue
-        fig.add_scatter(x=c["T"], y=c["value"], mode="lines+markers", name=f"{regime}: {c['verdict']}",
+        lost = f" (not finite at T' = {', '.join(map(str, c['not_finite']))})" if c["not_finite"] else ""
+        fig.add_scatter(x=c["T"], y=c["value"], mode="lines+markers", name=f"{regime}: {c['verdict']}{lost}",
                         line=dict(color=PALETTE[list(test_time.REGIMES).index(regime) % len(PALETTE)]),
-                        error_y=dict(type="data", array=c["half"]))
+                        error_y=dict(type="data", symmetric=False, array=c["plus"], arrayminus=c["minus"]))
     fig.add_vline(x=T, line=dict(color="#4d4d4d", width=1, dash="dot"))
-    fig.add_annotation(x=T, y=1, yref="paper", text=f"trained T = {T}", showarrow=False, xanchor="left",
-                       yanchor="top")
+    fig.add_annotation(x=math.log10(T), y=1, yref="paper", text=f"trained T = {T}", showarrow=False, xanchor="left",
+                       yanchor="top")                 # on a log axis Plotly places x at 10^x
     where = f"GP, {condition}" if task == "gp" else "LM, CEM attention T = 2 at d = 64"
     metric = "RMSE / GP optimum" if task == "gp" else "validation perplexity"
     if task == "lm":
         fig.update_yaxes(type="log")
-    return legend_below(layout(fig, f"Test-time steps ({where}): {metric} by T' per training regime",
+    return legend_below(layout(fig, f"Test-time steps, {where}",
                                "test-time steps T' (log scale)", metric, log2_x=True))
 
 
