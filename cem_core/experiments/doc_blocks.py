@@ -65,6 +65,14 @@ def _test_time(task: str) -> Callable[[Path], str]:
     return make
 
 
+def _test_time_summaries(root: Path) -> str:
+    from . import test_time
+    from .gp.sweep import GP_SWEEP
+    from .lm.runner import LM_SWEEP
+    return test_time.summaries(GP_SWEEP.load(root / test_time.COMMITTED_GP_TEST_TIME / "results.json"),
+                               LM_SWEEP.load(root / test_time.COMMITTED_LM_TEST_TIME / "results.json")) + "\n"
+
+
 def _gp_rates(root: Path) -> str:
     from .gp import study
     from .gp.sweep import GP_SWEEP
@@ -86,6 +94,8 @@ def _register() -> None:
     for task in ("gp", "lm"):
         BLOCKS.register(DocBlock(f"test-time {task}", "docs/results-lm.md", *test_time.doc_markers(task),
                                  _test_time(task)))
+    BLOCKS.register(DocBlock("test-time summary", "docs/trained-models.md", *test_time.SUMMARY_MARKERS,
+                             _test_time_summaries))
     BLOCKS.register(DocBlock("gp rates", "docs/results-gp.md", study.RATES_START, study.RATES_END, _gp_rates))
     BLOCKS.register(DocBlock("findings", "docs/trained-models.md", trained_findings.FINDINGS_START,
                              trained_findings.FINDINGS_END, _findings))
