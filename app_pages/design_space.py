@@ -18,6 +18,7 @@ from app_pages.common import (
     widget_keys,
 )
 from cem_core.nn.block_modes import BLOCK_MODES
+from cem_core.nn.config import CEMOptions
 from cem_core.nn.model import VARIANTS
 from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.nn.ties import not_an_energy
@@ -69,6 +70,14 @@ def body() -> None:
 
     configs = {name: c.model_config(name) for name in VARIANTS}
     st.subheader("Parameters")
+    if not_an_energy(c.cem):
+        dropped = [f"{label} {getattr(c.cem, name)}" for name, label in (("attn_ties", "attention ties"),
+                                                                          ("mlp_ties", "MLP tie"))
+                   if getattr(c.cem, name) != CEMOptions.__dataclass_fields__[name].default]
+        st.warning(f"With {' and '.join(dropped)} the CEM layers are not energy descent: a dropped tie leaves the "
+                   "energy view, so the update is no longer −ηP∇E of an energy and the layer has no energy, trace or "
+                   "autograd reference (docs/design.md §2.15). The counts, FLOPs and updates below are the untied "
+                   "layers'; the Energy descent and GP recursion pages offer only the tied layers.")
     parts, ratios = figdata.variant_tables(figdata.variant_table(configs, torch.bfloat16))
     st.table(parts)                                        # static tables wrap: whole in a 1280 px window
     st.table(ratios)
@@ -79,9 +88,7 @@ def body() -> None:
             "attention and MLP share one norm, one step size and one preconditioner (block precond). The ties "
             "switches drop a tie: each adds its free projection's parameters (d² for W_V or W_O, d × d_ff for "
             "the MLP's W_D), and the layer leaves the energy view.")
-    if reason := not_an_energy(c.cem):
-        st.warning(f"CEM layers with these switches are not energy descent: {reason}. The counts below are "
-                   "theirs; the energy plots (Energy descent, GP recursion) offer only the tied layers.")
+
 
     st.subheader("FLOPs per token (forward, matmuls only)")
     n = c.seq_len

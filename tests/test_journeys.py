@@ -61,6 +61,7 @@ from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
 from cem_core.ui import lesson
 from cem_core.ui.controls import LAYER_LABELS, EnergyControls
+from cem_core.ui.design_controls import DesignControls
 from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
@@ -292,6 +293,48 @@ def test_the_forms_of_the_energy(app, browser, tmp_path):
     assert page.get_by_text("block precond").count() >= 1
     page.screenshot(path=shots(tmp_path) / "design-joint.png", full_page=True)
     _assert_clean(page, "forms of the energy, design page")
+    page.close()
+
+
+def _table_row(page, variant: str) -> list[str]:
+    """The cells of the design page's parameter table (its first) in the row of `variant`."""
+    rows = page.locator("[data-testid='stTable'] table").first.locator("tbody tr")
+    for k in range(rows.count()):
+        cells = [c.strip() for c in rows.nth(k).locator("th, td").all_inner_texts()]
+        if variant in cells:
+            return cells
+    raise AssertionError(f"no row {variant!r} in the parameter table")
+
+
+def test_the_ties_on_the_design_page(app, browser, tmp_path):
+    """A researcher drops CEM attention's ties on the design page: the attention projections of cem-attn go from
+    2 d^2 to Llama's 4 d^2 per layer (counted here from the page's sizes), the page says the layers leave the energy
+    view and its equations give the update without an energy; turning a diagonal on ties them again, with a note,
+    and the warning goes."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{app.url}/design")
+    settle(page)
+    d, layers = DesignControls().shape.d_model, DesignControls().shape.n_layers
+    heads = page.locator("[data-testid='stTable'] table").first.locator("thead th")
+    heads.filter(has_text="attn proj").wait_for()
+    header = heads.all_inner_texts()
+    column = [h.strip() for h in header].index("attn proj")
+    assert _table_row(page, "cem-attn")[column] == f"{2 * d * d * layers:,}"
+    assert not any("not energy descent" in n for n in notes(page))
+    choose(page, CEMOptions.__dataclass_fields__["attn_ties"].metadata["label"], "none")
+    settle(page)
+    assert _table_row(page, "cem-attn")[column] == f"{4 * d * d * layers:,}" == _table_row(page, "llama")[column]
+    assert any("With attention ties none the CEM layers are not energy descent" in n and "leaves the energy view" in n
+               for n in notes(page)), notes(page)
+    assert page.get_by_text("not a gradient of an energy").count() >= 1
+    assert dict(parse_qsl(urlparse(page.url).query))["ds_attn_ties"] == "none"
+    page.screenshot(path=shots(tmp_path) / "design-untied.png", full_page=True)
+    choose(page, CEMOptions.__dataclass_fields__["diagonal"].metadata["label"], "shared")
+    settle(page)
+    assert selected(page, CEMOptions.__dataclass_fields__["attn_ties"].metadata["label"]) == "both"
+    assert not any("not energy descent" in n for n in notes(page))
+    assert _table_row(page, "cem-attn")[column] == f"{2 * d * d * layers:,}"
+    _assert_clean(page, "the ties, design page")
     page.close()
 
 
