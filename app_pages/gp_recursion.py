@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import streamlit as st
 import torch
 
-from app_pages import lesson_mode
+from app_pages import lesson_mode, questions
 from app_pages.common import (
     ROOT,
     cem_widget,
@@ -232,6 +232,7 @@ def body() -> None:
         sweep_section(records)
     if (records := committed(study_records, "The factor study")) is not None:
         study_section(records)
+    questions.test_time_section("gp")
     demo_section(controls)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from app_pages import questions
 from app_pages.common import (
     ROOT,
     committed,
@@ -279,6 +280,8 @@ def body() -> None:
                            ("ladder", lm_presets.COMMITTED_LADDER)):
         if (records := committed(sweep_records, LADDER_SECTIONS[preset][0], folder)) is not None:
             ladder_section(records, preset, folder)
+    questions.tie_ladder_section()
+    questions.test_time_section("lm")
 
 
 def stale_message(job: dict) -> str:

@@ -338,6 +338,35 @@ def test_the_ties_on_the_design_page(app, browser, tmp_path):
     page.close()
 
 
+def test_the_two_questions_where_their_evidence_is(app, browser, tmp_path):
+    """A reader of the results goes to the language-model page and then to the GP page: each question's section is
+    there with its figure drawn (Plotly's plot in the section), its finding in words and the rule fixed before the
+    runs, and nothing on either page is an error."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app.url)
+    settle(page)
+    go_to(page, "Mini language model")
+    for title in ("Which tie costs the perplexity? The tie ladder", "Can in-layer recursion scale at test time?"):
+        heading = page.get_by_role("heading", name=re.compile(re.escape(title)))
+        heading.scroll_into_view_if_needed()
+        assert heading.count() == 1, title
+    assert page.get_by_text("On the tie ladder (").count() == 1
+    assert page.get_by_text("Rule, fixed before the ladder ran: Rates: the budget ladder's rule").count() == 1
+    assert page.locator(".js-plotly-plot").filter(has_text="The tie ladder: gap to Llama").count() == 1
+    assert page.locator(".js-plotly-plot").filter(has_text="Test-time steps, LM").count() == 1
+    for name, text in (("lm-tie-ladder", "The tie ladder: gap to Llama"), ("lm-test-time", "Test-time steps, LM")):
+        page.locator(".js-plotly-plot").filter(has_text=text).screenshot(path=shots(tmp_path) / f"{name}.png")
+    _assert_clean(page, "the questions, language-model page")
+    go_to(page, "GP recursion")
+    assert page.locator(".js-plotly-plot").filter(has_text="Test-time steps, GP, base").count() == 1
+    assert page.locator(".js-plotly-plot").filter(has_text="Test-time steps, GP, joint long").count() == 1
+    assert page.get_by_text("On the GP task (").count() == 1
+    page.locator(".js-plotly-plot").filter(has_text="Test-time steps, GP, joint long").screenshot(
+        path=shots(tmp_path) / "gp-test-time.png")
+    _assert_clean(page, "the questions, GP page")
+    page.close()
+
+
 # -- (c) the lesson, from start to end ----------------------------------------------------------------
 
 

@@ -4,8 +4,8 @@
 At d = 64 and 128 on the paper's budget, Llama, CEM attention T = 1 with each tie setting and cem-full with its MLP
 tied and untied train at their own rates (the budget ladder's staged rule). Read two ways: every variant's paired
 gap g = ln ppl(variant) - ln ppl(Llama) (``ladder.gap_points``, the budget ladder's reading), and what dropping a
-tie does: d = ln ppl(tied relative) - ln ppl(untied) paired by seed, with the share of the relative's gap it
-closes (a ratio of means, no interval).
+tie does: d = ln ppl(tied relative) - ln ppl(untied) paired by seed, with its share of the relative's gap to Llama
+(a ratio of means, no interval; the rule's word for it is the share the removal "closes").
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _d_cell(e: dict) -> str:
 
 
 D_COLUMN = "d = ln ppl(tied) − ln ppl(untied): mean over seeds [95% t-interval]"
-SHARE_COLUMN = "share of the tied relative's gap to Llama it closes (mean d / mean g, no interval)"
+SHARE_COLUMN = "its share of the tied relative's gap to Llama (mean d / mean g, no interval)"
 
 
 def effect_rows(records: list[dict]) -> list[dict]:
