@@ -126,3 +126,20 @@ def test_a_prediction_that_is_not_finite_at_a_test_time_T_counts_as_infinitely_b
     assert test_time.read_cell("gp", better, None)["verdict"] == "neither shown"
     record = {"diverged": False, "rmse_gp": 0.5, "rmse_by_eval_T": {"4": 0.6, "16": math.nan}}
     assert test_time._metric("gp", record) == {4: pytest.approx(1.2), 16: math.inf}
+
+
+def test_the_readmes_test_time_finding_is_the_committed_records():
+    """The README's headline on the LM study: its verdict words and its four perplexities, from the records (to the
+    printed digits)."""
+    _, records = _committed("lm")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    found = test_time.study("lm", records)
+    assert len(found) == 4 and all(c["seeds"] == 3 for c in found.values())
+    assert all(c["verdict"] == "worse past T" for c in found.values())
+    assert "none of the four training regimes (fixed T, T drawn per batch, the anchor, the loss after every step) " \
+           "scales at test time; all four are worse at T' = 4 and 8" in readme
+    anchor, fixed = found[("d = 64", "anchor")]["mean"], found[("d = 64", "fixed T")]["mean"]
+    assert (f"validation perplexity {math.exp(anchor[2]):.2f} at T' = 2, {math.exp(anchor[8]):.2f} at T' = 8; fixed T "
+            f"{math.exp(fixed[2]):.2f} and {math.exp(fixed[8]):.1f}") in readme
+    assert max(c["d"][8]["mean"] for c in found.values()) == found[("d = 64", "fixed T")]["d"][8]["mean"]
+    assert min(c["d"][8]["mean"] for c in found.values()) == found[("d = 64", "anchor")]["d"][8]["mean"]
