@@ -76,8 +76,8 @@ def body() -> None:
                    if getattr(c.cem, name) != CEMOptions.__dataclass_fields__[name].default]
         st.warning(f"With {' and '.join(dropped)} the CEM layers are not energy descent: a dropped tie leaves the "
                    "energy view, so the update is no longer −ηP∇E of an energy and the layer has no energy, trace or "
-                   "autograd reference (docs/design.md §2.15). The counts, FLOPs and updates below are the untied "
-                   "layers'; the Energy descent and GP recursion pages offer only the tied layers.")
+                   "autograd reference (docs/design.md#215-the-ties). The counts, FLOPs and updates below are the "
+                   "untied layers'; the Energy descent and GP recursion pages offer only the tied layers.")
     parts, ratios = figdata.variant_tables(figdata.variant_table(configs, torch.bfloat16))
     st.table(parts)                                        # static tables wrap: whole in a 1280 px window
     st.table(ratios)
