@@ -17,8 +17,8 @@ $(BIN)/.dev: $(BIN)/.runtime requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-app: $(BIN)/.runtime          ## launch the Streamlit app on its defaults
-	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/python -m streamlit run app.py
+app: $(BIN)/.runtime          ## launch the Streamlit app on its defaults (port 8501; another: make app PORT=8600)
+	MALLOC_ARENA_MAX=$${MALLOC_ARENA_MAX:-2} $(BIN)/python -m streamlit run app.py $(if $(PORT),--server.port $(PORT))
 
 test: $(BIN)/.dev             ## run the whole test suite
 	$(BIN)/python -m pytest

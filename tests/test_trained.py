@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, child_env
 
 from cem_core.experiments import checkpoints, models
 from cem_core.experiments.gp import inspect as gp_inspect
@@ -245,16 +245,19 @@ def test_lm_inspect_is_a_logit_lens_along_the_steps_and_refuses_bad_text():
 
 @pytest.mark.slow
 def test_the_inspect_commands_write_their_json_and_refuse_clearly(tmp_path):
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "cem_core", *args], capture_output=True, text=True, cwd=ROOT,
-                              timeout=120)
+    def cli(*args):                            # from a folder other than the repository's root, as a user might
+        return subprocess.run([sys.executable, "-m", "cem_core", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120, env=child_env())
 
     done = cli("gp", "inspect", "--model", "gp-cem-T8", "--seed", "5", "--context", "6",
                "--json", str(tmp_path / "g.json"))
     assert done.returncode == 0, done.stderr
     out = json.loads((tmp_path / "g.json").read_text())
     assert out["model"] == "gp-cem-T8" and out["context"] == 6 and len(out["layers"][0]["prediction"]) == 9
-    assert "RMSE to the posterior mean" in done.stdout
+    first = out["layers"][0]
+    assert (f"the model's prediction (at its trained T = 8) is {out['rmse_to_posterior']:.4f} RMSE from the posterior "
+            f"mean" in done.stdout)
+    assert out["rmse_to_posterior"] == pytest.approx(first["rmse_to_posterior"][out["trained_T"]], rel=1e-5)
     done = cli("lm", "inspect", "--model", "lm-cem-full", "--text", "A list of names.",
                "--json", str(tmp_path / "l.json"))
     assert done.returncode == 0, done.stderr
@@ -306,3 +309,17 @@ def test_the_findings_document_is_generated_from_the_measurements():
     assert trained_findings.findings_section(document) == trained_findings.findings_markdown(MODELS), (
         "docs/trained-models.md differs from the measurements: paste trained_findings.findings_markdown() between "
         "its markers")
+
+
+def test_the_trained_models_are_found_from_any_folder_or_where_cem_lab_models_says(tmp_path):
+    """`models list` run from an unrelated folder finds the committed models (from the package's location); with
+    CEM_LAB_MODELS naming an empty folder it finds none there, and says so."""
+    def listed(**env):
+        done = subprocess.run([sys.executable, "-m", "cem_core", "models", "list"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120, env=child_env(**env))
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    assert listed().count("; current") == 8
+    (tmp_path / "empty").mkdir()
+    elsewhere = listed(CEM_LAB_MODELS=str(tmp_path / "empty"))
+    assert "; current" not in elsewhere and elsewhere.count("not trained") == 8

@@ -210,8 +210,10 @@ def gp_inspect(args) -> int:
         out = {"model": args.model, "title": trained.GP_MODELS[args.model].title} | inspect.inspect_function(
             model, task, args.seed, args.context, args.T_test)
         atomic_write_text(args.json, json.dumps(out))
-    steps = "; ".join(f"{layer['name']}: RMSE to the posterior mean {layer['rmse_to_posterior'][0]:.4f} at step 0, "
-                      f"{layer['rmse_to_posterior'][-1]:.4f} at step {layer['T']}" for layer in out["layers"])
-    print(f"{args.model} on function {args.seed} with {args.context} context points: RMSE to the posterior mean "
-          f"{out['rmse_to_posterior']:.4f}{'; ' + steps if steps else ''}; written to {args.json}")
+    steps = "; ".join(f"{layer['name']} stopped after step t: {layer['rmse_to_posterior'][0]:.4f} at t = 0, "
+                      f"{layer['rmse_to_posterior'][-1]:.4f} at t = {layer['T']}" for layer in out["layers"])
+    print(f"{args.model} on function {args.seed} with {args.context} context points: the model's prediction (at its "
+          f"trained T = {out['trained_T']}) is {out['rmse_to_posterior']:.4f} RMSE from the posterior mean"
+          f"{'; read along the steps up to T_test = ' + str(out['T_test']) + ', ' + steps if steps else ''}; "
+          f"written to {args.json}")
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,16 @@ import torch
 from .integrity import file_sha256
 from .records import atomic_write, atomic_write_text, provenance
 
-MODELS = Path("models")                                   # where the repository keeps them, from its root
+MODELS_VARIABLE = "CEM_LAB_MODELS"                        # names another folder of trained models
+
+
+def models_folder() -> Path:
+    """Where the trained models are: the folder CEM_LAB_MODELS names, else the repository's models/ found from this
+    package's own location (so a command run from any folder finds them, not only from the repository's root)."""
+    return Path(os.environ.get(MODELS_VARIABLE) or Path(__file__).resolve().parents[2] / "models")
+
+
+MODELS = models_folder()
 WEIGHTS_FILE, CARD = "weights.pt", "card.json"
 TRAINED_SEED = 0                                          # every trained model's seed
 MAX_TOTAL_BYTES = 10 * 2 ** 20                            # every committed model together
