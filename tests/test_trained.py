@@ -1,6 +1,7 @@
 """The trained models (models/): their cards and files, the per-step readout against the forward pass, the
 inspect commands, the prose corpus they train on, and `make models` as resumable and idempotent."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -323,3 +324,25 @@ def test_the_trained_models_are_found_from_any_folder_or_where_cem_lab_models_sa
     (tmp_path / "empty").mkdir()
     elsewhere = listed(CEM_LAB_MODELS=str(tmp_path / "empty"))
     assert "; current" not in elsewhere and elsewhere.count("not trained") == 8
+
+
+def test_a_learners_own_points_are_read_as_the_same_points_of_a_drawn_function():
+    """gp inspect with points: the first 6 points of function 3, typed as "x:y,..." (repr, so exact), give the same
+    posterior and the same prediction after every step as the function itself with 6 points seen (to 1e-12), with
+    no truth to compare against; bad points are refused with what is wrong."""
+    model, task = gp_trained.load_gp_model("gp-block-T8")
+    drawn = gp_inspect.inspect_function(model, task, 3, context=6, T_test=12)
+    text = ",".join(f"{x!r}:{y!r}" for x, y in zip(drawn["context_x"], drawn["context_y"]))
+    own = gp_inspect.inspect_function(model, task, None, T_test=12, points=gp_inspect.parse_points(text, task))
+    assert own["context"] == 6 and own["seed"] is None and own["truth"] is None and own["rmse_to_truth"] is None
+    for key in ("posterior_mean", "posterior_sd", "prediction", "grid"):
+        assert torch.allclose(torch.tensor(own[key]), torch.tensor(drawn[key]), rtol=1e-12, atol=1e-12), key
+    for a, b in zip(own["layers"], drawn["layers"]):
+        assert torch.allclose(torch.tensor(a["prediction"]), torch.tensor(b["prediction"]), rtol=1e-12, atol=1e-12)
+        assert a["rmse_to_posterior"] == pytest.approx(b["rmse_to_posterior"], rel=1e-12)
+    assert gp_inspect.parse_points(" ", task) == [] and gp_inspect.parse_points("0.5:1e-3", task) == [(0.5, 0.001)]
+    for text, words in (("1.5:0", "outside the box [-1, 1]"), ("0.1:x", "is not a point x:y of two numbers"),
+                        ("0.1", "is not a point x:y"), ("nan:1", "is not a point"),
+                        (",".join(f"{k / 40}:0" for k in range(32)), "32 points, and the model reads at most 31")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            gp_inspect.parse_points(text, task)

@@ -49,8 +49,13 @@ def add_gp(group) -> None:
     inspect = gp_parser.add_parser("inspect", help="a trained model (models/) on one function: its prediction after "
                                                    "every step of every CEM layer against the exact GP posterior")
     inspect.add_argument("--model", required=True, help="a trained GP model's name (python -m cem_core models list)")
-    inspect.add_argument("--seed", type=int, required=True, help="the function's seed")
-    inspect.add_argument("--context", type=int, default=8, help="context points given to the model (default 8)")
+    given = inspect.add_mutually_exclusive_group(required=True)
+    given.add_argument("--seed", type=int, help="the function's seed (its first --context points are the context)")
+    given.add_argument("--points", help="your own context points instead of a function: \"x1:y1,x2:y2,...\" (x in "
+                                        "the box [-1, 1], at most 31 points; the link's in_points; write --points=... "
+                                        "when the first x is negative)")
+    inspect.add_argument("--context", type=int, default=8,
+                         help="context points given to the model from the function of --seed (default 8)")
     inspect.add_argument("--T-test", type=int, help="steps per CEM layer (default: the trained T; up to 4x it)")
     inspect.add_argument("--json", required=True, help="write the readout as JSON to this new file")
     inspect.set_defaults(run=gp_inspect)
@@ -207,12 +212,15 @@ def gp_inspect(args) -> int:
 
     with claim_new_output("--json", args.json):
         model, task = trained.load_gp_model(args.model)
+        points = None if args.points is None else inspect.parse_points(args.points, task)
         out = {"model": args.model, "title": trained.GP_MODELS[args.model].title} | inspect.inspect_function(
-            model, task, args.seed, args.context, args.T_test)
+            model, task, args.seed, args.context, args.T_test, points=points)
         atomic_write_text(args.json, json.dumps(out))
     steps = "; ".join(f"{layer['name']} stopped after step t: {layer['rmse_to_posterior'][0]:.4f} at t = 0, "
                       f"{layer['rmse_to_posterior'][-1]:.4f} at t = {layer['T']}" for layer in out["layers"])
-    print(f"{args.model} on function {args.seed} with {args.context} context points: the model's prediction (at its "
+    given = (f"function {args.seed} with {args.context} context points" if points is None
+             else f"your {len(points)} points")
+    print(f"{args.model} on {given}: the model's prediction (at its "
           f"trained T = {out['trained_T']}) is {out['rmse_to_posterior']:.4f} RMSE from the posterior mean"
           f"{'; read along the steps up to T_test = ' + str(out['T_test']) + ', ' + steps if steps else ''}; "
           f"written to {args.json}")

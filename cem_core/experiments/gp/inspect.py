@@ -46,21 +46,57 @@ def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(((a.double() - b.double()) ** 2).mean().sqrt())
 
 
+def parse_points(text: str, task: GPTaskConfig) -> list[tuple[float, float]]:
+    """A learner's own context points, "x1:y1,x2:y2,..." (the form of a link's ``in_points`` and of ``gp inspect
+    --points``): at most n_points - 1 of them, each a pair of finite numbers with x inside the task's box; a
+    ValueError naming ``points`` and what is wrong otherwise. An empty text is no points."""
+    low, high = task.box
+    limit = task.n_points - 1
+    items = [item for item in text.split(",") if item.strip()] if text.strip() else []
+    if len(items) > limit:
+        raise ValueError(f"points={text!r} is invalid: {len(items)} points, and the model reads at most {limit} "
+                         f"(its {task.n_points} tokens less the query)")
+    out = []
+    for item in items:
+        parts = item.split(":")
+        try:
+            x, y = (float(v) for v in parts) if len(parts) == 2 else (math.nan, math.nan)
+        except ValueError:
+            x = y = math.nan
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise ValueError(f"points={text!r} is invalid: {item.strip()!r} is not a point x:y of two numbers")
+        if not low <= x <= high:
+            raise ValueError(f"points={text!r} is invalid: x = {x:g} of {item.strip()!r} is outside the box "
+                             f"[{low:g}, {high:g}]")
+        out.append((x, y))
+    return out
+
+
 @torch.no_grad()
-def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, context: int = 8,
-                     T_test: int | None = None, grid_size: int = GRID) -> dict:
+def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int | None, context: int = 8,
+                     T_test: int | None = None, grid_size: int = GRID, points=None) -> dict:
     """One function, its posterior on a grid, and the model's prediction on the grid after every step of every
-    CEM layer (JSON-ready; ``python -m cem_core gp inspect`` writes it)."""
-    check_int("seed", seed, 0, 2 ** 63 - 1)
-    check_int("context", context, 0, task.n_points - 1)
+    CEM layer (JSON-ready; ``python -m cem_core gp inspect`` writes it). With ``points`` (a learner's own context,
+    ``parse_points``) there is no function: the context is those points, seed and truth are None and the RMSE to the
+    truth is left out."""
     check_int("grid_size", grid_size, 2, 1001)
     if task.d_x != 1:
         raise ValueError(f"d_x={task.d_x} is invalid: inspecting a model plots functions of one input (d_x = 1)")
     T = trained_T(model) if T_test is None else T_test
     if T_test is not None:
         check_int("T_test", T_test, 1, max(test_Ts(model)))
-    xs, ys, grid, truth = sample_function_on_grid(task, seed, grid_size)
-    cx, cy = xs[:context], ys[:context]
+    if points is None:
+        check_int("seed", seed, 0, 2 ** 63 - 1)
+        check_int("context", context, 0, task.n_points - 1)
+        xs, ys, grid, truth = sample_function_on_grid(task, seed, grid_size)
+        cx, cy = xs[:context], ys[:context]
+    else:
+        if len(points) > task.n_points - 1:
+            raise ValueError(f"points is invalid: {len(points)} points, at most {task.n_points - 1}")
+        seed, context, truth = None, len(points), None
+        cx = torch.tensor([x for x, _ in points], dtype=torch.float64)
+        cy = torch.tensor([y for _, y in points], dtype=torch.float64)
+        grid = torch.linspace(*task.box, grid_size, dtype=torch.float64)
     mean, sd = gp_posterior_on_grid(task, cx[None, :, None], cy[None], grid[None, :, None])
     mean, sd = mean[0], sd[0]
     dtype = next(model.parameters()).dtype
@@ -74,7 +110,7 @@ def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, contex
             "name": steps.name, "trained_T": steps.trained_T, "T": steps.T,
             "prediction": prediction.tolist(),
             "rmse_to_posterior": [_rmse(p, mean) for p in prediction],
-            "rmse_to_truth": [_rmse(p, truth) for p in prediction],
+            "rmse_to_truth": None if truth is None else [_rmse(p, truth) for p in prediction],
             "energies": steps.energies[:, middle].tolist(),            # (T+1, K+1): context tokens, then the query
             "update_norms": steps.update_norms[:, middle].tolist(),
             "step_sizes": steps.step_sizes.tolist(),
@@ -85,9 +121,11 @@ def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int, contex
     final = read_output(model, (seq_x, seq_y))[:, -1]
     return {"seed": seed, "context": context, "trained_T": trained_T(model), "T_test": T,
             "kernel": task.kernel, "lengthscale": task.lengthscale, "noise_var": task.noise_var,
-            "context_x": cx.tolist(), "context_y": cy.tolist(), "grid": grid.tolist(), "truth": truth.tolist(),
+            "context_x": cx.tolist(), "context_y": cy.tolist(), "grid": grid.tolist(),
+            "truth": None if truth is None else truth.tolist(),
             "posterior_mean": mean.tolist(), "posterior_sd": sd.tolist(), "shown_query": middle,
-            "prediction": final.tolist(), "rmse_to_posterior": _rmse(final, mean), "rmse_to_truth": _rmse(final, truth),
+            "prediction": final.tolist(), "rmse_to_posterior": _rmse(final, mean),
+            "rmse_to_truth": None if truth is None else _rmse(final, truth),
             "layers": layers}
 
 
