@@ -16,7 +16,8 @@ from cem_core.ui.pages import APP_PAGES  # noqa: E402
 
 warm_up()
 present = lesson_mode.presentation()
-st.set_page_config(page_title="CEM Lab", page_icon=":material/trending_down:", layout="wide",
+st.set_page_config(page_title="CEM Lab", page_icon=str(Path(__file__).resolve().parent / "app_pages" / "icon.png"),
+                   layout="wide",   # the icon a local file: a :material/...: one is fetched from a font service
                    initial_sidebar_state="collapsed" if present else "auto")
 torch.set_num_threads(1)   # page compute is small; one thread avoids fighting a background training run
 

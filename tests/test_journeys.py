@@ -65,6 +65,7 @@ from cem_core.ui.design_controls import DesignControls
 from cem_core.ui.explore import diagnose, explore
 from cem_core.ui.figure_style import FONT_PX
 from cem_core.ui.jobs import JobBoard
+from cem_core.ui.pages import APP_PAGES
 
 pytestmark = pytest.mark.slow
 require_system_package(CHROMIUM is not None, "the browser journeys", "chromium", module_level=True)
@@ -293,6 +294,21 @@ def test_the_forms_of_the_energy(app, browser, tmp_path):
     assert page.get_by_text("block precond").count() >= 1
     page.screenshot(path=shots(tmp_path) / "design-joint.png", full_page=True)
     _assert_clean(page, "forms of the energy, design page")
+    page.close()
+
+
+def test_the_app_fetches_nothing_from_outside(app, browser):
+    """A classroom without internet: every page of the app, visited in turn, asks only the app's own server for
+    anything (its icon is a local file: a :material/...: page icon was fetched from a web font service)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    own = urlparse(app.url).netloc
+    outside = []
+    page.on("request", lambda r: None if urlparse(r.url).netloc in ("", own) or r.url.startswith(("data:", "blob:"))
+            else outside.append(r.url))
+    for p in APP_PAGES:
+        page.goto(f"{app.url}/{p.path}")
+        settle(page)
+    assert outside == [], outside
     page.close()
 
 
