@@ -18,6 +18,9 @@ import web_mirror as mirror
 from appdriver import CHROMIUM, chromium
 from conftest import ROOT, require_system_package
 
+from cem_core.nn.activations import ACTIVATIONS
+from cem_core.nn.diagonals import DIAGONAL_FORMS, DIAGONALS
+from cem_core.nn.precondition import PRECONDITIONERS
 from cem_core.ui import seeded
 from cem_core.ui.controls import EnergyControls
 from cem_core.ui.explore import diagnose, explore
@@ -151,7 +154,10 @@ def test_explore_and_diagnose_equal_pythons_on_a_covering_grid(page):
     for name, options in (mirror.CHOICES | mirror.NUMBERS).items():
         assert {s[name] for s in states} >= set(options), name
     pairs = {(s["diagonal"], s["diagonal_form"]) for s in states} | {(s["layer"], s["preconditioner"]) for s in states}
-    assert len(pairs) == 5 + 12                       # every diagonal in each form it allows; every layer with each P
+    forms = sum(len([f for f in DIAGONAL_FORMS.values() if not f.needs_diagonal or d != "none"]) for d in DIAGONALS)
+    assert len(pairs) == forms + len(mirror.CHOICES["layer"]) * len(PRECONDITIONERS) == 5 + 12   # every pair allowed
+    assert set(mirror.CHOICES["activation"]) == set(ACTIVATIONS) and set(mirror.CHOICES["diagonal"]) == set(DIAGONALS)
+    assert {"joint"} <= set(mirror.CHOICES["layer"]) and set(mirror.CHOICES["preconditioner"]) == set(PRECONDITIONERS)
     problems, times = _compare(page, states)
     again = states[:12]
     tokens = [v["seq_len"] // 2 for v in again]
@@ -166,6 +172,28 @@ def test_explore_and_diagnose_equal_pythons_on_a_covering_grid(page):
               f"T {values['T']}, diagonal {values['diagonal']})")
     problems += more
     assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:8])
+
+
+def test_a_choice_registered_without_a_javascript_twin_fails_the_comparison(page):
+    """An activation registered on the Python side only (tanh, Phi = log cosh): the covering grid holds it (its
+    choices come from the registries), and the comparison of a state with it fails, as the exactness test would."""
+    import torch
+
+    from cem_core.nn.activations import Activation, register_activation
+    register_activation(Activation("tanh", "tanh", torch.tanh, lambda z: torch.log(torch.cosh(z)), r"\tanh z",
+                                   r"\log\cosh z"))
+    try:
+        assert "tanh" in EnergyControls.specs()["activation"][1]
+        values = EnergyControls.from_values(**{**EnergyControls().values(), "layer": "mlp",
+                                               "activation": "tanh"}).values()
+        try:
+            problems, _ = _compare(page, [values])
+        except Exception as err:                      # the JavaScript refused the state outright
+            problems = [str(err)]
+        assert problems, "a state with an activation JavaScript does not know agreed with Python"
+    finally:
+        del ACTIVATIONS["tanh"]
+    assert "tanh" not in EnergyControls.specs()["activation"][1]
 
 
 def test_the_default_state_computes_within_a_frame(page):

@@ -56,9 +56,10 @@ def decode(x):
 
 # -- the states ----------------------------------------------------------------------------------------------------
 
-CHOICES = {"layer": ("attention", "mlp", "block", "joint"), "diagonal": ("none", "per_head", "shared"),
-           "diagonal_form": ("bilinear", "distance"), "preconditioner": ("none", "dlr", "psd"),
-           "activation": ("silu", "gelu", "relu"), "rope": (False, True)}
+# every value the page offers, from the registries the Python side iterates (layers and block modes, diagonals and
+# their forms, preconditioners, activations): a choice registered without a JavaScript twin fails the comparison
+CHOICES = {name: tuple(EnergyControls.specs()[name][1]) for name in
+           ("layer", "diagonal", "diagonal_form", "preconditioner", "activation")} | {"rope": (False, True)}
 NUMBERS = {"T": (1, 2, 4, 8, 16), "eta": (0.05, 0.3, 1.0, 2.5, 20.0), "anchor": (0.0, 0.5, 1.0, 5.0),
            "p_scale": (0.0, 0.3, 1.5, 3.0), "rank": tuple(range(1, 9)), "heads": tuple(range(1, 9)),
            "width": (2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 96, 128, 256, 512),
