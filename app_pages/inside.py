@@ -4,7 +4,6 @@ read through a logit lens along their steps. The checkpoints are read from model
 written: a missing, damaged or stale one is a message, not a traceback."""
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import streamlit as st
 
 from app_pages import common, lesson_mode
 from app_pages.common import (
-    ROOT,
     busy_note,
     control,
     control_values,
@@ -26,6 +24,7 @@ from app_pages.common import (
     widget_keys,
 )
 from app_pages.playback import playback
+from cem_core.experiments import checkpoints
 from cem_core.experiments import models as trained_models
 from cem_core.experiments.gp import inspect as gp_inspect
 from cem_core.experiments.gp.trained import GP_MODELS, gp_card, load_gp_model
@@ -45,8 +44,9 @@ CACHE_BYTES = 96 * 2 ** 20     # inspected states and their views, shared by eve
 
 
 def models_root() -> Path:
-    """Where the trained models are read from: CEM_LAB_MODELS_DIR, default the repository's models/."""
-    return Path(os.environ.get("CEM_LAB_MODELS_DIR") or ROOT / "models")
+    """Where the trained models are read from: CEM_LAB_MODELS_DIR, default the repository's models/
+    (``checkpoints.models_folder``, read at each call: a test moves it)."""
+    return checkpoints.models_folder()
 
 
 def stamp(name: str) -> tuple:

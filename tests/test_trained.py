@@ -314,7 +314,7 @@ def test_the_findings_document_is_generated_from_the_measurements():
 
 def test_the_trained_models_are_found_from_any_folder_or_where_cem_lab_models_says(tmp_path):
     """`models list` run from an unrelated folder finds the committed models (from the package's location); with
-    CEM_LAB_MODELS naming an empty folder it finds none there, and says so."""
+    CEM_LAB_MODELS_DIR naming an empty folder it finds none there, and says so."""
     def listed(**env):
         done = subprocess.run([sys.executable, "-m", "cem_core", "models", "list"], capture_output=True, text=True,
                               cwd=tmp_path, timeout=120, env=child_env(**env))
@@ -322,7 +322,7 @@ def test_the_trained_models_are_found_from_any_folder_or_where_cem_lab_models_sa
         return done.stdout
     assert listed().count("; current") == 8
     (tmp_path / "empty").mkdir()
-    elsewhere = listed(CEM_LAB_MODELS=str(tmp_path / "empty"))
+    elsewhere = listed(CEM_LAB_MODELS_DIR=str(tmp_path / "empty"))
     assert "; current" not in elsewhere and elsewhere.count("not trained") == 8
 
 

@@ -25,11 +25,11 @@ import torch
 from .integrity import file_sha256
 from .records import atomic_write, atomic_write_text, provenance
 
-MODELS_VARIABLE = "CEM_LAB_MODELS"                        # names another folder of trained models
+MODELS_VARIABLE = "CEM_LAB_MODELS_DIR"                     # names another folder of trained models
 
 
 def models_folder() -> Path:
-    """Where the trained models are: the folder CEM_LAB_MODELS names, else the repository's models/ found from this
+    """Where the trained models are: the folder CEM_LAB_MODELS_DIR names, else the repository's models/ found from this
     package's own location (so a command run from any folder finds them, not only from the repository's root)."""
     return Path(os.environ.get(MODELS_VARIABLE) or Path(__file__).resolve().parents[2] / "models")
 
