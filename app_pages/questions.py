@@ -27,7 +27,7 @@ def tie_ladder_section() -> None:
     if note := ladder.progress_note(records, tie_ladder.PRESET):
         st.warning(note)
     show_figure(question_figures.tie_ladder_figure(records), "lm tie ladder", "lm-tie-ladder")
-    st.markdown(tie_ladder.summary(records))
+    st.markdown(tie_ladder.tie_summary(records))
     st.dataframe(tie_ladder.effect_rows(records), hide_index=True)
     with st.expander("every width and variant at its chosen rate"):
         st.dataframe(ladder.rows(records, tie_ladder.PRESET), hide_index=True)
@@ -51,6 +51,6 @@ def test_time_section(task: str) -> None:
     for condition in conditions:
         show_figure(question_figures.test_time_figure(task, records, condition),
                     f"{task} test-time {condition or ''}".strip(), f"{task}-test-time-{condition or 'lm'}")
-    st.markdown(test_time.summary(task, records))
-    st.dataframe(test_time.rows(task, records), hide_index=True)
+    st.markdown(test_time.test_time_summary(task, records))
+    st.dataframe(test_time.test_time_rows(task, records), hide_index=True)
     st.caption(f"Rule, fixed before the study ran: {test_time.TEST_TIME_RULE}")

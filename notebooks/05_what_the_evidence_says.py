@@ -816,7 +816,7 @@ for preset, records in lm_ladders.items():
 lm_ties = load(lm_runner.LM_SWEEP.load, lm_tie_ladder_path)
 if lm_ties:
     report(f"**The tie ladder**: {len(lm_ties)} runs loaded. " + lm_ladder.progress_note(lm_ties, "tie-ladder")
-           + " " + tie_ladder.summary(lm_ties))
+           + " " + tie_ladder.tie_summary(lm_ties))
     display(pd.DataFrame(tie_ladder.effect_rows(lm_ties)).set_index(["width", "untied variant"]))
     show_figure(sweep_plots.TIE_LADDER_FIGURES["lm_tie_ladder"](lm_ties))
 else:
@@ -853,8 +853,8 @@ for task, records in test_time_records.items():
         left = test_time.planned(task) - len(records)
         report(f"**Test-time study, {task.upper()}**: {len(records)} runs loaded"
                + (f", {left} still to run (`make {task}-test-time`)" if left else "") + ". "
-               + test_time.summary(task, records))
-        display(pd.DataFrame(test_time.rows(task, records)).set_index(["condition", "regime"]))
+               + test_time.test_time_summary(task, records))
+        display(pd.DataFrame(test_time.test_time_rows(task, records)).set_index(["condition", "regime"]))
         figures = sweep_plots.GP_TEST_TIME_FIGURES if task == "gp" else sweep_plots.LM_TEST_TIME_FIGURES
         for builder in figures.values():
             show_figure(builder(records))
@@ -891,10 +891,10 @@ for preset, records in lm_ladders.items():
 own_missing = (len(lm_runner.stale_runs(lm_own, "own", decisions=lm_own_decisions)[0]) if lm_own_decisions
                else "all")
 if lm_ties:
-    summary.append("- **The tie ladder**: " + tie_ladder.summary(lm_ties))
+    summary.append("- **The tie ladder**: " + tie_ladder.tie_summary(lm_ties))
 for task, records in test_time_records.items():
     if records:
-        summary.append(f"- **Test-time steps, {task.upper()}**: " + test_time.summary(task, records))
+        summary.append(f"- **Test-time steps, {task.upper()}**: " + test_time.test_time_summary(task, records))
 cells_left = len(lm_ladder.unfinished(lm_ladders["budget-ladder"], "budget-ladder"))
 summary.append(f"- Still to come: {study_total - len(study)} study runs, {lm_total - len(lm)} LM runs, "
                f"{own_missing} own-rate runs, {cells_left} of the budget ladder's 12 widths and variants, "

@@ -195,10 +195,11 @@ def test_ctrl_c_stops_at_once_and_keeps_finished_runs(tmp_path, jobs, to, monkey
 
 @pytest.fixture
 def presets(monkeypatch):
-    """Tiny presets: `quick` (3 steps), `default` (4), `gpu` (5), `plateau` (6), `study` (7) and `rates` (8);
-    `run_spec` calls are counted."""
+    """Tiny presets: `quick` (3 steps), `default` (4), `gpu` (5), `plateau` (6), `study` (7), `rates` (8) and
+    `test-time` (9), one per registered preset; `run_spec` calls are counted."""
     runs = {"quick": [SHORT], "default": [tiny_spec(4)], "gpu": [tiny_spec(5)], "plateau": [tiny_spec(6)],
-            "study": [tiny_spec(7)], "rates": [tiny_spec(8)]}
+            "study": [tiny_spec(7)], "rates": [tiny_spec(8)], "test-time": [tiny_spec(9)]}
+    assert set(runs) == set(gp_sweep.GP_PRESETS), "a preset was registered: give it a tiny stand-in here"
     monkeypatch.setattr(gp_sweep, "gp_preset_runs", lambda preset: runs[preset])
     calls = []
     real = gp_sweep.run_spec

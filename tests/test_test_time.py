@@ -113,7 +113,7 @@ def test_the_committed_lm_study_holds_only_its_runs_and_its_fixed_runs_reproduce
 
 def test_the_docs_show_every_generated_block_as_the_committed_records_give_it():
     """docs/results-lm.md, docs/results-gp.md and docs/trained-models.md: `python -m cem_core docs --check`."""
-    assert doc_blocks.stale(ROOT) == [], "run `python -m cem_core docs` and commit the docs"
+    assert doc_blocks.stale_blocks(ROOT) == [], "run `python -m cem_core docs` and commit the docs"
 
 
 def test_a_prediction_that_is_not_finite_at_a_test_time_T_counts_as_infinitely_bad():
@@ -133,7 +133,7 @@ def test_the_readmes_test_time_finding_is_the_committed_records():
     printed digits)."""
     _, records = _committed("lm")
     readme = " ".join((ROOT / "README.md").read_text().split())
-    found = test_time.study("lm", records)
+    found = test_time.read_study("lm", records)
     assert len(found) == 4 and all(c["seeds"] == 3 for c in found.values())
     assert all(c["verdict"] == "worse past T" for c in found.values())
     assert "none of the four training regimes (fixed T, T drawn per batch, the anchor, the loss after every step) " \
@@ -143,3 +143,22 @@ def test_the_readmes_test_time_finding_is_the_committed_records():
             f"{math.exp(fixed[2]):.2f} and {math.exp(fixed[8]):.1f}") in readme
     assert max(c["d"][8]["mean"] for c in found.values()) == found[("d = 64", "fixed T")]["d"][8]["mean"]
     assert min(c["d"][8]["mean"] for c in found.values()) == found[("d = 64", "anchor")]["d"][8]["mean"]
+
+
+def test_the_readmes_gp_test_time_finding_is_the_committed_records():
+    """The README's headline on the GP study: no cell scales, how many read each other verdict, the parameter range
+    and the closest cell's two ratios, from the records (to the printed digits)."""
+    _, records = _committed("gp")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    found = test_time.read_study("gp", records)
+    verdicts = [c["verdict"] for c in found.values()]
+    assert len(found) == 8 and all(c["seeds"] == 3 for c in found.values())
+    assert "none of the 8 pairs of condition" in readme and "scales at test time" not in verdicts
+    assert (f"{verdicts.count('worse past T')} are worse at T' = 8 and 16 than at the trained T = 4 and "
+            f"{verdicts.count('neither shown')} show neither") in readme
+    params = sorted({r["params"] for r in records})
+    assert f"{params[0]:,} to {params[-1]:,} parameters" in readme
+    closest = min(found, key=lambda k: found[k]["mean"][16])
+    assert closest == ("base", "loss every step"), closest
+    mean = found[closest]["mean"]
+    assert f"(RMSE / GP optimum {mean[4]:.3f} at T' = 4, {mean[16]:.3f} at T' = 16)" in readme

@@ -81,10 +81,10 @@ def _compare(page, states: list[dict], tokens=None) -> tuple[list[str], dict]:
 # -- the generator -------------------------------------------------------------------------------------------------
 
 def test_the_generator_draws_pythons_bits_uniforms_and_normals_exactly(page):
-    """bits, uniforms and normals bit for bit. The normals take log and cos from the C library on the Python side
-    (seeded.normals), as Chromium's Math.log and Math.cos compute them here; numpy's vectorized log rounded
-    0.16 % of these normals one ulp differently. Neither language specifies log to the bit: another browser may
-    differ, and this test would say so."""
+    """bits, uniforms and normals bit for bit, and the normals' log and cos on their own. Neither language
+    specifies log or cos to the bit (glibc and Chromium's Math differ in the last bit for some of these on some
+    machines), so both sides compute them from adds, multiplies and divides alone (seeded.box_muller_log,
+    seeded.cos_turns), which every IEEE 754 machine rounds alike."""
     cases = [(seed, stream, 1000) for seed in (0, 1, 9999, 2 ** 31 - 1, 2 ** 32 - 1) for stream in range(10)]
     cases += [(0, 0, 100_000), (9999, 3, 100_000), (1, 9, 30_000)]
     got = page.evaluate("""(cases) => cases.map(([seed, stream, count]) => {
@@ -100,7 +100,32 @@ def test_the_generator_draws_pythons_bits_uniforms_and_normals_exactly(page):
         np.testing.assert_array_equal(_array(uniforms, "<f8"), seeded.uniforms(seed, stream, count))
         np.testing.assert_array_equal(_array(normals, "<f8"), seeded.normals(seed, stream, count),
                                       err_msg=f"{seed, stream}")
+    u = seeded.uniforms(5, 4, 50_000)
+    logs, cosines = page.evaluate("(u) => [u.map(CEMExplore.seeded.boxMullerLog), u.map(CEMExplore.seeded.cosTurns)]",
+                                  u.tolist())
+    np.testing.assert_array_equal(logs, seeded.box_muller_log(u))
+    np.testing.assert_array_equal(cosines, seeded.cos_turns(u))
     assert page.evaluate("CEMExplore.seeded.start(7, 3)") == seeded.start(7, 3)
+
+
+def test_the_generators_log_and_cos_are_within_one_ulp():
+    """box_muller_log and cos_turns against 120-bit mpmath: within 1 ulp of the exact log u and cos(2 pi u) on
+    6,000 drawn u and on the edges (the smallest and largest u, either side of sqrt(1/2), 1/2 and every quarter
+    turn), where libm's cos(2 pi u) loses its relative accuracy near the zeros."""
+    import mpmath
+    mpmath.mp.prec = 120
+    edges = [0.5 / 2 ** 32, 1 - 0.5 / 2 ** 32, math.sqrt(0.5), np.nextafter(math.sqrt(0.5), 0), 0.5]
+    edges += [q / 4 + e / 2 ** 32 for q in range(4) for e in (0.5, -0.5, 1.5, -1.5) if 0 < q / 4 + e / 2 ** 32 < 1]
+    edges += [q / 8 + e / 2 ** 32 for q in (1, 3, 5, 7) for e in (0.5, -0.5)]
+    u = np.concatenate([seeded.uniforms(11, 2, 6000), edges])
+
+    def ulps(got, exact):
+        return abs(got - float(exact)) / math.ulp(float(exact))
+
+    logs, cosines = seeded.box_muller_log(u), seeded.cos_turns(u)
+    worst_log = max(ulps(g, mpmath.log(mpmath.mpf(float(x)))) for g, x in zip(logs, u))
+    worst_cos = max(ulps(g, mpmath.cos(2 * mpmath.pi * mpmath.mpf(float(x)))) for g, x in zip(cosines, u))
+    assert worst_log <= 1.0 and worst_cos <= 1.0, (worst_log, worst_cos)
 
 
 # -- the scalar functions ------------------------------------------------------------------------------------------

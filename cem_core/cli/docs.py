@@ -20,7 +20,7 @@ def docs_command(args) -> int:
     if not (root / "docs").is_dir():
         raise ValueError(f"root={args.root!r} is invalid: it has no docs/ folder (run from the repository's root)")
     if args.check:
-        if stale := doc_blocks.stale(root):
+        if stale := doc_blocks.stale_blocks(root):
             print(f"stale: {', '.join(stale)}; `python -m cem_core docs` rewrites them", file=sys.stderr)
             return 1
         print(f"all {len(doc_blocks.BLOCKS)} generated blocks match the records")

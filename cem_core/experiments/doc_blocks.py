@@ -49,7 +49,7 @@ def _ladder(preset: str, folder: str) -> Callable[[Path], str]:
 
 def _tie_ladder(root: Path) -> str:
     from .lm import presets, runner, tie_ladder
-    return tie_ladder.doc_block(runner.LM_SWEEP.load(root / presets.COMMITTED_TIE_LADDER / "results.json")) + "\n"
+    return tie_ladder.tie_block(runner.LM_SWEEP.load(root / presets.COMMITTED_TIE_LADDER / "results.json")) + "\n"
 
 
 def _test_time(task: str) -> Callable[[Path], str]:
@@ -61,7 +61,7 @@ def _test_time(task: str) -> Callable[[Path], str]:
         else:
             from .lm.runner import LM_SWEEP as EXPERIMENT
             folder = test_time.COMMITTED_LM_TEST_TIME
-        return test_time.doc_block(task, EXPERIMENT.load(root / folder / "results.json")) + "\n"
+        return test_time.test_time_block(task, EXPERIMENT.load(root / folder / "results.json")) + "\n"
     return make
 
 
@@ -90,9 +90,9 @@ def _register() -> None:
     from .lm import ladder, tie_ladder
     for preset, folder in (("budget-ladder", "results/lm-budget-ladder"), ("ladder", "results/lm-ladder")):
         BLOCKS.register(DocBlock(preset, "docs/results-lm.md", *ladder.doc_markers(preset), _ladder(preset, folder)))
-    BLOCKS.register(DocBlock("tie-ladder", "docs/results-lm.md", *tie_ladder.doc_markers(), _tie_ladder))
+    BLOCKS.register(DocBlock("tie-ladder", "docs/results-lm.md", *tie_ladder.tie_markers(), _tie_ladder))
     for task in ("gp", "lm"):
-        BLOCKS.register(DocBlock(f"test-time {task}", "docs/results-lm.md", *test_time.doc_markers(task),
+        BLOCKS.register(DocBlock(f"test-time {task}", "docs/results-lm.md", *test_time.test_time_markers(task),
                                  _test_time(task)))
     BLOCKS.register(DocBlock("test-time summary", "docs/trained-models.md", *test_time.SUMMARY_MARKERS,
                              _test_time_summaries))
@@ -104,7 +104,7 @@ def _register() -> None:
 _register()
 
 
-def stale(root: Path) -> list[str]:
+def stale_blocks(root: Path) -> list[str]:
     """The blocks whose text differs from what their records give now."""
     return [b.name for b in BLOCKS.values() if b.current(root) != b.make(root)]
 

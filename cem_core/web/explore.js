@@ -51,9 +51,42 @@
     return out;
   }
 
+  const LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;   // seeded.LN2_HI, LN2_LO
+  const LG = [6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+              2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
+              1.479819860511658591e-01];                                             // seeded.LG
+  const COS_C = [4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
+                 -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11];
+  const SIN_S = [-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
+                 2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10];
+  const SQRT_HALF = 0.7071067811865476, TWO_PI_HI = 6.283185005187988, TWO_PI_LO = 3.019915981956753e-07;
+  const F64 = new Float64Array(1), U32 = new Uint32Array(F64.buffer);             // a double's two words
+
+  function boxMullerLog(u) {                             // mirrors seeded.box_muller_log: fdlibm's log, same order
+    F64[0] = u;
+    const high = U32[1];
+    let k = ((high >>> 20) & 0x7ff) - 1022;              // np.frexp: u = m 2^k, m in [1/2, 1)
+    U32[1] = (high & 0x800fffff) | (1022 << 20);
+    let m = F64[0];
+    if (m < SQRT_HALF) { m = 2.0 * m; k = k - 1; }
+    const f = m - 1.0, hfsq = 0.5 * f * f, s = f / (2.0 + f), z = s * s, w = z * z;
+    const R = z * (LG[0] + w * (LG[2] + w * (LG[4] + w * LG[6]))) + w * (LG[1] + w * (LG[3] + w * LG[5]));
+    return k * LN2_HI - ((hfsq - (s * (hfsq + R) + k * LN2_LO)) - f);
+  }
+
+  function cosTurns(u) {                                 // mirrors seeded.cos_turns: cos(2 pi u) by quarter turns
+    const q = Math.floor(4.0 * u + 0.5), r = u - 0.25 * q, high = TWO_PI_HI * r, low = TWO_PI_LO * r;
+    const a = high + low, y = low - (a - high), z = a * a, w = z * z;
+    const c = z * (COS_C[0] + z * (COS_C[1] + z * COS_C[2])) + w * w * (COS_C[3] + z * (COS_C[4] + z * COS_C[5]));
+    const hz = 0.5 * z, one = 1.0 - hz, cos = one + (((1.0 - one) - hz) + (z * c - a * y));
+    const s = SIN_S[1] + z * (SIN_S[2] + z * SIN_S[3]) + z * w * (SIN_S[4] + z * SIN_S[5]), v = z * a;
+    const sin = a - ((z * (0.5 * y - v * s) - y) - v * SIN_S[0]), turn = q % 4;
+    return turn === 0 ? cos : turn === 1 ? -sin : turn === 2 ? -cos : sin;
+  }
+
   function normals(seed, stream, count) {                // mirrors seeded.normals: sqrt(-2 log u_2k) cos(2 pi u_2k+1)
-    const u = uniforms(seed, stream, 2 * count), out = new Float64Array(count), twoPi = 2.0 * Math.PI;
-    for (let k = 0; k < count; k++) out[k] = Math.sqrt(-2.0 * Math.log(u[2 * k])) * Math.cos(twoPi * u[2 * k + 1]);
+    const u = uniforms(seed, stream, 2 * count), out = new Float64Array(count);
+    for (let k = 0; k < count; k++) out[k] = Math.sqrt(-2.0 * boxMullerLog(u[2 * k])) * cosTurns(u[2 * k + 1]);
     return out;
   }
 
@@ -63,7 +96,7 @@
     return u;
   }
 
-  const seeded = {STREAMS, fmix32, start, bits, uniforms, normals, linear,
+  const seeded = {STREAMS, fmix32, start, bits, uniforms, boxMullerLog, cosTurns, normals, linear,
                   normal: (seed, name, count) => normals(seed, STREAMS[name], count)};   // mirrors seeded.normal
 
   // -- scalar functions ------------------------------------------------------------------------------------------

@@ -73,6 +73,39 @@ def parse_points(text: str, task: GPTaskConfig) -> list[tuple[float, float]]:
 
 
 @torch.no_grad()
+def _context(task: GPTaskConfig, seed: int | None, context: int, grid_size: int, points) -> tuple:
+    """The context (x, y), the grid and the truth on it: a drawn function's first points, or a learner's own
+    (then seed and truth are None)."""
+    if points is None:
+        check_int("seed", seed, 0, 2 ** 63 - 1)
+        check_int("context", context, 0, task.n_points - 1)
+        xs, ys, grid, truth = sample_function_on_grid(task, seed, grid_size)
+        return seed, xs[:context], ys[:context], grid, truth
+    if len(points) > task.n_points - 1:
+        raise ValueError(f"points is invalid: {len(points)} points, at most {task.n_points - 1}")
+    cx = torch.tensor([x for x, _ in points], dtype=torch.float64)
+    cy = torch.tensor([y for _, y in points], dtype=torch.float64)
+    return None, cx, cy, torch.linspace(*task.box, grid_size, dtype=torch.float64), None
+
+
+def _layer_reading(steps, mean: torch.Tensor, truth: torch.Tensor | None, middle: int) -> dict:
+    """One CEM layer's steps (``read_steps``) at the query token: its prediction and RMSEs after every step, and
+    the energies, update norms and attention of the sequence the page shows (``middle``)."""
+    prediction = steps.outputs[:, :, -1]                               # (T+1, G): at the query token
+    return {
+        "name": steps.name, "trained_T": steps.trained_T, "T": steps.T,
+        "prediction": prediction.tolist(),
+        "rmse_to_posterior": [_rmse(p, mean) for p in prediction],
+        "rmse_to_truth": None if truth is None else [_rmse(p, truth) for p in prediction],
+        "energies": steps.energies[:, middle].tolist(),                # (T+1, K+1): context tokens, then the query
+        "update_norms": steps.update_norms[:, middle].tolist(),
+        "step_sizes": steps.step_sizes.tolist(),
+        "attention": (None if steps.weights is None else
+                      [[[[round(v, 5) for v in row] for row in head] for head in step]
+                       for step in steps.weights[:, middle].tolist()]),   # (T, H, K+1, K+1)
+    }
+
+
 def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int | None, context: int = 8,
                      T_test: int | None = None, grid_size: int = GRID, points=None) -> dict:
     """One function, its posterior on a grid, and the model's prediction on the grid after every step of every
@@ -85,39 +118,16 @@ def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int | None,
     T = trained_T(model) if T_test is None else T_test
     if T_test is not None:
         check_int("T_test", T_test, 1, max(test_Ts(model)))
-    if points is None:
-        check_int("seed", seed, 0, 2 ** 63 - 1)
-        check_int("context", context, 0, task.n_points - 1)
-        xs, ys, grid, truth = sample_function_on_grid(task, seed, grid_size)
-        cx, cy = xs[:context], ys[:context]
-    else:
-        if len(points) > task.n_points - 1:
-            raise ValueError(f"points is invalid: {len(points)} points, at most {task.n_points - 1}")
-        seed, context, truth = None, len(points), None
-        cx = torch.tensor([x for x, _ in points], dtype=torch.float64)
-        cy = torch.tensor([y for _, y in points], dtype=torch.float64)
-        grid = torch.linspace(*task.box, grid_size, dtype=torch.float64)
+    seed, cx, cy, grid, truth = _context(task, seed, context, grid_size, points)
+    context = len(cx)
     mean, sd = gp_posterior_on_grid(task, cx[None, :, None], cy[None], grid[None, :, None])
     mean, sd = mean[0], sd[0]
     dtype = next(model.parameters()).dtype
     seq_x = torch.cat((cx.expand(grid_size, context), grid[:, None]), dim=1)[..., None].to(dtype)
     seq_y = torch.cat((cy.expand(grid_size, context), torch.zeros(grid_size, 1, dtype=cy.dtype)), dim=1).to(dtype)
     middle = grid_size // 2                                            # the sequence whose tokens the page shows
-    layers = []
-    for steps in read_steps(model, (seq_x, seq_y), T_test=T if model.cem_layers() else None):
-        prediction = steps.outputs[:, :, -1]                           # (T+1, G): at the query token
-        layers.append({
-            "name": steps.name, "trained_T": steps.trained_T, "T": steps.T,
-            "prediction": prediction.tolist(),
-            "rmse_to_posterior": [_rmse(p, mean) for p in prediction],
-            "rmse_to_truth": None if truth is None else [_rmse(p, truth) for p in prediction],
-            "energies": steps.energies[:, middle].tolist(),            # (T+1, K+1): context tokens, then the query
-            "update_norms": steps.update_norms[:, middle].tolist(),
-            "step_sizes": steps.step_sizes.tolist(),
-            "attention": (None if steps.weights is None else
-                          [[[[round(v, 5) for v in row] for row in head] for head in step]
-                           for step in steps.weights[:, middle].tolist()]),   # (T, H, K+1, K+1)
-        })
+    layers = [_layer_reading(steps, mean, truth, middle)
+              for steps in read_steps(model, (seq_x, seq_y), T_test=T if model.cem_layers() else None)]
     final = read_output(model, (seq_x, seq_y))[:, -1]
     return {"seed": seed, "context": context, "trained_T": trained_T(model), "T_test": T,
             "kernel": task.kernel, "lengthscale": task.lengthscale, "noise_var": task.noise_var,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cem_core.experiments.schedule import OptimConfig
-from cem_core.experiments.test_time import test_Ts
+from cem_core.experiments.test_time import read_Ts
 from cem_core.nn.config import CEMOptions, ModelShape
 from cem_core.nn.model import ModelConfig
 from cem_core.nn.validate import check_choice
@@ -159,7 +159,7 @@ SWEEP_PRESETS = {
     # CEM attention T = 2 at d = 64 in each training regime of the test-time study, read at T' = 1..8
     "test-time": SweepPreset(**_CPU_SIZES, budget=1.0, lrs=(TEST_TIME_LR,), seeds=(0, 1, 2),
                              variants=tuple(TEST_TIME_VARIANTS), widths=(64,), head_width=LADDER_HEAD_WIDTH, evals=4,
-                             data_orders=True, eval_Ts=test_Ts("lm")),
+                             data_orders=True, eval_Ts=read_Ts("lm")),
     "gpu": SweepPreset(shape=ModelShape(d_model=384, n_layers=6, n_heads=6, d_ff=1024), seq_len=512, batch_size=64,
                        budget=1.0,
                        lrs=(1e-3,), seeds=(0, 1, 2), variants=SWEPT, eval_batches=64),
