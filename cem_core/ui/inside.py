@@ -70,14 +70,15 @@ def gp_frames(data: dict) -> list[list[dict]]:
     layer = data["layers"][0]
     query = len(data["context_x"])
     energies, _, _ = SymLog.on_axis(np.asarray(layer["energies"]))
-    posterior, truth = layer["rmse_to_posterior"], layer["rmse_to_truth"]
+    posterior, truth = layer["rmse_to_posterior"], layer["rmse_to_truth"] or []   # a learner's points: no truth
     rmse_y = extent(posterior, truth)
     out = []
     for t in range(layer["T"] + 1):
         frame = [{"figure": "curve", "meta": NOW, "y": finite(layer["prediction"][t]),     # x: the grid, kept
                   "title": inside_figures.inside_curve_title(data, t)},
                  {"figure": "rmse", "meta": CURSOR, "x": [t, t], "y": rmse_y},
-                 {"figure": "rmse", "meta": NOW, "x": [t, t], "y": finite([posterior[t], truth[t]])},
+                 {"figure": "rmse", "meta": NOW, "x": [t] * (2 if truth else 1),
+                  "y": finite([posterior[t]] + truth[t:t + 1])},
                  {"figure": "energy", "meta": CURSOR, "x": [t, t], "y": extent(energies)},
                  {"figure": "energy", "meta": NOW, "x": [t], "y": finite([energies[t, query]])}]
         if layer["attention"] is not None:
@@ -126,18 +127,21 @@ def gp_reading(data: dict, trained_rmse: float | None = None) -> str:
     mean at the trained T (needed when the test-time T is below it)."""
     layer = data["layers"][0] if data["layers"] else None
     if layer is None:
+        truth = "" if data["rmse_to_truth"] is None else f" and {data['rmse_to_truth']:.3f} to the truth"
         return (f"Llama attention takes no in-layer steps: its prediction is one forward pass, RMSE "
-                f"{data['rmse_to_posterior']:.3f} to the posterior mean and {data['rmse_to_truth']:.3f} to the truth.")
+                f"{data['rmse_to_posterior']:.3f} to the posterior mean{truth}.")
     r, T, trained = layer["rmse_to_posterior"], layer["T"], data["trained_T"]
     lost = lost_at(r)
     if lost is not None:
-        return (f"The iterates diverge on this function: the prediction is lost (not a number) from step {lost} on, "
+        return (f"The iterates diverge on {'this function' if data['truth'] is not None else 'these points'}: "
+                f"the prediction is lost (not a number) from step {lost} on, "
                 f"{'beyond' if lost > trained else 'within'} the trained T = {trained}; its RMSE to the posterior "
                 f"mean was {r[0]:.3f} at step 0 and {r[min(trained, lost - 1)]:.3f} at step {min(trained, lost - 1)}.")
     how = carried(layer)
     words = {"towards": "carry the prediction towards the posterior mean",
              "away": "carry the prediction away from the posterior mean", "barely": "barely move the prediction"}[how]
-    text = f"On this function the steps {words}: its RMSE to the posterior mean is {r[0]:.3f} at step 0 and " \
+    where = "this function" if data["truth"] is not None else "these points"
+    text = f"On {where} the steps {words}: its RMSE to the posterior mean is {r[0]:.3f} at step 0 and " \
            f"{r[-1]:.3f} after step {T}."
     if T == trained:
         return text + f" (T = {T} is the trained T; turn the test-time T to see whether more steps help.)"

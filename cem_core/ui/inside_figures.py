@@ -32,7 +32,8 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
                     name="upper", hoverinfo="skip")
     fig.add_scatter(x=grid, y=(mean - 2 * sd).tolist(), mode="lines", line=dict(width=0), fill="tonexty",
                     fillcolor="rgba(31,119,180,0.18)", name="GP ± 2 sd", hoverinfo="skip")
-    fig.add_scatter(x=grid, y=data["truth"], mode="lines", name="true f", line=dict(color="black", dash="dot"))
+    if data["truth"] is not None:                                     # a drawn function (a learner's points: none)
+        fig.add_scatter(x=grid, y=data["truth"], mode="lines", name="true f", line=dict(color="black", dash="dot"))
     fig.add_scatter(x=grid, y=mean.tolist(), mode="lines", name="GP mean", line=dict(color=PALETTE[0], width=2.5))
     if pinned is not None:
         fig.add_scatter(x=pinned["grid"], y=pinned["prediction"], mode="lines", name=f"pinned: {names[1]}",
@@ -41,7 +42,8 @@ def inside_curve_figure(data: dict, step: int | None = None, pinned: dict | None
                     name="model" if pinned is None else f"now: {names[0]}", line=dict(color=PALETTE[3], width=3))
     fig.add_scatter(x=data["context_x"], y=data["context_y"], mode="markers", name=f"context ({data['context']})",
                     marker=dict(color="black", size=9))
-    top = float(np.max(np.abs(np.concatenate([mean + 2 * sd, mean - 2 * sd, np.asarray(data["truth"])]))))
+    seen = data["context_y"] if data["truth"] is None else data["truth"]   # a learner's points stay on the plot
+    top = float(np.max(np.abs(np.concatenate([mean + 2 * sd, mean - 2 * sd, np.asarray(seen, dtype=float)]))))
     layout(fig, inside_curve_title(data, step), "x", "y", height=height, x=dict(range=[grid[0], grid[-1]]),
             y=dict(range=[-1.2 * top, 1.2 * top]))                    # fixed axes: a step redraws no autorange
     return inside_legend(fig, legend)
@@ -65,14 +67,15 @@ def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None 
     other = None if pinned is None or not pinned["layers"] else pinned["layers"][0]["rmse_to_posterior"]
     steps = list(range(layer["T"] + 1)) if layer else [0, max(1, len(other or ()) - 1)]
     posterior = layer["rmse_to_posterior"] if layer else [data["rmse_to_posterior"]] * 2
-    truth = layer["rmse_to_truth"] if layer else [data["rmse_to_truth"]] * 2
+    truth = None if data["truth"] is None else layer["rmse_to_truth"] if layer else [data["rmse_to_truth"]] * 2
     step = (steps[-1] if layer else 0) if step is None else step
     fig = figure()
     fig.add_scatter(x=steps, y=posterior, mode="lines+markers", name="to GP mean",
                     line=dict(color=PALETTE[0], width=3))
-    fig.add_scatter(x=steps, y=truth, mode="lines+markers", name="to true f", line=dict(color="black", width=1.5),
-                    marker=dict(size=5))
-    values = posterior + truth
+    if truth is not None:
+        fig.add_scatter(x=steps, y=truth, mode="lines+markers", name="to true f",
+                        line=dict(color="black", width=1.5), marker=dict(size=5))
+    values = posterior + (truth or [])
     if pinned is not None:
         xs = list(range(len(other))) if other else [steps[0], steps[-1]]
         ys = other or [pinned["rmse_to_posterior"]] * 2
@@ -86,7 +89,8 @@ def inside_rmse_figure(data: dict, step: int | None = None, pinned: dict | None 
                         line=dict(color="#888", dash="dash", width=1.5))
     fig.add_scatter(x=[step, step], y=[min(finite), max(finite)], mode="lines", meta=CURSOR, showlegend=False,
                     hoverinfo="skip", line=dict(color="#555", dash="dot", width=1.5))
-    fig.add_scatter(x=[step, step], y=[posterior[step], truth[step]], mode="markers", meta=NOW, showlegend=False,
+    fig.add_scatter(x=[step] * (1 if truth is None else 2), y=[posterior[step]] + ([] if truth is None else
+                    [truth[step]]), mode="markers", meta=NOW, showlegend=False,
                     hoverinfo="skip", marker=dict(size=15, color="rgba(0,0,0,0)", line=dict(color="black", width=3)))
     layout(fig, "RMSE of the prediction after step t", "step t", "RMSE", height=height,
             x=integer_ticks(dict(range=[steps[0] - 0.4, steps[-1] + 0.4]), steps[-1]))

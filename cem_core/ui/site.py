@@ -22,12 +22,12 @@ from pathlib import Path
 
 import plotly
 
-from . import site_data
+from . import site_data, site_models
 
 WEB = Path(str(importlib.resources.files("cem_core") / "web"))   # the package's own web folder (package data)
 PAGE = "explorer.html"                         # the site's index.html
 FILES = ("explorer.js", "explorer.css", "pyformat.js", "explore.js", "figures.js", "exports.js", "controls.js",
-         "player.js", "player.css")
+         "player.js", "player.css", "inside.html", "gp.js", "inside_figures.js", "inside_page.js")
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 # MathJax 2 as the page configures it (TeX in, HTML-CSS out with the STIX-Web fonts, the combined configuration's
 # extensions): its localisation (English is built in), its SVG output and the speech rule engine of its accessibility
@@ -39,7 +39,7 @@ MATHJAX = ("MathJax.js", "LICENSE", "config/TeX-AMS-MML_HTMLorMML-full.js", "jax
                                                  "mml2jax.js", "toMathML.js", "AssistiveMML.js", "FontWarnings.js",
                                                  "Safe.js")))
 MARK = ".cem-lab-site"                         # in every site built here: only such a folder is ever replaced
-LIMIT_BYTES = 15_000_000                       # the whole folder at most (docs/site.md)
+LIMIT_BYTES = 25_000_000                       # the whole folder at most (docs/site.md)
 
 
 def mathjax_folder() -> Path:
@@ -69,6 +69,10 @@ def write(folder: Path) -> None:
         shutil.copyfile(WEB / name, folder / name)
     shutil.copyfile(PLOTLY_JS, folder / "plotly.min.js")
     (folder / "site-data.js").write_text(site_data.script(), encoding="utf-8")
+    (folder / "site-models.js").write_text(site_models.models_script(), encoding="utf-8")
+    (folder / "functions").mkdir()
+    for first in site_models.function_chunks():
+        (folder / "functions" / f"{first}.js").write_text(site_models.functions_script(first), encoding="utf-8")
     source = mathjax_folder()
     for part in MATHJAX:
         target = folder / "mathjax" / part

@@ -1042,5 +1042,5 @@
     return out;
   }
 
-  root.CEMExplore = {seeded, explore, diagnose, plain, erf};
+  root.CEMExplore = {seeded, explore, diagnose, plain, erf, activations: ACTIVATIONS};
 })(globalThis);

@@ -457,6 +457,11 @@
     const query = new URLSearchParams(CEMControls.toQuery(page.values));
     if (page.lesson !== null) query.set("lesson", String(DATA.lesson[page.lesson].number));
     if (page.present) query.set("present", "true");
+    const own = new Set([...Object.keys(SPECS), "lesson", "present"]);    // another page's state stays in the address
+    for (const [key, value] of new URLSearchParams(location.search)) {
+      if (!own.has(key) && !query.has(key)) query.set(key, value);
+    }
+    $("to-inside").href = `inside.html?${query}`;
     try {
       history.replaceState(null, "", `?${query}`);
     } catch (err) {                             // too many rewrites of the address: the link field still has it

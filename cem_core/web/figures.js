@@ -644,5 +644,8 @@
     }
   });
 
-  globalThis.CEMFigures = {phaseViews, changes, PAGE_PLOTS, PRESENT_PLOTS, CONTROLS};
+  // the pieces other pages' figures are built from (inside_figures.js)
+  const parts = {figure, layout, integerTicks, scatter, perTokenFigure, attentionHeatmapFigure, heatmapTitle, onAxis,
+                 typedArray, hash, PALETTE, PINNED, CURSOR, NOW, WEIGHTS};
+  globalThis.CEMFigures = {phaseViews, changes, PAGE_PLOTS, PRESENT_PLOTS, CONTROLS, parts};
 })();

@@ -72,7 +72,6 @@ def parse_points(text: str, task: GPTaskConfig) -> list[tuple[float, float]]:
     return out
 
 
-@torch.no_grad()
 def _context(task: GPTaskConfig, seed: int | None, context: int, grid_size: int, points) -> tuple:
     """The context (x, y), the grid and the truth on it: a drawn function's first points, or a learner's own
     (then seed and truth are None)."""
@@ -106,6 +105,7 @@ def _layer_reading(steps, mean: torch.Tensor, truth: torch.Tensor | None, middle
     }
 
 
+@torch.no_grad()
 def inspect_function(model: GPTransformer, task: GPTaskConfig, seed: int | None, context: int = 8,
                      T_test: int | None = None, grid_size: int = GRID, points=None) -> dict:
     """One function, its posterior on a grid, and the model's prediction on the grid after every step of every
