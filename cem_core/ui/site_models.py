@@ -23,6 +23,7 @@ import json
 import numpy as np
 import torch
 
+from cem_core.experiments import checkpoints
 from cem_core.experiments.gp.inspect import GRID
 from cem_core.experiments.gp.model import GPTransformer
 from cem_core.experiments.gp.task import GPTaskConfig, sample_function_on_grid
@@ -90,10 +91,10 @@ def model_entry(name: str, model: GPTransformer, task: GPTaskConfig, card: dict)
 
 def models_script() -> str:
     """site-models.js: every trained GP model, the inspect grid and the function chunks' size."""
-    models = {}
+    models, root = {}, checkpoints.models_folder()           # (CEM_LAB_MODELS_DIR read now, not at import)
     for name in GP_MODELS:
-        model, task = load_gp_model(name)
-        models[name] = model_entry(name, model, task, gp_card(name))
+        model, task = load_gp_model(name, root)
+        models[name] = model_entry(name, model, task, gp_card(name, root))
     controls = {"specs": {k: list(v) for k, v in InsideControls.SPECS.items()}, "labels": InsideControls.LABELS,
                 "defaults": InsideControls().values()}
     data = {"models": models, "grid": GRID, "chunk": FUNCTION_CHUNK, "seeds": SITE_SEEDS, "controls": controls}

@@ -379,11 +379,16 @@
 
   // -- a learner's own points: mirrors inspect.parse_points ----------------------------------------------------------
 
+  function repr(text) {                                   // Python's repr of a str (its quotes, its escapes of \ and ')
+    if (text.includes("'") && !text.includes('"')) return `"${text.replace(/\\/g, "\\\\")}"`;
+    return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+  }
+
   function parsePoints(text, task) {
     const [low, high] = task.box, limit = task.n_points - 1, g = (v) => root.CEMFormat.formatG(v, 6);
     const items = text.trim() ? text.split(",").filter((item) => item.trim()) : [];
     if (items.length > limit) {
-      return {error: `points=${JSON.stringify(text)} is invalid: ${items.length} points, and the model reads at most ` +
+      return {error: `points=${repr(text)} is invalid: ${items.length} points, and the model reads at most ` +
                      `${limit} (its ${task.n_points} tokens less the query)`};
     }
     const out = [];
@@ -391,11 +396,11 @@
       const parts = item.split(":"), num = (v) => (/^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/.test(v) ? +v : NaN);
       const [x, y] = parts.length === 2 ? parts.map(num) : [NaN, NaN];
       if (!(Number.isFinite(x) && Number.isFinite(y))) {
-        return {error: `points=${JSON.stringify(text)} is invalid: ${JSON.stringify(item.trim())} is not a point x:y ` +
+        return {error: `points=${repr(text)} is invalid: ${repr(item.trim())} is not a point x:y ` +
                        "of two numbers"};
       }
       if (!(low <= x && x <= high)) {
-        return {error: `points=${JSON.stringify(text)} is invalid: x = ${g(x)} of ${JSON.stringify(item.trim())} is ` +
+        return {error: `points=${repr(text)} is invalid: x = ${g(x)} of ${repr(item.trim())} is ` +
                        `outside the box [${g(low)}, ${g(high)}]`};
       }
       out.push([x, y]);

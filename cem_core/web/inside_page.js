@@ -214,9 +214,13 @@
     event.preventDefault();
     event.stopPropagation();                             // not Plotly's: no zoom box, no selection
     const k = nearest(at);
+    const range = [...at.ya.range];                      // the axes stay still under the hand while it drags
     if (k >= 0 && (event.button === 2 || event.shiftKey)) edit((points) => points.filter((_, j) => j !== k));
-    else if (k >= 0) drag = {index: k};
-    else if (event.button === 0 && edit((points) => [...points, snap(at.x, at.y)])) drag = {index: state.points.length - 1};
+    else if (k >= 0) drag = {index: k, range};
+    else if (event.button === 0) {
+      drag = {index: contextPoints().length, range};
+      if (!edit((points) => [...points, snap(at.x, at.y)])) drag = null;
+    }
   }
 
   function move(event) {
@@ -233,7 +237,9 @@
   }
 
   function release() {
+    if (drag === null) return;
     drag = null;
+    update();                                             // the axes fit the points again
   }
 
   // -- the state drawn -------------------------------------------------------------------------------------------
@@ -257,6 +263,7 @@
       `${entry.command}</code>.`;
     const figures = CEMInside.gpFigures(data, PLOT_HEIGHT, "below");
     figures.curve.layout.dragmode = false;               // the plot's drag places points, it does not zoom
+    if (drag !== null) figures.curve.layout.yaxis.range = drag.range;
     const args = CEMInside.gpView(data, figures, CEMInside.GP_PLOTS, 1.0,
                                   "▶ plays the steps t = 0 … T; ← → step through them");
     args.start_key = "free";
