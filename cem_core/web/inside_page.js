@@ -267,6 +267,7 @@
     const args = CEMInside.gpView(data, figures, CEMInside.GP_PLOTS, 1.0,
                                   "▶ plays the steps t = 0 … T; ← → step through them");
     args.start_key = "free";
+    args.prerender = drag === null;                       // the heatmap's steps are pre-rendered once the hand stops
     history.replaceState(null, "", link());
     el("link").value = location.href;
     el("to-energy").href = `index.html${location.search}`;

@@ -342,7 +342,8 @@
         previous.t >= previous.steps ? args.steps : Math.min(previous.t, args.steps);
       await show(t);
       root.dataset.version = args.version;
-      if (!previous || args.version !== previous.version) cacheImages();   // no-op where the images are there
+      // (no-op where the images are there; `prerender: false` while a state is still moving, a point dragged)
+      if ((!previous || args.version !== previous.version) && args.prerender !== false) cacheImages();
     }
 
     // States that arrive while one is being drawn (a held key) collapse into the latest, so the browser never
