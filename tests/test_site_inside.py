@@ -196,3 +196,42 @@ def test_a_learner_places_their_own_points_on_a_trained_model(built, browser, tm
 
     assert tried == [] and problems == []
     context.close()
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (768, 1024)])
+def test_the_site_on_a_phone_and_a_tablet(built, browser, tmp_path, width, height):
+    """As a student on a phone (390 x 844) and a tablet (768 x 1024): on both pages the controls hide behind a
+    button, nothing runs off the side, the plots stack at the page's full width; opened, the controls work (another
+    checkpoint is drawn) and close again."""
+    folder = shots(tmp_path)
+    for name in ("index.html", "inside.html"):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto((built / name).as_uri())
+        if name == "inside.html":
+            _ready(page)
+        else:
+            page.wait_for_selector("#phases .plot .main-svg", timeout=60000)
+        layout = page.evaluate("""() => {
+            const main = document.querySelector('main').getBoundingClientRect();
+            const plots = [...document.querySelectorAll('.player .plot')].map(p => p.getBoundingClientRect());
+            return {scroll: document.documentElement.scrollWidth, sidebar: getComputedStyle(
+                        document.getElementById('sidebar')).display,
+                    main: main.width, plots: plots.map(r => [r.left, r.width])};
+        }""")
+        assert layout["scroll"] <= width and layout["sidebar"] == "none", (name, layout)
+        lefts = {round(left) for left, _ in layout["plots"]}
+        assert len(layout["plots"]) >= 2 and len(lefts) == 1, (name, layout)            # one column
+        assert all(w >= layout["main"] - 2 * 16 - 4 for _, w in layout["plots"]), (name, layout)
+        page.screenshot(path=folder / f"site-{name.split('.')[0]}-{width}.png")
+        page.click("#controls-toggle")
+        assert page.evaluate("getComputedStyle(document.getElementById('sidebar')).display") == "block"
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        if name == "inside.html":
+            before = page.evaluate("document.body.dataset.state")
+            page.select_option("#gp_model", "gp-llama")
+            _ready(page, before)
+            assert _state(page)["gp_model"] == "gp-llama"
+            page.screenshot(path=folder / f"site-inside-{width}-controls.png")
+        page.click("#controls-toggle")
+        assert page.evaluate("getComputedStyle(document.getElementById('sidebar')).display") == "none"
+        page.close()

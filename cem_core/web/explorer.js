@@ -513,9 +513,20 @@
     request({...values});
   }
 
+  // A narrow window (explorer.css): the sidebar opens and closes behind the button above the page.
+  function wireToggle() {
+    const button = $("controls-toggle");
+    button.onclick = () => {
+      const open = document.body.classList.toggle("controls-open");
+      button.setAttribute("aria-expanded", String(open));
+      button.textContent = open ? "✕ Hide the controls" : "☰ Controls";
+    };
+  }
+
   function start() {
     if (EMBED !== null) document.body.classList.add("embedded");    // (explorer.css hides what the app has)
     buildControls();
+    wireToggle();
     $("pin").onclick = () => {
       page.pinned = page.pinned === null ? {...page.values} : null;
       request({...(pending || page.widgets)});

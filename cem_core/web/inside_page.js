@@ -107,6 +107,16 @@
 
   // -- the controls -------------------------------------------------------------------------------------------
 
+  // A narrow window (explorer.css): the sidebar opens and closes behind the button above the page.
+  function wireToggle() {
+    const button = document.getElementById("controls-toggle");
+    button.onclick = () => {
+      const open = document.body.classList.toggle("controls-open");
+      button.setAttribute("aria-expanded", String(open));
+      button.textContent = open ? "✕ Hide the controls" : "☰ Controls";
+    };
+  }
+
   function setUp() {
     const select = el("gp_model");
     for (const [name, entry] of Object.entries(DATA.models)) select.add(new Option(`${name}: ${entry.title}`, name));
@@ -281,6 +291,7 @@
     const n = DATA.grid, [lo, hi] = DATA.models[C.defaults.gp_model].task.box;
     grid = Float64Array.from({length: n}, (_, k) => lo + ((hi - lo) * k) / (n - 1));   // torch.linspace's points
     setUp();
+    wireToggle();
     try {
       const read = fromLink(query());
       state.values = read.values;
