@@ -172,3 +172,19 @@ def test_no_note_contradicts_the_trace_or_another_note():
                 (t, shown[t, i]) for i, t in rises), rtol=1e-12) if rises else not ringed, where
             courses.add(d.course)
     assert courses == {"one step", "settles", "slows", "runs off", "diverges"}       # the grid reaches every course
+
+
+def test_a_step_at_rounding_is_said_so_not_printed_as_digits():
+    """A descent that settled to float64's rounding (T 16 with the anchor: the last step ~6e-14 of |x| 2.8) names its
+    last update norm "0 (to rounding)": the digits of rounding noise differ between numpy and the browser's
+    arithmetic, and say nothing. A last step above ROUNDING x |x| keeps its digits."""
+    from cem_core.ui.controls import EnergyControls
+    from cem_core.ui.explore import ROUNDING
+
+    c = EnergyControls.from_values(T=16, anchor=1.0)
+    (note,) = diagnose(c, explore(c))
+    assert note.norms[1] <= ROUNDING * note.radius[1] and "→ 0 (to rounding), |x|" in note.text
+    c = EnergyControls.from_values(T=4)
+    (note,) = diagnose(c, explore(c))
+    assert note.norms[1] > ROUNDING * note.radius[1] and "(to rounding)" not in note.text
+    assert f"→ {note.norms[1]:.3g}, |x|" in note.text

@@ -281,7 +281,7 @@ def test_the_script_runs_from_a_file_url(browser, tmp_path):
     try:
         p.goto(html.as_uri())
         assert p.evaluate("typeof CEMExplore.explore === 'function' && Object.keys(CEMExplore).sort().join()") \
-            == "diagnose,erf,explore,plain,seeded"
+            == "activations,diagnose,erf,explore,plain,seeded"
         c = EnergyControls()
         notes = p.evaluate("c => CEMExplore.diagnose(c, CEMExplore.explore(c)).map(d => d.text)", c.values())
         assert notes == [d.text for d in diagnose(c, explore(c))]
@@ -294,7 +294,7 @@ def test_the_script_runs_from_a_file_url(browser, tmp_path):
 MUTATIONS = [   # (one line of explore.js, its replacement, the field the comparison must name)
     ("e[i] += 0.5 * anchor * ss;", "e[i] += 0.6 * anchor * ss;", "field.energies"),          # the anchor's 1/2
     ("energy += 0.5 * xdx;", "energy -= 0.5 * xdx;", "field.energies"),                     # distance form's sign
-    ("Math.cos(twoPi * u[2 * k + 1])", "Math.sin(twoPi * u[2 * k + 1])", "field.energies"),  # Box-Muller's cos
+    ("turn === 1 ? -sin :", "turn === 1 ? sin :", "field.energies"),  # Box-Muller's cos, one quarter turn
     ("turn(q, i * d + k * dh, att.rope, i, 1)", "turn(q, i * d + k * dh, att.rope, i, -1)", "field.weights"),  # RoPE
     ('["the energy fell at every step for every token."]', '["the energy fell at every step."]', "diagnosis.text"),
 ]

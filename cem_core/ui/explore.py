@@ -23,6 +23,7 @@ RISE_TOLERANCE = 1e-12     # a step "raises" the energy when it grows by more th
 SETTLED = 1e-3             # the iterates settle when every token's last step is at most this times its first
 SHRINKING = 0.5            # below this ratio (and above SETTLED) the steps shrink but have not settled
 GROWING = 10.0             # above it the steps grow: the descent diverges
+ROUNDING = 1e-12           # a last step below this times |x| is float64's rounding, not a step: "0 (to rounding)"
 
 
 def build_layers(c: EnergyControls) -> list[tuple[str, torch.nn.Module]]:
@@ -159,7 +160,8 @@ def diagnose_phase(c: EnergyControls, phase: dict) -> Diagnosis:
     course = ("one step" if T == 1 else "settles" if worst <= SETTLED else "slows" if worst < SHRINKING
               else "runs off" if worst <= GROWING else "diverges")
     first, last = float(norms[0, token]), float(norms[-1, token])
-    facts = (f"token {token}: update norm {first:.3g} → {last:.3g}, |x| {radius[0, token]:.3g} → "
+    shown = "0 (to rounding)" if last <= ROUNDING * float(radius[-1, token]) else f"{last:.3g}"  # no noise's digits
+    facts = (f"token {token}: update norm {first:.3g} → {shown}, |x| {radius[0, token]:.3g} → "
              f"{radius[-1, token]:.3g}, E {energies[0, token]:.4g} → {energies[-1, token]:.4g}")
     overshoot = c.cem.eta * c.cem.anchor * p_max                       # eta lambda p_max: above 2 a step overshoots
     parts = _rise_notes(c, name, rises, negative, overshoot) + _course_notes(course, facts, T, worst)

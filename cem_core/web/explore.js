@@ -823,7 +823,7 @@
 
   // -- explore: mirrors cem_core.ui.explore.explore ----------------------------------------------------------------
 
-  const RISE_TOLERANCE = 1e-12, SETTLED = 1e-3, SHRINKING = 0.5, GROWING = 10.0;   // explore's constants
+  const RISE_TOLERANCE = 1e-12, SETTLED = 1e-3, SHRINKING = 0.5, GROWING = 10.0, ROUNDING = 1e-12;   // explore's
 
   function arr(data, shape) {
     return {shape, data};
@@ -926,7 +926,8 @@
     const course = T === 1 ? "one step" : worst <= SETTLED ? "settles" : worst < SHRINKING ? "slows"
       : worst <= GROWING ? "runs off" : "diverges";
     const first = N[token], last = N[(T - 1) * n + token], g = formatG;
-    const facts = `token ${token}: update norm ${g(first, 3)} → ${g(last, 3)}, |x| ${g(R[token], 3)} → `
+    const shown = last <= ROUNDING * R[T * n + token] ? "0 (to rounding)" : g(last, 3);   // no noise's digits
+    const facts = `token ${token}: update norm ${g(first, 3)} → ${shown}, |x| ${g(R[token], 3)} → `
       + `${g(R[T * n + token], 3)}, E ${g(E[token], 4)} → ${g(E[T * n + token], 4)}`;
     const overshoot = c.eta * c.anchor * pMax;          // eta lambda p_max: above 2 a step overshoots
     let parts = riseNotes(c, name, rises, negative, overshoot).concat(courseNotes(course, facts, T, worst));
