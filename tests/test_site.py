@@ -1,8 +1,8 @@
 """The static site (`make site`, cem_core/ui/site.py; docs/site.md): the energy explorer as one folder that needs no
 install and no network.
 
-- The build: at most site.LIMIT_BYTES (25 MB); our own files name no http(s) address and the vendored ones (plotly.js, MathJax) only
-  inert ones (licences, XML namespaces, and plotly's map and geo defaults, which only its map traces reach); an
+- The build: at most site.LIMIT_BYTES (25 MB); our own files name no http(s) address and the vendored ones
+  (plotly.js, MathJax) only inert ones (licences, XML namespaces, and plotly's map and geo defaults, which only its map traces reach); an
   --out that is a file, a link or a folder of other files is refused before anything is written, and an earlier
   site is replaced whole; the command line and `make site` build it.
 - The page's controls mirror the app's (cem_core/web/controls.js against cem_core/ui/controls.py): a table of bad

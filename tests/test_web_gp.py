@@ -105,10 +105,12 @@ def _python(reference, name, cx, cy, T, truth) -> dict:
     data = inspect_function(model, task, None, T_test=T, points=list(zip(cx, cy)))
     if truth is not None:                     # a drawn function's: the truth's RMSEs as inspect_function reads them
         t = torch.tensor(truth, dtype=torch.float64)
-        data["truth"] = truth
-        data["rmse_to_truth"] = float(((torch.tensor(data["prediction"], dtype=torch.float64) - t) ** 2).mean().sqrt())
+
+        def rmse(p) -> float:
+            return float(((torch.tensor(p, dtype=torch.float64) - t) ** 2).mean().sqrt())
+        data["truth"], data["rmse_to_truth"] = truth, rmse(data["prediction"])
         for layer in data["layers"]:
-            layer["rmse_to_truth"] = [float(((torch.tensor(p, dtype=torch.float64) - t) ** 2).mean().sqrt()) for p in layer["prediction"]]
+            layer["rmse_to_truth"] = [rmse(p) for p in layer["prediction"]]
     return data
 
 
