@@ -2,9 +2,9 @@
 install and no network.
 
 - The build: at most site.LIMIT_BYTES (25 MB); our own files name no http(s) address and the vendored ones
-  (plotly.js, MathJax) only inert ones (licences, XML namespaces, and plotly's map and geo defaults, which only its map traces reach); an
-  --out that is a file, a link or a folder of other files is refused before anything is written, and an earlier
-  site is replaced whole; the command line and `make site` build it.
+  (plotly.js, MathJax) only inert ones (licences, XML namespaces, and plotly's map and geo defaults, which only
+  its map traces reach); an --out that is a file, a link or a folder of other files is refused before anything is
+  written, and an earlier site is replaced whole; the command line and `make site` build it.
 - The page's controls mirror the app's (cem_core/web/controls.js against cem_core/ui/controls.py): a table of bad
   and odd links gets the message the app shows (the same Python functions: from_link, explain) or the same
   snapped state and notes; settle, shown, the heads offered and the cost agree on a grid; the update's equations
