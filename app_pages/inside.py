@@ -78,13 +78,14 @@ def computed():
     return shared("inside", CACHE_BYTES, busy_note)
 
 
-def gp_data(name: str, seed: int, context: int, T: int | None) -> dict:
-    """``inspect_function`` of one state (T None: the trained T), computed once."""
+def gp_data(name: str, seed: int, context: int, T: int | None, points: tuple | None = None) -> dict:
+    """``inspect_function`` of one state (T None: the trained T; `points`: a learner's own context instead of the
+    seed's function), computed once."""
     def make():
         net, task, lock = model(name)
         with lock:
-            return gp_inspect.inspect_function(net, task, seed, context, T)
-    return computed().get(("gp", name, stamp(name), seed, context, T), make)
+            return gp_inspect.inspect_function(net, task, seed, context, T, points=points)
+    return computed().get(("gp", name, stamp(name), seed, context, T, points), make)
 
 
 def lm_data(name: str, text: str, T: int | None) -> dict:
@@ -114,7 +115,7 @@ def shown(values: dict, present: tuple | None) -> tuple:
     if present is not None:
         return present
     gp = ("side", "gp_model", "seed", "context") + (() if InsideControls.gp_most_T(values["gp_model"]) == 1
-                                                     else ("gp_T",))
+                                                     else ("gp_T",)) + ("points",)
     lm = ("side", "lm_model", "text") + (() if InsideControls.lm_most_T(values["lm_model"]) == 1
                                           else ("lm_T", "layer", "step", "head"))
     return gp if values["side"] == "gp" else lm
@@ -163,6 +164,11 @@ def draw_control(name: str) -> None:
         state[KEYS["lm_T"]] = min(state[KEYS["lm_T"]], most)
         st.slider("test-time T (LM)", 1, most, key=KEYS["lm_T"], help="Steps of every CEM layer, up to 4 times the "
                   "trained T.")
+    elif name == "points":
+        st.text_input("your points (x:y, …)", key=KEYS["points"], placeholder="e.g. -0.5:0.2, 0.1:-1, 0.6:0.8",
+                      help="Your own context points instead of the seed's function: x in [-1, 1], at most 31, in the "
+                           "order the model reads them. Empty: the seed's function. The static site's page lets you "
+                           "click and drag them on the plot.")
     elif name == "text":
         st.text_input("text for the model to read", key=KEYS["text"],
                       help="At most 128 bytes of UTF-8 (the models' context) and the next one.")
@@ -229,9 +235,11 @@ def pin_bar(controls: InsideControls) -> InsideControls | None:
     return pinned
 
 
-def gp_state(c: InsideControls) -> dict:
-    T = c.gp_T if InsideControls.gp_most_T(c.gp_model) > 1 else None
-    return gp_data(c.gp_model, c.seed, c.context, T)
+def gp_state(c: InsideControls, trained: bool = False) -> dict:
+    """The state's inspect_function at its test-time T (`trained`: at the trained T), on its points if it has them."""
+    T = None if trained or InsideControls.gp_most_T(c.gp_model) == 1 else c.gp_T
+    points = c.own_points()
+    return gp_data(c.gp_model, c.seed, c.context, T, None if points is None else tuple(points))
 
 
 def gp_args(c: InsideControls, pinned: InsideControls | None, views, present: bool, start_key: str) -> dict:
@@ -253,7 +261,7 @@ def gp_note(c: InsideControls) -> str:
     layer = data["layers"][0] if data["layers"] else None
     trained = None
     if layer is not None and layer["T"] < data["trained_T"]:
-        trained = gp_data(c.gp_model, c.seed, c.context, None)["layers"][0]["rmse_to_posterior"][-1]
+        trained = gp_state(c, trained=True)["layers"][0]["rmse_to_posterior"][-1]
     return inside.gp_reading(data, trained)
 
 

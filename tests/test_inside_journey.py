@@ -5,6 +5,8 @@ typed on the language-model side, and an over-long one refused with a message. S
 CEM_LAB_SCREENSHOTS (docs/screenshots) or the test's tmp_path."""
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlparse
+
 import pytest
 from appdriver import (
     CHROMIUM,
@@ -129,5 +131,39 @@ def test_inside_a_trained_model(tmp_path):
         box.press("Enter")
         committed(page, before_url)
         assert any("text is too long: 200 tokens" in e for e in errors(page)), errors(page)
+        page.close()
+        assert "Traceback" not in app.log(), app.log()[-3000:]
+
+
+def test_a_learners_points_in_the_app(tmp_path):
+    """The app reads a learner's own points as the site does: a shared link with in_points opens them (no true
+    function, the note on "these points", the same prediction as inspect_function on them), points typed into "your
+    points" redraw the plots and go into the address, and points outside the box are refused with the site's words."""
+    model, task = load_gp_model("gp-cem-T8", ROOT / "models")
+    points = [(-0.5, 0.2), (0.1, -1.0), (0.6, 0.8)]
+    data = inspect_function(model, task, None, points=points)
+    with serve_app(child_env()) as app, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{app.url}/inside?in_gp_model=gp-cem-T8&in_points=-0.5:0.2,0.1:-1,0.6:0.8")
+        settle(page)
+        frame = playback(page)
+        names = [t["name"] for t in traces(frame, "curve")]
+        assert "context (3)" in names and "true f" not in names, names
+        assert _curve(frame) == pytest.approx(data["layers"][0]["prediction"][-1], abs=1e-5)
+        assert "On these points the steps" in _notes(page), _notes(page)
+        page.screenshot(path=shots(tmp_path) / "trained-own-points.png")
+        old, before_url = version(frame), page.url
+        box = page.get_by_label("your points (x:y, …)", exact=True)
+        box.fill("-0.5:0.2, 0.1:-1, 0.6:0.8, 0.9:0")
+        box.press("Enter")
+        committed(page, before_url)
+        frame = playback(page, version=old)
+        assert "context (4)" in [t["name"] for t in traces(frame, "curve")]
+        assert parse_qs(urlparse(page.url).query)["in_points"] == ["-0.5:0.2, 0.1:-1, 0.6:0.8, 0.9:0"], page.url
+        assert errors(page) == []
+        page.goto(f"{app.url}/inside?in_points=2:0,0.1:0.2")
+        settle(page)
+        assert any("your points 2:0,0.1:0.2: x = 2 of '2:0' is outside the box [-1, 1]" in e for e in errors(page)), \
+            errors(page)
         page.close()
         assert "Traceback" not in app.log(), app.log()[-3000:]

@@ -20,6 +20,7 @@ from conftest import require_system_package
 from cem_core.experiments.gp.inspect import inspect_function, parse_points
 from cem_core.experiments.gp.trained import load_gp_model
 from cem_core.ui import inside, site
+from cem_core.ui.inside_controls import InsideControls
 
 pytestmark = pytest.mark.slow          # a real Chromium
 require_system_package(CHROMIUM is not None, "the browser test", "chromium", module_level=True)
@@ -181,14 +182,14 @@ def test_a_learner_places_their_own_points_on_a_trained_model(built, browser, tm
     other.close()
 
     # 8. Bad links: the app's words (parse_points' and the controls'), and the defaults drawn.
-    task = load_gp_model("gp-cem-T8")[1]
     for bad, why in [("in_points=2:0,0.1:0.2", None), ("in_seed=5000", "function seed 5000: the site carries the "
                       "functions of seeds 0 to 999 (the app draws any seed to 9999)"),
                      ("in_context=40", "points seen 40: must be in [1, 31]")]:
-        if why is None:
+        if why is None:                                                # the app's own refusal of the link
             with pytest.raises(ValueError) as err:
-                parse_points("2:0,0.1:0.2", task)
-            why = str(err.value)
+                InsideControls.from_link({"in_points": "2:0,0.1:0.2"})
+            why = InsideControls.explain(err.value)
+            assert why == "your points 2:0,0.1:0.2: x = 2 of '2:0' is outside the box [-1, 1]"
         page.goto(f"{(built / 'inside.html').as_uri()}?{bad}")
         _ready(page)
         assert page.inner_text("#messages") == LINK_REFUSED.format(why)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from cem_core.experiments.gp.inspect import parse_points
 from cem_core.experiments.gp.trained import GP_MODELS
 from cem_core.experiments.lm.trained import LM_MODELS
 from cem_core.nn.readout import TEST_T_FACTOR
@@ -26,10 +27,11 @@ class InsideControls(Controls):
     SPECS = {"side": ("choice", ("gp", "lm")), "gp_model": ("choice", tuple(GP_MODELS)), "seed": ("int", (0, 9999)),
              "context": ("int", (1, 31)), "gp_T": ("int", (1, TEST_T_FACTOR * 8)),
              "lm_model": ("choice", tuple(LM_MODELS)), "text": ("text", None), "lm_T": ("int", (1, TEST_T_FACTOR * 2)),
-             "layer": ("int", (0, 7)), "step": ("int", (0, TEST_T_FACTOR * 2)), "head": ("int", (0, 7))}
+             "layer": ("int", (0, 7)), "step": ("int", (0, TEST_T_FACTOR * 2)), "head": ("int", (0, 7)),
+             "points": ("text", None)}
     LABELS = {"gp_model": "GP checkpoint", "seed": "function seed", "context": "points seen",
               "gp_T": "test-time T", "lm_model": "language model", "lm_T": "test-time T (LM)",
-              "layer": "CEM layer", "step": "step t", "head": "attention head"}
+              "layer": "CEM layer", "step": "step t", "head": "attention head", "points": "your points"}
     PREFIX = "in_"
 
     side: str = "gp"
@@ -43,6 +45,8 @@ class InsideControls(Controls):
     layer: int = 0                # which of the language model's CEM layers the lens reads
     step: int = 2                 # the step t it reads after (shown as min(step, lm_T))
     head: int = 0                 # the attention head shown
+    points: str = ""              # a learner's own context "x1:y1,x2:y2,..." (gp.inspect.parse_points): the seed's
+                                  # function when empty
 
     @staticmethod
     def gp_most_T(name: str) -> int:
@@ -90,3 +94,8 @@ class InsideControls(Controls):
                      "times its trained T; 1 without CEM layers)")
         if self.step > self.lm_T:
             fail("step", self.step, f"must be in [0, {self.lm_T}] (the test-time T)")
+        self.own_points()                                                # a ValueError names points
+
+    def own_points(self) -> list[tuple[float, float]] | None:
+        """The learner's points (``parse_points`` on the GP checkpoint's task), or None for the seed's function."""
+        return parse_points(self.points, GP_MODELS[self.gp_model].spec.task) if self.points.strip() else None

@@ -42,6 +42,11 @@
 
   // -- the link: mirrors InsideControls.from_link, settle and validation (the GP side's controls) --------------
 
+  function explain(message) {                           // Controls.explain: "your points 2:0: ..." for "points='2:0' ..."
+    const match = /^(\w+)=(.+?) is invalid: (.*)$/s.exec(message);
+    return match === null ? message : `${label(match[1])} ${match[2].replace(/^'+|'+$/g, "")}: ${match[3]}`;
+  }
+
   function invalid(name, raw, why) {
     return new Error(`${label(name)} ${raw}: ${why}`);
   }
@@ -78,7 +83,7 @@
     let points = null;
     if (query[PREFIX + "points"] !== undefined) {
       const parsed = CEMGP.parsePoints(query[PREFIX + "points"], DATA.models[values.gp_model].task);
-      if (parsed.error) throw new Error(parsed.error);
+      if (parsed.error) throw new Error(explain(parsed.error));
       points = parsed.points;
     }
     return {values, notes, points};
