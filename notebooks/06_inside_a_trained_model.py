@@ -68,6 +68,7 @@ colab["set_up"](pathlib.Path.cwd())
 models_root = "../models"      # the committed trained models (from notebooks/)
 seed = 7                       # the function of the GP prior the steps are played on
 context = 8                    # how many of its points the models see
+points = None                  # or your own context instead of the function: [(x, y), ...], x in [-1, 1], at most 31
 sentence = "When the name is bound to an object, evaluation of the atom yields that object."   # held out
 
 # %%
@@ -157,7 +158,7 @@ assert max(errors) < 1e-9, "the readout after step t is not the model run with t
 # posterior mean and $\pm 2$ standard deviations given the same context, the best any predictor can do.
 
 # %%
-played = figdata.gp_steps_on_function(figdata.STEP_MODELS, seed=seed, context=context, root=root)
+played = figdata.gp_steps_on_function(figdata.STEP_MODELS, seed=seed, context=context, root=root, points=points)
 show_figure(trained_plots.mpl_trained_steps(played))
 
 
@@ -171,8 +172,9 @@ def step_story(played: dict) -> str:
         parts.append(f"**{m['title']}**: the RMSE to the posterior mean on the grid goes from {r[0]:.3f} ($t = 0$) "
                      f"to {r[1]:.3f} after one step and {r[-1]:.3f} after {len(r) - 1} ({falls} of the "
                      f"{len(r) - 1} steps lower it; the lowest, {r.min():.3f}, is after step {int(r.argmin())})")
-    return (f"On the function of seed {played['seed']} with {played['context']} context points: "
-            + "; ".join(parts) + ".")
+    on = (f"the function of seed {played['seed']} with {played['context']} context points" if played["truth"]
+          is not None else f"your {played['context']} points")
+    return f"On {on}: " + "; ".join(parts) + "."
 
 
 report(step_story(played))

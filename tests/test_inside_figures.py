@@ -100,3 +100,27 @@ def test_the_test_time_figures_show_what_was_measured():
     plt.close(fig)
     plt.close(trained_plots.mpl_trained_lm_steps(lm))
     plt.close(trained_plots.mpl_trained_steps(figdata.gp_steps_on_function(root=MODELS)))
+
+
+def test_the_steps_on_a_learners_points():
+    """figdata.gp_steps_on_function with a learner's points (notebook 06's `points`): each model reads exactly those
+    points (its prediction after the trained T is inspect_function's on them), there is no truth, and the figure
+    says whose points it shows."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from cem_core.experiments.gp.inspect import inspect_function
+    from cem_core.experiments.gp.trained import load_gp_model
+    from cem_core.ui import figdata, trained_plots
+
+    points = [(-0.6, 0.4), (0.0, -0.9), (0.7, 1.1)]
+    data = figdata.gp_steps_on_function(root=MODELS, points=points)
+    assert data["truth"] is None and data["seed"] is None and data["context"] == 3
+    assert data["context_x"].tolist() == [x for x, _ in points]
+    for name, m in data["models"].items():
+        model, task = load_gp_model(name, MODELS)
+        want = inspect_function(model, task, None, points=points)["layers"][0]["prediction"][-1]
+        assert np.allclose(m["prediction"][-1], want, rtol=0, atol=1e-12)
+    fig = trained_plots.mpl_trained_steps(data)
+    assert fig._suptitle.get_text() == "Trained GP models on your 3 points, step by step"
+    plt.close(fig)

@@ -347,17 +347,19 @@ STEP_FUNCTION = dict(seed=7, context=8)              # the function and context 
 
 
 def gp_steps_on_function(names=STEP_MODELS, seed: int = STEP_FUNCTION["seed"], context: int = STEP_FUNCTION["context"],
-                         root=MODELS) -> dict:
+                         root=MODELS, points=None) -> dict:
     """One function of the GP prior, its posterior given the first ``context`` points, and each trained model's
     prediction on the grid after every in-layer step t = 0 .. its trained T (``gp.inspect.inspect_function``;
-    a model with one CEM layer: the block or its attention)."""
+    a model with one CEM layer: the block or its attention). ``points``: a learner's own context [(x, y), ...]
+    instead (no function: seed and truth None)."""
     out = {"models": {}}
     for name in names:
         model, task = load_gp_model(name, root)
-        seen = inspect_function(model, task, seed, context)
+        seen = inspect_function(model, task, seed, context, points=points)
         (layer,) = seen["layers"]
-        out |= {k: np.array(seen[k]) for k in ("grid", "truth", "posterior_mean", "posterior_sd", "context_x",
-                                               "context_y")}
+        out |= {k: None if seen[k] is None else np.array(seen[k])
+                for k in ("grid", "truth", "posterior_mean", "posterior_sd", "context_x", "context_y")}
+        seed, context = seen["seed"], seen["context"]
         out["models"][name] = {"title": GP_MODELS[name].title, "T": seen["trained_T"], "layer": layer["name"],
                                "prediction": np.array(layer["prediction"]),
                                "rmse_to_posterior": np.array(layer["rmse_to_posterior"])}

@@ -35,7 +35,8 @@ def mpl_trained_steps(data: dict):
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(5 * len(names) + 4.5, 4.2),
                              gridspec_kw={"width_ratios": [1.25] * len(names) + [1]})
     grid, mean, sd = data["grid"], data["posterior_mean"], data["posterior_sd"]
-    low, high = min((mean - 2 * sd).min(), data["truth"].min()), max((mean + 2 * sd).max(), data["truth"].max())
+    seen = data["context_y"] if data["truth"] is None else data["truth"]      # a learner's points: no truth
+    low, high = min((mean - 2 * sd).min(), seen.min(initial=0.0)), max((mean + 2 * sd).max(), seen.max(initial=0.0))
     for ax, name in zip(axes, names):
         m = data["models"][name]
         colour, mappable = _step_ramp(m["T"])
@@ -59,7 +60,9 @@ def mpl_trained_steps(data: dict):
     axes[-1].set(xlabel="in-layer step t", ylabel="RMSE to the posterior mean (grid)",
                  title="Distance to the optimum, step by step")
     axes[-1].legend(fontsize=7)
-    fig.suptitle(f"Trained GP models on one function (seed {data['seed']}) of the prior, step by step")
+    on = f"one function (seed {data['seed']}) of the prior" if data["truth"] is not None else \
+        f"your {data['context']} points"
+    fig.suptitle(f"Trained GP models on {on}, step by step")
     fig.tight_layout()
     return fig
 
