@@ -62,18 +62,11 @@ def sweep_section(records) -> None:
                "(RBF kernel, 32 points); RMSE on a fixed held-out set. Command: "
                "`python -m cem_core gp sweep --out results/gp-default --preset default`.")
     c1, c2 = st.columns(2)
-    with c1, st.container(key="lesson-gp-ratio"):
-        show_figure(gp_figures.gp_ratio_figure(records), "gp ratio vs T", "gp-ratio")
-        explain("Each point is a model's RMSE divided by the best any predictor can reach (the exact GP "
-                "posterior mean, ratio 1). The paper reports that more steps T keep lowering the error; "
-                "compare the CEM curves with the dashed Llama line to see what we measured.")
-    with c2:
-        show_figure(gp_figures.gp_context_figure(records), "gp rmse vs context", "gp-context")
-        explain("The error at position j, after seeing j points. With more context every predictor "
-                "improves; the dashed GP curve is the floor.")
-    show_figure(gp_figures.gp_scaling_figure(records), "gp test-time scaling", "gp-scaling")
-    explain("Test-time scaling: a model trained with T steps is run with more or fewer steps, with no "
-            "retraining. A flat or rising curve means the extra steps do not refine the prediction.")
+    for column, name in ((c1, "gp-ratio"), (c2, "gp-context"), (st.container(), "gp-scaling")):
+        figure, title, words = gp_figures.GP_SWEEP_VIEWS[name]
+        with column, st.container(key=f"lesson-{name}"):
+            show_figure(figure(records), title, name)
+            explain(words)
 
 
 @st.cache_data(show_spinner=False, max_entries=1)
@@ -190,9 +183,6 @@ def _live_comparison(controls: GPControls) -> str:
                                                                controls.train())
 
 
-VIEWS = {"gp-ratio": (gp_figures.gp_ratio_figure, "gp ratio vs T"),        # the plots a lesson step can show
-         "gp-scaling": (gp_figures.gp_scaling_figure, "gp test-time scaling"),
-         "gp-context": (gp_figures.gp_context_figure, "gp rmse vs context")}
 PRESENT_HEIGHT = 470          # the step's two plots side by side under the lesson bar, inside 1280 x 720
 
 
@@ -201,7 +191,7 @@ def presented(step) -> None:
     if (records := committed(gp_sweep_records, "The committed GP sweep")) is None:
         return
     for column, name in zip(st.columns(2), step.views):
-        figure, title = VIEWS[name]
+        figure, title, _ = gp_figures.GP_SWEEP_VIEWS[name]
         with column, st.container(key=f"lesson-{name}"):
             show_figure(figure(records), title, name, height=PRESENT_HEIGHT)
 
@@ -210,10 +200,8 @@ def body() -> None:
     step = lesson_mode.current_step("gp")
     if st.session_state.get("present") and step is not None:
         return presented(step)
-    st.title("GP recursion: does in-layer recursion help?")
-    st.markdown("In-context regression on Gaussian-process functions, where the best possible prediction is "
-                "known exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; "
-                "here is what we measure, against that optimum.")
+    st.title(gp_figures.GP_PAGE_TITLE)
+    st.markdown(gp_figures.GP_PAGE_INTRO)
     notebook_links("gp")
     restore_controls("gp", GPControls, KEYS)
     with st.sidebar:

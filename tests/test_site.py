@@ -449,7 +449,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
     for number, (index, step) in enumerate(steps, start=1):
         _drawn(page, before)
         assert page.locator("#lesson-title").inner_text() == \
-            f"Lesson · step {number} of {len(steps)}: {step.title}"
+            f"Lesson · step {index + 1} of {len(lesson.STEPS)}: {step.title}"
         query = _controls(page)
         assert query.pop("lesson") == str(index + 1)
         assert query == _state(step), step.title
@@ -469,7 +469,7 @@ def test_a_journey_through_the_site_from_file_with_no_network(built, browser, tm
         before = _view(page)["version"]
         if number < len(steps):
             page.get_by_role("button", name="Next →").click()
-    assert page.get_by_role("button", name="Next →").is_disabled()
+    assert not page.get_by_role("button", name="Next →").is_disabled()     # on to the GP page's step (test_site_inside)
     page.get_by_role("button", name="✕ End").click()
     _drawn(page, before)
     assert _controls(page) == EnergyControls.from_values(T=8, anchor=1.0, token=2).to_query()   # as before it
@@ -565,7 +565,7 @@ def test_the_lesson_presented_from_the_site_at_1280x720(built, browser, tmp_path
     steps = [step for step in lesson.STEPS if step.page == "energy"]
     for index, step in enumerate(steps):
         where = f"presented step {index + 1}"
-        page.locator("#lesson-title").get_by_text(f"step {index + 1} of {len(steps)}: {step.title}").wait_for()
+        page.locator("#lesson-title").get_by_text(f"step {index + 1} of {len(lesson.STEPS)}: {step.title}").wait_for()
         _drawn(page)
         assert _controls(page)["lesson"] == str(index + 1) and _controls(page)["present"] == "true"
         for selector in ("#lesson-bar", "#beside-say", "#beside-note", "#beside-controls"):
@@ -623,7 +623,7 @@ def test_every_control_is_in_one_group_of_the_sidebar():
 def test_a_links_words_are_shown_as_written_and_a_failed_draw_is_said_and_survived(built, browser):
     """A link's value goes into the message literally, as the app's plain() shows it (`*5*` is not emphasis); a draw
     that fails (Plotly refusing once) is said on the page, and the next change draws again; a link to a lesson step
-    of another page of the app says so."""
+    of another page opens that page's step."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(f"{(built / 'index.html').as_uri()}?T=*5*")
     _drawn(page)
@@ -643,11 +643,10 @@ def test_a_links_words_are_shown_as_written_and_a_failed_draw_is_said_and_surviv
     assert _controls(page)["T"] == "6" and _view(page)["step"] == 6
     assert _notes(page) == _expected_note(T=6)
     gp_step = next(i + 1 for i, step in enumerate(lesson.STEPS) if step.page != "energy")
-    page.goto(f"{(built / 'index.html').as_uri()}?lesson={gp_step}")     # a step of another page: this page says so
-    _drawn(page)
-    energy = [i + 1 for i, step in enumerate(lesson.STEPS) if step.page == "energy"]
-    assert _messages(page) == [f"The link's lesson step '{gp_step}' is on another page of the app: this page has the "
-                               f"energy page's steps {min(energy)} to {max(energy)}."]
+    page.goto(f"{(built / 'index.html').as_uri()}?lesson={gp_step}")     # a step of another page: opened there
+    page.wait_for_selector("body[data-ready=true]", timeout=60000)
+    assert page.url.endswith(f"/gp.html?lesson={gp_step}")
+    assert page.locator("#lesson-title").inner_text().startswith(f"Lesson · step {gp_step} of {len(lesson.STEPS)}")
     page.close()
 
 

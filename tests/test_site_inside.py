@@ -236,3 +236,85 @@ def test_the_site_on_a_phone_and_a_tablet(built, browser, tmp_path, width, heigh
         page.click("#controls-toggle")
         assert page.evaluate("getComputedStyle(document.getElementById('sidebar')).display") == "none"
         page.close()
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["page", "presented at 1280x720"])
+def test_the_whole_lesson_at_one_url(built, browser, tmp_path, present):
+    """A lecturer runs the whole ten-step lesson on the site from file:// with no network: Start the lesson on the
+    energy page, Next through its seven steps, on to the GP page's step 8 (its two plots the app's own figures of the
+    committed sweep, the words with its numbers) and the inside page's steps 9 and 10 (each step's state, the note
+    the app's, the plot it talks about framed), Back once, and End gives back the state from before the lesson
+    (presentation mode off). Presented, each step's plots are on the 1280 x 720 screen."""
+    from cem_core.ui import lesson, site_data
+
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    tried = []
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            tried.append(r.request.url)
+            r.abort()
+    context.route("**/*", route)
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda err: problems.append(str(err)))
+    folder = shots(tmp_path)
+    page.goto(f"{(built / 'index.html').as_uri()}?T=12")
+    page.wait_for_selector("#phases .plot .main-svg", timeout=60000)
+    if present:
+        page.check("#present")
+        page.wait_for_selector("#present-lesson-start:visible")
+    page.click("#present-lesson-start" if present else "#lesson-start")
+    records = site_data.gp_records()
+    for index, step in enumerate(lesson.STEPS):
+        title = f"Lesson · step {index + 1} of {len(lesson.STEPS)}: {step.title}"
+        page.locator("#lesson-title").get_by_text(title, exact=True).wait_for(timeout=60000)
+        query = _query(page)
+        assert query["lesson"] == str(index + 1) and (query.get("present") == "true") == present, (title, query)
+        file = {"energy": "index.html", "gp": "gp.html", "inside": "inside.html"}[step.page]
+        assert urlparse(page.url).path.endswith("/" + file), (title, page.url)
+        if step.page != "energy":
+            page.wait_for_selector("body[data-ready=true]", timeout=60000)
+            page.wait_for_timeout(300)
+            assert " ".join(page.inner_text("#lesson-say").split()) == \
+                " ".join(lesson.text(step, records).replace("**", "").replace("*", "").split())
+        if step.page == "gp":
+            names = page.evaluate("[...document.querySelectorAll('#views .plot')].map(p => p.dataset.name)")
+            assert names == (list(step.views) if present else ["gp-ratio", "gp-context", "gp-scaling"])
+            want = site_data.gp_page(records)["views"][step.points_at]["figure"]["data"]
+            drawn = page.evaluate(f"""document.querySelector('#views .plot[data-name="{step.points_at}"]').data
+                                      .map(t => [t.name, Array.from(t.y || [])])""")
+            assert drawn == [[t.get("name"), list(t.get("y", []))] for t in want]
+            assert page.evaluate(f"""document.querySelector('#views .plot[data-name="{step.points_at}"]')
+                                     .classList.contains('pointed')""")
+        if step.page == "inside":
+            state = _state(page)
+            assert {k: state[k] for k in step.state} == step.state, title
+            c = step.controls()
+            py = _python(c.gp_model, None, c.gp_T, seed=c.seed, context=c.context)
+            assert page.inner_text("#note") == inside.gp_reading(py, None if c.gp_T >= py["trained_T"] else 0.0)\
+                .replace("**", "")
+            assert page.evaluate(f"""document.querySelector('.player .plot[data-name="{step.points_at}"]')
+                                     .classList.contains('pointed')""")
+            shown = page.evaluate("[...document.querySelectorAll('.player .plot')].map(p => p.dataset.name)")
+            assert shown == (list(step.views) if present else ["curve", "rmse", "energy", "heatmap"]), title
+        if present:
+            assert not page.locator("#sidebar").is_visible(), title
+            for box in page.evaluate("""[...document.querySelectorAll('#views .plot, .player .plot')].map(p => {
+                    const r = p.getBoundingClientRect(); return [r.top, r.bottom, r.left, r.right]; })"""):
+                assert box[0] >= 0 and box[1] <= 720 + 1 and box[2] >= 0 and box[3] <= 1280, (title, box)
+        page.screenshot(path=folder / f"site-lesson{'-presented' if present else ''}-{index + 1}.png")
+        if index + 1 < len(lesson.STEPS):
+            page.click("#lesson-next")
+    assert page.locator("#lesson-next").is_disabled()
+    page.click("#lesson-back")
+    page.locator("#lesson-title").get_by_text(f"Lesson · step 9 of {len(lesson.STEPS)}", exact=False).wait_for()
+    page.click("#lesson-end")
+    page.wait_for_selector("#phases .plot .main-svg", timeout=60000)
+    query = _query(page)
+    assert urlparse(page.url).path.endswith("/index.html") and query["T"] == "12"
+    assert "lesson" not in query and "present" not in query
+    assert tried == [] and problems == []
+    context.close()

@@ -64,3 +64,24 @@ def gp_demo_figure(grid, f_grid, xs, ys, k, mean, std, model_pred=None) -> go.Fi
     fig.add_scatter(x=xs[k:], y=ys[k:], mode="markers", name="not yet seen",
                     marker=dict(color="lightgray", size=6))
     return layout(fig, f"One sampled function after {k} points", "x", "y")
+
+
+# The GP page's figures of the committed sweep, by the name a lesson step calls them: the figure, its file title and
+# what the page says under it (the app's page and the static site's show the same)
+GP_SWEEP_VIEWS = {
+    "gp-ratio": (gp_ratio_figure, "gp ratio vs T",
+                 "Each point is a model's RMSE divided by the best any predictor can reach (the exact GP posterior "
+                 "mean, ratio 1). The paper reports that more steps T keep lowering the error; compare the CEM curves "
+                 "with the dashed Llama line to see what we measured."),
+    "gp-context": (gp_context_figure, "gp rmse vs context",
+                   "The error at position j, after seeing j points. With more context every predictor improves; the "
+                   "dashed GP curve is the floor."),
+    "gp-scaling": (gp_scaling_figure, "gp test-time scaling",
+                   "Test-time scaling: a model trained with T steps is run with more or fewer steps, with no "
+                   "retraining. A flat or rising curve means the extra steps do not refine the prediction."),
+}
+
+GP_PAGE_TITLE = "GP recursion: does in-layer recursion help?"      # the GP page's title and words, app and site
+GP_PAGE_INTRO = ("In-context regression on Gaussian-process functions, where the best possible prediction is known "
+                 "exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; here is what we "
+                 "measure, against that optimum.")

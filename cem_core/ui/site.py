@@ -27,7 +27,8 @@ from . import site_data, site_models
 WEB = Path(str(importlib.resources.files("cem_core") / "web"))   # the package's own web folder (package data)
 PAGE = "explorer.html"                         # the site's index.html
 FILES = ("explorer.js", "explorer.css", "pyformat.js", "explore.js", "figures.js", "exports.js", "controls.js",
-         "player.js", "player.css", "inside.html", "gp.js", "inside_figures.js", "inside_page.js")
+         "player.js", "player.css", "inside.html", "gp.js", "inside_figures.js", "inside_page.js", "gp.html",
+         "gp_page.js", "lesson_nav.js")
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 # MathJax 2 as the page configures it (TeX in, HTML-CSS out with the STIX-Web fonts, the combined configuration's
 # extensions): its localisation (English is built in), its SVG output and the speech rule engine of its accessibility

@@ -86,8 +86,38 @@ def equations() -> dict:
     return {"lines": lines, "keys": keys}
 
 
+LESSON_FILES = {"energy": "index.html", "gp": "gp.html", "inside": "inside.html"}   # the site's page of each step
+
+
+def gp_records() -> list[dict]:
+    """The committed GP sweep's records (results/gp-default, from the repository's root), which the GP page draws."""
+    from cem_core.experiments.gp.sweep import COMMITTED_GP_SWEEP, GP_SWEEP
+
+    return GP_SWEEP.load(COMMITTED_GP_SWEEP / "results.json")
+
+
+def other_steps(records: list[dict]) -> list[dict]:
+    """The lesson's steps on the site's other pages (the GP study, inside a trained model), numbered as in the app,
+    each with its page's file, words (the GP step's numbers from the committed sweep), state and views."""
+    return [{"number": index + 1, "page": step.page, "file": LESSON_FILES[step.page], "title": step.title,
+             "say": lesson.text(step, records), "state": step.controls().values(), "views": list(step.views),
+             "points_at": step.points_at}
+            for index, step in enumerate(lesson.STEPS) if step.page != "energy"]
+
+
+def gp_page(records: list[dict]) -> dict:
+    """The GP page's figures of the committed sweep (Plotly JSON) with their titles and words, by view name."""
+    from .gp_figures import GP_PAGE_INTRO, GP_PAGE_TITLE, GP_SWEEP_VIEWS
+
+    return {"title": GP_PAGE_TITLE, "intro": GP_PAGE_INTRO, "runs": len(records),
+            "views": {name: {"figure": json.loads(make(records).to_json()), "title": title, "words": words}
+                      for name, (make, title, words) in GP_SWEEP_VIEWS.items()}}
+
+
 def data() -> dict:
+    records = gp_records()
     return {"controls": controls(), "lesson": lesson_steps(), "lesson_total": len(lesson.STEPS),
+            "lesson_other": other_steps(records), "lesson_files": LESSON_FILES, "gp_page": gp_page(records),
             "equations": equations(), "present": {"controls": list(PRESENT_CONTROLS), "views": list(PRESENT_VIEWS)}}
 
 

@@ -26,6 +26,7 @@
     phases: [],          // per phase shown: its section's elements and player
     pinnedData: null,    // explore's data of the pinned state, and its controls as JSON
     serial: 0,           // the draws so far
+    linked: false,       // a lesson step opened from a link (another page's Next or Back): End goes to its start
   };
 
   // -- text ------------------------------------------------------------------------------------------------------
@@ -58,11 +59,6 @@
       return `The link's lesson step ${CEMControls.strRepr(wanted)} does not exist: the lesson has steps 1 to ` +
         `${DATA.lesson_total}.`;
     }
-    if (!DATA.lesson.some(step => step.number === Number(wanted))) {
-      const numbers = DATA.lesson.map(step => step.number);
-      return `The link's lesson step ${CEMControls.strRepr(wanted)} is on another page of the app: this page has ` +
-        `the energy page's steps ${Math.min(...numbers)} to ${Math.max(...numbers)}.`;
-    }
     return null;
   }
 
@@ -76,6 +72,8 @@
   }
 
   function endLesson() {                         // lesson_mode.end: the state from before, presentation mode off
+    if (page.linked) return CEMLesson.end();      // a lesson come to from a link or another page: its start
+    try { sessionStorage.removeItem("cem-lesson-before"); } catch (err) { console.warn(err); }
     const before = page.before;
     page.lesson = null;
     page.before = null;
@@ -103,11 +101,11 @@
     placeControls(m);
     if (index === null) return;
     const step = DATA.lesson[index];
-    $("lesson-title").textContent = `Lesson · step ${index + 1} of ${DATA.lesson.length}: ${step.title}`;
+    $("lesson-title").textContent = `Lesson · step ${step.number} of ${DATA.lesson_total}: ${step.title}`;
     $("lesson-say").hidden = !m.bar_says;
     (m.bar_says ? $("lesson-say") : $("beside-say")).innerHTML = markdown(step.say);
     $("lesson-back").disabled = index === 0;
-    $("lesson-next").disabled = index === DATA.lesson.length - 1;
+    $("lesson-next").disabled = step.number === DATA.lesson_total;      // past the last here: the next page's
   }
 
   // -- the mode: mirrors cem_core/ui/energy_mode.py EnergyMode ----------------------------------------------------
@@ -461,7 +459,11 @@
     for (const [key, value] of new URLSearchParams(location.search)) {
       if (!own.has(key) && !query.has(key)) query.set(key, value);
     }
-    $("to-inside").href = `inside.html?${query}`;
+    const keep = new URLSearchParams(query);            // the other pages open with this state kept, not the lesson
+    keep.delete("lesson");
+    keep.delete("present");
+    $("to-inside").href = `inside.html?${keep}`;
+    $("to-gp").href = `gp.html?${keep}`;
     try {
       history.replaceState(null, "", `?${query}`);
     } catch (err) {                             // too many rewrites of the address: the link field still has it
@@ -491,7 +493,11 @@
     if (query.lesson !== undefined) {
       const problem = lessonProblem(query.lesson);
       if (problem !== null) box("error", problem);
-      else {
+      else if (!DATA.lesson.some(step => step.number === Number(query.lesson))) {   // another page's step: there
+        location.replace(CEMLesson.url(Number(query.lesson), page.present));
+        return;
+      } else {
+        page.linked = true;
         const index = DATA.lesson.findIndex(step => step.number === Number(query.lesson));
         page.lesson = index;
         page.before = {values: {...DATA.controls.defaults}, pinned: null};
@@ -538,9 +544,10 @@
     };
     $("present").onchange = () => present($("present").checked);
     $("present-off").onclick = () => present(false);
-    $("lesson-start").onclick = $("present-lesson-start").onclick = () => goStep(0);
+    $("lesson-start").onclick = $("present-lesson-start").onclick = () => { CEMLesson.begin(); goStep(0); };
     $("lesson-back").onclick = () => goStep(page.lesson - 1);
-    $("lesson-next").onclick = () => goStep(page.lesson + 1);
+    $("lesson-next").onclick = () => (page.lesson + 1 < DATA.lesson.length ? goStep(page.lesson + 1)
+      : CEMLesson.go(DATA.lesson[page.lesson].number + 1, page.present));       // on to the next page's steps
     $("lesson-end").onclick = endLesson;
     CEMPlayer.checkVersion();
     if (EMBED === null) open();                 // (embedded: the server's first state comes through load)

@@ -10,7 +10,8 @@
   const models = {};                                    // decoded on first use
   const functions = {};                                 // seed -> {xs, ys, truth}, from functions/<first>.js
   const el = (id) => document.getElementById(id);
-  const state = {values: {...C.defaults}, points: null};
+  const state = {values: {...C.defaults}, points: null, lesson: null, present: false};   // lesson: its step, or null
+  const PRESENT_HEIGHT = 330, PRESENT_FONTS = 1.25;       // app_pages/inside.py's presentation mode
   let player = null, grid = null, drag = null, pending = false;
 
   globalThis.CEMFunctions = {                           // what functions/<first>.js calls
@@ -100,6 +101,8 @@
     for (const name of ["side", "gp_model", "seed", "context", "gp_T"]) params.set(PREFIX + name, state.values[name]);
     if (state.points === null) params.delete(PREFIX + "points");
     else params.set(PREFIX + "points", CEMGP.formatPoints(state.points));
+    if (state.lesson === null) params.delete("lesson"); else params.set("lesson", state.lesson.number);
+    if (state.present) params.set("present", "true"); else params.delete("present");
     return `${location.pathname}?${params.toString().replace(/%3A/g, ":").replace(/%2C/g, ",")}`;
   }
 
@@ -271,24 +274,80 @@
       trained = CEMGP.inspect(m, points.map((p) => p[0]), points.map((p) => p[1]), grid, null, null)
         .layers[0].rmse_to_posterior.slice(-1)[0];
     }
-    el("note").innerHTML = CEMInside.gpReading(data, trained).replace(/\*\*(.+?)\*\*/g, "<strong>$1</strong>");
+    el("note").innerHTML = markdown(CEMInside.gpReading(data, trained));
     const entry = DATA.models[v.gp_model];
     el("card").innerHTML = `<strong>${entry.name}</strong>: ${entry.title}; trained ${entry.steps.toLocaleString("en")} ` +
       `steps (seed ${entry.seed}); ${entry.metric.name} ${entry.metric.value.toFixed(3)}. Retrain: <code>` +
       `${entry.command}</code>.`;
-    const figures = CEMInside.gpFigures(data, PLOT_HEIGHT, "below");
+    const present = state.present && state.lesson !== null, step = state.lesson;
+    const figures = CEMInside.gpFigures(data, present ? PRESENT_HEIGHT : PLOT_HEIGHT, present ? "right" : "below");
     figures.curve.layout.dragmode = false;               // the plot's drag places points, it does not zoom
     if (drag !== null) figures.curve.layout.yaxis.range = drag.range;
-    const args = CEMInside.gpView(data, figures, CEMInside.GP_PLOTS, 1.0,
+    const args = CEMInside.gpView(data, figures, present ? step.views : CEMInside.GP_PLOTS, present ? PRESENT_FONTS : 1.0,
                                   "▶ plays the steps t = 0 … T; ← → step through them");
-    args.start_key = "free";
+    args.start_key = step === null ? "free" : `lesson-${step.number}`;
+    if (step !== null) args.highlight = step.points_at;
     args.prerender = drag === null;                       // the heatmap's steps are pre-rendered once the hand stops
     history.replaceState(null, "", link());
     el("link").value = location.href;
-    el("to-energy").href = `index.html${location.search}`;
+    const keep = new URLSearchParams(location.search);   // the other pages open with this state kept, not the lesson
+    keep.delete("lesson");
+    keep.delete("present");
+    el("to-energy").href = `index.html?${keep}`;
+    el("to-gp").href = `gp.html?${keep}`;
+    lessonBar();
     document.body.dataset.state = JSON.stringify({...v, points: state.points});
     await player.render(args);
     document.body.dataset.ready = "true";
+  }
+
+  // -- the lesson's steps on this page (lesson_nav.js: the lesson across the site's pages) ---------------------
+
+  function markdown(text) {
+    return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/\*\*(.+?)\*\*/g, "<strong>$1</strong>")
+      .replace(/\*(.+?)\*/g, "<em>$1</em>");
+  }
+
+  function lessonBar() {
+    const step = state.lesson, present = state.present && step !== null;
+    document.body.classList.toggle("present", present);
+    el("present").checked = state.present;
+    el("present-off").hidden = !present;
+    el("lesson-bar").hidden = step === null;
+    el("lesson-start").hidden = step !== null;
+    el("intro").hidden = step !== null;
+    el("bars").hidden = present;
+    el("card").hidden = present;
+    if (step === null) return;
+    el("lesson-title").textContent = `Lesson · step ${step.number} of ${CEMLesson.total}: ${step.title}`;
+    el("lesson-say").innerHTML = markdown(step.say);
+    el("lesson-next").disabled = step.number === CEMLesson.total;
+  }
+
+  function wireLesson() {
+    el("lesson-start").onclick = () => { CEMLesson.begin(); CEMLesson.go(1, state.present); };
+    el("lesson-back").onclick = () => CEMLesson.go(state.lesson.number - 1, state.present);
+    el("lesson-next").onclick = () => CEMLesson.go(state.lesson.number + 1, state.present);
+    el("lesson-end").onclick = () => CEMLesson.end();
+    const present = (on) => { state.present = on; update(); };
+    el("present").onchange = () => present(el("present").checked);
+    el("present-off").onclick = () => present(false);
+  }
+
+  function openLesson(query) {                          // a link's ?lesson=k: its step's state, or another page's
+    const problem = CEMLesson.problem(query.lesson);
+    if (problem !== null) {
+      message("error", problem);
+      return true;
+    }
+    const number = Number(query.lesson);
+    if (CEMLesson.fileOf(number) !== "inside.html") {
+      location.replace(CEMLesson.url(number, state.present));
+      return false;
+    }
+    state.lesson = CEMLesson.step(number);
+    state.values = {...C.defaults, ...state.lesson.state};
+    return true;
   }
 
   async function start() {
@@ -297,13 +356,20 @@
     grid = Float64Array.from({length: n}, (_, k) => lo + ((hi - lo) * k) / (n - 1));   // torch.linspace's points
     setUp();
     wireToggle();
-    try {
-      const read = fromLink(query());
-      state.values = read.values;
-      state.points = read.points;
-      for (const note of read.notes) message("notice", note);
-    } catch (err) {
-      message("error", `The link's settings could not be used: ${err.message}. Showing the defaults instead.`);
+    wireLesson();
+    const q = query();
+    state.present = ["true", "1"].includes((q.present || "false").toLowerCase());
+    if (q.lesson !== undefined) {
+      if (!openLesson(q)) return;
+    } else {
+      try {
+        const read = fromLink(q);
+        state.values = read.values;
+        state.points = read.points;
+        for (const note of read.notes) message("notice", note);
+      } catch (err) {
+        message("error", `The link's settings could not be used: ${err.message}. Showing the defaults instead.`);
+      }
     }
     await update();
   }
