@@ -31,7 +31,6 @@ from cem_core.experiments.gp.trained import GP_MODELS, gp_card, load_gp_model
 from cem_core.nn.baselines import LlamaAttention, SwiGLU
 from cem_core.nn.block import CEMBlock
 from cem_core.nn.descent import EnergyDescentLayer
-from cem_core.nn.readout import TEST_T_FACTOR
 
 from .inside_controls import InsideControls
 
@@ -81,7 +80,7 @@ def model_entry(name: str, model: GPTransformer, task: GPTaskConfig, card: dict)
     return {"name": name, "title": card["title"], "group": card["group"], "metric": card["metric"],
             "steps": card["steps"], "seed": card["seed"], "command": card["command"],
             "weights_sha256": card["weights_sha256"], "params": card["params"], "task": _task(task),
-            "trained_T": InsideControls.gp_most_T(name) // TEST_T_FACTOR if model.cem_layers() else 1,
+            "trained_T": GP_MODELS[name].T,
             "most_T": InsideControls.gp_most_T(name),
             "in_proj": {**_weight(model.in_proj), "bias": _floats(model.in_proj.bias)},
             "layers": [_layer(n, layer) for n, layer in model.sublayers()],

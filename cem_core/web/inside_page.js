@@ -56,6 +56,9 @@
     // the GP side's values from a link's in_ parameters (others kept at their defaults), the notes of what was
     // changed, and a learner's points; an Error in the app's words for a bad value
     const values = {...C.defaults}, notes = [];
+    if (query[PREFIX + "side"] === "lm") {
+      notes.push("The language models are not on the site yet (the app has them): showing the GP side.");
+    }
     const model = query[PREFIX + "gp_model"];
     if (model !== undefined) {
       if (!(model in DATA.models)) {
