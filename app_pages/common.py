@@ -12,7 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from cem_core.experiments.gp import sweep as gp_sweep
 from cem_core.nn.config import CEMOptions
-from cem_core.ui import exports, figure_style, jobs, links
+from cem_core.ui import exports, figure_style, jobs, links, tables
 
 log = logging.getLogger("cem_lab.app")
 ROOT = Path(__file__).resolve().parents[1]     # the repository: the app keeps its runs and data under it
@@ -281,9 +281,7 @@ def results_heading(title: str, records: list, missing: int, absent: str, what: 
 def verdict_table(rows: list[dict]) -> None:
     """A claims table as a class reads it: the verdict first, then the claim, then the numbers, as a static
     table whose cells wrap (an interactive grid hides its last columns behind a horizontal scroll)."""
-    first = [k for k in ("verdict", "t-based reading (95%)", "condition", "#", "claim") if rows and k in rows[0]]
-    label = {"#": "no."}                                               # a bare "#" reads as a Markdown heading
-    st.table([{label.get(k, k): r[k] for k in first} | {k: v for k, v in r.items() if k not in first} for r in rows])
+    st.table(tables.verdict_first(rows))
 
 
 def run_safely(body) -> None:

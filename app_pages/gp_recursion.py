@@ -91,7 +91,7 @@ def study_image(name: str, records) -> None:
 
 
 def study_section(records) -> None:
-    st.subheader("The factor study: under which conditions does recursion help?")
+    st.subheader(gp_figures.GP_STUDY_HEADING)
     if not records:
         st.info("The factor study's results are not in this checkout yet: `make gp-study` runs it (about two "
                 "hours on 2 cores) into results/gp-study.")

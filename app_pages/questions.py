@@ -12,7 +12,7 @@ from cem_core.experiments.lm import ladder, tie_ladder
 from cem_core.experiments.lm import presets as lm_presets
 from cem_core.experiments.lm import rules as lm_rules
 from cem_core.experiments.lm import runner as lm_runner
-from cem_core.ui import question_figures
+from cem_core.ui import gp_figures, question_figures
 
 
 def tie_ladder_section() -> None:
@@ -35,7 +35,7 @@ def tie_ladder_section() -> None:
 
 
 def test_time_section(task: str) -> None:
-    st.subheader("Can in-layer recursion scale at test time? Four training regimes")
+    st.subheader(gp_figures.TEST_TIME_HEADING)
     folder, load = ((test_time.COMMITTED_GP_TEST_TIME, gp_sweep.GP_SWEEP.load) if task == "gp" else
                     (test_time.COMMITTED_LM_TEST_TIME, lm_runner.LM_SWEEP.load))
     records = committed(load, "The test-time study", ROOT / folder / "results.json")

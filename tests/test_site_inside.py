@@ -324,3 +324,34 @@ def test_the_whole_lesson_at_one_url(built, browser, tmp_path, present):
     assert "lesson" not in query and "present" not in query
     assert tried == [] and problems == []
     context.close()
+
+
+def test_the_gp_page_is_the_apps(built, browser, tmp_path):
+    """The site's GP page from file:// shows what the app's GP page shows from the committed results: the sweep's three
+    figures (their traces the app's), the factor study's images (loaded, with the app's captions and alt texts) and
+    conditions table (verdict first), and the test-time study's figures, finding and table."""
+    from cem_core.ui import site_data
+
+    gp = site_data.gp_page(site_data.gp_records())
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((built / "gp.html").as_uri())
+    page.wait_for_selector("body[data-ready=true]", timeout=60000)
+    page.wait_for_function("[...document.images].every(i => i.complete)")
+    assert page.inner_text("h1") == gp["title"]
+    for name, view in gp["views"].items():
+        drawn = page.evaluate(f"""document.querySelector('#views .plot[data-name="{name}"]').data
+                                  .map(t => [t.name, Array.from(t.y || [])])""")
+        assert drawn == [[t.get("name"), list(t.get("y", []))] for t in view["figure"]["data"]], name
+    images = page.evaluate("[...document.querySelectorAll('#studies figure')].map(f => [f.querySelector('img')"
+                           ".naturalWidth, f.querySelector('img').alt, f.querySelector('figcaption').textContent])")
+    assert [(alt, caption) for _, alt, caption in images] == [(i["alt"], i["caption"]) for i in gp["study"]["images"]]
+    assert all(width >= 1000 for width, _, _ in images)
+    tables = page.evaluate("""[...document.querySelectorAll('#studies table.claims')].map(t =>
+        [...t.querySelectorAll('tr')].map(r => [...r.children].map(c => c.textContent)))""")
+    for drawn, rows in zip(tables, (gp["study"]["table"], gp["test_time"]["table"])):
+        assert drawn == [list(rows[0])] + [[str(v) for v in r.values()] for r in rows]
+    plots = page.evaluate("[...document.querySelectorAll('#studies .plot')].map(p => p.data.length)")
+    assert plots == [len(f["data"]) for f in gp["test_time"]["figures"]]
+    assert " ".join(gp["test_time"]["summary"].split()) in " ".join(page.inner_text("#studies").split())
+    page.screenshot(path=shots(tmp_path) / "site-gp.png", full_page=True)
+    page.close()

@@ -82,6 +82,8 @@ GP_SWEEP_VIEWS = {
 }
 
 GP_PAGE_TITLE = "GP recursion: does in-layer recursion help?"      # the GP page's title and words, app and site
+GP_STUDY_HEADING = "The factor study: under which conditions does recursion help?"
+TEST_TIME_HEADING = "Can in-layer recursion scale at test time? Four training regimes"
 GP_PAGE_INTRO = ("In-context regression on Gaussian-process functions, where the best possible prediction is known "
                  "exactly. The paper reports that deeper recursion (T = 4, 8) keeps lowering the RMSE; here is what we "
                  "measure, against that optimum.")

@@ -71,6 +71,9 @@ def write(folder: Path) -> None:
     shutil.copyfile(PLOTLY_JS, folder / "plotly.min.js")
     (folder / "site-data.js").write_text(site_data.script(), encoding="utf-8")
     (folder / "site-models.js").write_text(site_models.models_script(), encoding="utf-8")
+    (folder / "figures").mkdir()
+    for name in site_data.STUDY_IMAGES:                    # the factor study's committed figures (from the root)
+        shutil.copyfile(Path("figures") / f"{name}.png", folder / "figures" / f"{name}.png")
     (folder / "functions").mkdir()
     for first in site_models.function_chunks():
         (folder / "functions" / f"{first}.js").write_text(site_models.functions_script(first), encoding="utf-8")

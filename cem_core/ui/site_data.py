@@ -105,13 +105,47 @@ def other_steps(records: list[dict]) -> list[dict]:
             for index, step in enumerate(lesson.STEPS) if step.page != "energy"]
 
 
-def gp_page(records: list[dict]) -> dict:
-    """The GP page's figures of the committed sweep (Plotly JSON) with their titles and words, by view name."""
-    from .gp_figures import GP_PAGE_INTRO, GP_PAGE_TITLE, GP_SWEEP_VIEWS
+STUDY_IMAGES = ("gp_conditions_map", "gp_step_diagnostics", "gp_form_diagnostics")   # figures/<name>.png, copied
 
-    return {"title": GP_PAGE_TITLE, "intro": GP_PAGE_INTRO, "runs": len(records),
+
+def gp_study() -> dict:
+    """The GP page's factor study: its figures (the committed figures/<name>.png, with the app's captions and alt
+    texts), its conditions table (verdict first) and its rule."""
+    from cem_core.experiments.gp import study
+    from cem_core.experiments.gp.sweep import GP_SWEEP
+
+    from . import study_plots, tables
+
+    records = GP_SWEEP.load(study.COMMITTED_STUDY / "results.json")
+    return {"images": [dict(zip(("name", "caption", "alt"), (name, *study_plots.study_caption(name, records))))
+                       for name in STUDY_IMAGES],
+            "table": tables.verdict_first(study.table_rows(records)),
+            "rule": f"Verdict rule, fixed before the study ran: {study.STUDY_RULE} " + study.holm_sentence(records)}
+
+
+def gp_test_time() -> dict:
+    """The GP page's test-time study: a figure per condition (Plotly JSON), its finding, its table and its rule."""
+    from cem_core.experiments import test_time
+    from cem_core.experiments.gp.sweep import GP_SWEEP
+
+    from .question_figures import test_time_figure
+
+    records = GP_SWEEP.load(test_time.COMMITTED_GP_TEST_TIME / "results.json")
+    return {"figures": [json.loads(test_time_figure("gp", records, c).to_json()) for c in test_time.GP_CONDITIONS],
+            "summary": test_time.test_time_summary("gp", records), "table": test_time.test_time_rows("gp", records),
+            "rule": f"Rule, fixed before the study ran: {test_time.TEST_TIME_RULE}"}
+
+
+def gp_page(records: list[dict]) -> dict:
+    """The GP page: the committed sweep's figures (Plotly JSON) with their titles and words by view name, the factor
+    study and the test-time study."""
+    from .gp_figures import GP_PAGE_INTRO, GP_PAGE_TITLE, GP_STUDY_HEADING, GP_SWEEP_VIEWS, TEST_TIME_HEADING
+
+    return {"title": GP_PAGE_TITLE, "intro": GP_PAGE_INTRO, "runs": len(records), "study_heading": GP_STUDY_HEADING,
+            "test_time_heading": TEST_TIME_HEADING,
             "views": {name: {"figure": json.loads(make(records).to_json()), "title": title, "words": words}
-                      for name, (make, title, words) in GP_SWEEP_VIEWS.items()}}
+                      for name, (make, title, words) in GP_SWEEP_VIEWS.items()},
+            "study": gp_study(), "test_time": gp_test_time()}
 
 
 def data() -> dict:

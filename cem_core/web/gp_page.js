@@ -25,6 +25,49 @@
     return out;
   }
 
+  function table(rows) {                                 // a claims table (tables.verdict_first's rows)
+    const t = document.createElement("table");
+    t.className = "claims";
+    const keys = rows.length ? Object.keys(rows[0]) : [];
+    t.innerHTML = `<thead><tr>${keys.map((k) => `<th>${escaped(k)}</th>`).join("")}</tr></thead><tbody>` +
+      rows.map((r) => `<tr>${keys.map((k) => `<td>${escaped(String(r[k]))}</td>`).join("")}</tr>`).join("") +
+      "</tbody>";
+    return t;
+  }
+
+  function paragraph(text, className) {
+    const p = document.createElement("p");
+    if (className) p.className = className;
+    p.innerHTML = markdown(text);
+    return p;
+  }
+
+  async function studies() {                              // the factor study and the test-time study, as the app's
+    const where = $("studies"), study = GP.study, tt = GP.test_time;
+    const heading = (text) => { const h = document.createElement("h3"); h.textContent = text; where.appendChild(h); };
+    heading(GP.study_heading);
+    study.images.forEach((image, k) => {
+      const figure = document.createElement("figure");
+      figure.innerHTML = `<img src="figures/${image.name}.png" alt="${escaped(image.alt)}"><figcaption></figcaption>`;
+      figure.querySelector("figcaption").textContent = image.caption;
+      where.appendChild(figure);
+      if (k === 0) {
+        where.appendChild(table(study.table));
+        where.appendChild(paragraph(study.rule, "caption"));
+      }
+    });
+    heading(GP.test_time_heading);
+    for (const fig of tt.figures) {
+      const plot = document.createElement("div");
+      plot.className = "plot";
+      where.appendChild(plot);
+      await Plotly.newPlot(plot, fig.data, fig.layout, {displaylogo: false, responsive: true});
+    }
+    where.appendChild(paragraph(tt.summary));
+    where.appendChild(table(tt.table));
+    where.appendChild(paragraph(tt.rule, "caption"));
+  }
+
   async function draw(step, present) {
     const views = $("views");
     views.innerHTML = "";
@@ -112,6 +155,8 @@
     }
     wire(step, present);
     await draw(step, present);
+    $("studies").hidden = step !== null;                    // a lesson step shows what it talks about
+    if (step === null) await studies();
     document.body.dataset.ready = "true";
   }
 
