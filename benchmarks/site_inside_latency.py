@@ -14,7 +14,7 @@ grid). "first paint": from the navigation's start to the first state drawn (perf
 
 "--load N" runs N busy processes (a Python loop each) beside the browser for the whole benchmark.
 
-Targets (issue 55): at most 50 ms median from a move to every plot redrawn, at most 2 s to the first paint. Prints
+Targets: at most 50 ms median from a move to every plot redrawn, at most 2 s to the first paint. Prints
 median [min, max] per state, PASS or MISS, and the cores and load average before and after: the numbers are only as
 quiet as the machine.
 """

@@ -47,7 +47,7 @@ def _weight(linear) -> dict:
     return {"shape": list(linear.weight.shape), "data": _floats(linear.weight)}
 
 
-def _layer(name: str, layer) -> dict:
+def _sublayer(name: str, layer) -> dict:
     """One residual sublayer as gp.js reads it (its kind, weights and config)."""
     out = {"name": name, "norm": _floats(layer.norm.weight), "eps": layer.norm.eps}
     if isinstance(layer, LlamaAttention):
@@ -83,7 +83,7 @@ def model_entry(name: str, model: GPTransformer, task: GPTaskConfig, card: dict)
             "trained_T": GP_MODELS[name].T,
             "most_T": InsideControls.gp_most_T(name),
             "in_proj": {**_weight(model.in_proj), "bias": _floats(model.in_proj.bias)},
-            "layers": [_layer(n, layer) for n, layer in model.sublayers()],
+            "layers": [_sublayer(n, layer) for n, layer in model.sublayers()],
             "norm": _floats(model.norm.weight), "eps": model.norm.eps,
             "head": {**_weight(model.head), "bias": _floats(model.head.bias)}}
 
