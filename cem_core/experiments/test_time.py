@@ -191,7 +191,7 @@ def test_time_rows(task: str, records: list[dict]) -> list[dict]:
 def test_time_scale(task: str, records: list[dict]) -> str:
     """The scale and data of a task's records in words."""
     if task == "gp":
-        return ("the GP task (RBF kernel, 32 points, d_x = 1; width 64, depth 1, trained T = 4: CEM attention with "
+        return ("the GP task (RBF kernel, 32 points of one input; width 64, depth 1, trained T = 4: CEM attention with "
                 "Llama's MLP in base, the block as one energy in joint long; "
                 f"{min(r['params'] for r in records):,} to {max(r['params'] for r in records):,} parameters)")
     from .lm.ladder import corpus
