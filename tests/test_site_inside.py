@@ -111,7 +111,11 @@ def test_a_learner_places_their_own_points_on_a_trained_model(built, browser, tm
     curve = _curve(page)
     assert {"true f", "GP mean", "model", "context (8)", "GP ± 2 sd"} <= set(curve)
     assert np.allclose(curve["context (8)"]["x"], py["context_x"], rtol=0, atol=0)
-    _same_prediction(page, py)
+    # the prediction against Python's on the very points drawn: past the trained T the steps amplify the last bits
+    # in which two processes' eigendecompositions of the function's draw can differ (1e-8 relative, once)
+    drawn_points = list(zip(curve["context (8)"]["x"], curve["context (8)"]["y"]))
+    on_drawn = _python("gp-block-T8", drawn_points, 16)
+    _same_prediction(page, on_drawn)
     assert page.inner_text("#note") == inside.gp_reading(py).replace("**", "")
     assert page.locator("#playback").get_attribute("data-step") == "16"
     page.screenshot(path=folder / "site-inside-link.png", full_page=True)
@@ -119,7 +123,7 @@ def test_a_learner_places_their_own_points_on_a_trained_model(built, browser, tm
     # 2. Back to step 0 with the keyboard: the layer skipped.
     page.keyboard.press("Home")
     page.wait_for_function("document.querySelector('#playback').dataset.step === '0'")
-    assert np.allclose(_curve(page)["model"]["y"], py["layers"][0]["prediction"][0], rtol=1e-9, atol=1e-12)
+    assert np.allclose(_curve(page)["model"]["y"], on_drawn["layers"][0]["prediction"][0], rtol=1e-9, atol=1e-12)
     page.keyboard.press("End")
     page.wait_for_function("document.querySelector('#playback').dataset.step === '16'")
 
@@ -166,7 +170,7 @@ def test_a_learner_places_their_own_points_on_a_trained_model(built, browser, tm
     page.click("#sample")
     _ready(page, before)
     assert _state(page)["points"] is None and "in_points" not in _query(page)
-    _same_prediction(page, py)
+    _same_prediction(page, on_drawn)
 
     # 6. The page switcher: to the energy page and back, each page's state kept in the address.
     page.click("#to-energy")
