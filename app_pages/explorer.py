@@ -15,6 +15,7 @@ from pathlib import Path
 
 import streamlit.components.v1 as components
 
+from app_pages.common import ROOT
 from cem_core.ui import site, site_data
 
 FRONTEND = Path(__file__).resolve().parent / "explorer"
@@ -37,7 +38,7 @@ def _finish(folder: Path) -> None:
 
 def current(folder: Path) -> bool:
     """Whether `folder` holds the site and the bridge as they would be built now (MathJax: its marked build)."""
-    texts = {"index.html": index_html(), "site-data.js": site_data.script()}
+    texts = {"index.html": index_html(), "site-data.js": site_data.script(ROOT)}
     files = {"bridge.js": BRIDGE, "plotly.min.js": site.PLOTLY_JS, **{name: site.WEB / name for name in site.FILES}}
     return ((folder / site.MARK).is_file()
             and all((folder / n).is_file() and (folder / n).read_text(encoding="utf-8") == t for n, t in texts.items())
@@ -49,7 +50,7 @@ def frontend(folder: Path = FRONTEND) -> Path:
     """The component's folder, built where it is missing or stale."""
     with _BUILDING:
         if not current(folder):
-            site.build(folder, finish=_finish)
+            site.build(folder, finish=_finish, root=ROOT)
     return folder
 
 

@@ -63,17 +63,17 @@ def check_out(out: Path) -> None:
                          "folder: choose an empty or new folder, or an earlier site")
 
 
-def write(folder: Path) -> None:
-    """The site's files into `folder` (an empty one)."""
+def write(folder: Path, root: Path) -> None:
+    """The site's files into `folder` (an empty one); the committed results and figures read under `root`."""
     shutil.copyfile(WEB / PAGE, folder / "index.html")
     for name in FILES:
         shutil.copyfile(WEB / name, folder / name)
     shutil.copyfile(PLOTLY_JS, folder / "plotly.min.js")
-    (folder / "site-data.js").write_text(site_data.script(), encoding="utf-8")
+    (folder / "site-data.js").write_text(site_data.script(root), encoding="utf-8")
     (folder / "site-models.js").write_text(site_models.models_script(), encoding="utf-8")
     (folder / "figures").mkdir()
     for name in site_data.STUDY_IMAGES:                    # the factor study's committed figures (from the root)
-        shutil.copyfile(Path("figures") / f"{name}.png", folder / "figures" / f"{name}.png")
+        shutil.copyfile(root / "figures" / f"{name}.png", folder / "figures" / f"{name}.png")
     (folder / "functions").mkdir()
     for first in site_models.function_chunks():
         (folder / "functions" / f"{first}.js").write_text(site_models.functions_script(first), encoding="utf-8")
@@ -93,9 +93,11 @@ def size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def build(out: Path, finish=None) -> Path:
+def build(out: Path, finish=None, root: Path = Path(".")) -> Path:
     """The site in `out` (see the module doc); returns its index.html. `finish(folder)`, if given, adds to the
-    folder before it is renamed into place (the app's component: app_pages/explorer.py). Refused with ValueError:
+    folder before it is renamed into place (the app's component: app_pages/explorer.py); `root`: the repository's
+    root, where the committed results and figures the site draws are (the current folder by default). Refused with
+    ValueError:
     an `out` that ``check_out`` refuses, and a site over LIMIT_BYTES."""
     out = Path(out).absolute()
     check_out(out)
@@ -103,7 +105,7 @@ def build(out: Path, finish=None) -> Path:
     new = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-new-"))
     old = None
     try:
-        write(new)
+        write(new, Path(root))
         if finish is not None:
             finish(new)
         if size(new) > LIMIT_BYTES:

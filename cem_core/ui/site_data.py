@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 from cem_core.nn.activations import ACTIVATIONS
 from cem_core.nn.config import CEMOptions, switches
@@ -89,11 +90,11 @@ def equations() -> dict:
 LESSON_FILES = {"energy": "index.html", "gp": "gp.html", "inside": "inside.html"}   # the site's page of each step
 
 
-def gp_records() -> list[dict]:
-    """The committed GP sweep's records (results/gp-default, from the repository's root), which the GP page draws."""
+def gp_records(root: Path = Path(".")) -> list[dict]:
+    """The committed GP sweep's records (results/gp-default under the repository's `root`), which the GP page draws."""
     from cem_core.experiments.gp.sweep import COMMITTED_GP_SWEEP, GP_SWEEP
 
-    return GP_SWEEP.load(COMMITTED_GP_SWEEP / "results.json")
+    return GP_SWEEP.load(root / COMMITTED_GP_SWEEP / "results.json")
 
 
 def other_steps(records: list[dict]) -> list[dict]:
@@ -108,7 +109,7 @@ def other_steps(records: list[dict]) -> list[dict]:
 STUDY_IMAGES = ("gp_conditions_map", "gp_step_diagnostics", "gp_form_diagnostics")   # figures/<name>.png, copied
 
 
-def gp_study() -> dict:
+def gp_study(root: Path = Path(".")) -> dict:
     """The GP page's factor study: its figures (the committed figures/<name>.png, with the app's captions and alt
     texts), its conditions table (verdict first) and its rule."""
     from cem_core.experiments.gp import study
@@ -116,27 +117,27 @@ def gp_study() -> dict:
 
     from . import study_plots, tables
 
-    records = GP_SWEEP.load(study.COMMITTED_STUDY / "results.json")
+    records = GP_SWEEP.load(root / study.COMMITTED_STUDY / "results.json")
     return {"images": [dict(zip(("name", "caption", "alt"), (name, *study_plots.study_caption(name, records))))
                        for name in STUDY_IMAGES],
             "table": tables.verdict_first(study.table_rows(records)),
             "rule": f"Verdict rule, fixed before the study ran: {study.STUDY_RULE} " + study.holm_sentence(records)}
 
 
-def gp_test_time() -> dict:
+def gp_test_time(root: Path = Path(".")) -> dict:
     """The GP page's test-time study: a figure per condition (Plotly JSON), its finding, its table and its rule."""
     from cem_core.experiments import test_time
     from cem_core.experiments.gp.sweep import GP_SWEEP
 
     from .question_figures import test_time_figure
 
-    records = GP_SWEEP.load(test_time.COMMITTED_GP_TEST_TIME / "results.json")
+    records = GP_SWEEP.load(root / test_time.COMMITTED_GP_TEST_TIME / "results.json")
     return {"figures": [json.loads(test_time_figure("gp", records, c).to_json()) for c in test_time.GP_CONDITIONS],
             "summary": test_time.test_time_summary("gp", records), "table": test_time.test_time_rows("gp", records),
             "rule": f"Rule, fixed before the study ran: {test_time.TEST_TIME_RULE}"}
 
 
-def gp_page(records: list[dict]) -> dict:
+def gp_page(records: list[dict], root: Path = Path(".")) -> dict:
     """The GP page: the committed sweep's figures (Plotly JSON) with their titles and words by view name, the factor
     study and the test-time study."""
     from .gp_figures import GP_PAGE_INTRO, GP_PAGE_TITLE, GP_STUDY_HEADING, GP_SWEEP_VIEWS, TEST_TIME_HEADING
@@ -145,17 +146,18 @@ def gp_page(records: list[dict]) -> dict:
             "test_time_heading": TEST_TIME_HEADING,
             "views": {name: {"figure": json.loads(make(records).to_json()), "title": title, "words": words}
                       for name, (make, title, words) in GP_SWEEP_VIEWS.items()},
-            "study": gp_study(), "test_time": gp_test_time()}
+            "study": gp_study(root), "test_time": gp_test_time(root)}
 
 
-def data() -> dict:
-    records = gp_records()
+def data(root: Path = Path(".")) -> dict:
+    """Everything site-data.js holds; the committed results read under the repository's `root`."""
+    records = gp_records(root)
     return {"controls": controls(), "lesson": lesson_steps(), "lesson_total": len(lesson.STEPS),
-            "lesson_other": other_steps(records), "lesson_files": LESSON_FILES, "gp_page": gp_page(records),
+            "lesson_other": other_steps(records), "lesson_files": LESSON_FILES, "gp_page": gp_page(records, root),
             "equations": equations(), "present": {"controls": list(PRESENT_CONTROLS), "views": list(PRESENT_VIEWS)}}
 
 
-def script() -> str:
+def script(root: Path = Path(".")) -> str:
     """The data as the classic script the page loads before its own (site-data.js)."""
     return ("// Written by cem_core/ui/site_data.py from the Python core at build time (python -m cem_core site): do "
-            "not edit.\nglobalThis.CEMSiteData = " + json.dumps(data(), indent=None, separators=(",", ":")) + ";\n")
+            "not edit.\nglobalThis.CEMSiteData = " + json.dumps(data(root), indent=None, separators=(",", ":")) + ";\n")
